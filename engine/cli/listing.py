@@ -1,0 +1,85 @@
+"""Printing for `audiocpp families` and `audiocpp inspect`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from ..tasks import Task
+
+
+def print_families(as_json: bool) -> None:
+    from ..registry import broken_families, families, origin
+
+    rows = []
+    for name, plugin in sorted(families().items()):
+        spec = plugin.spec
+        rows.append({
+            "family": name,
+            "display_name": spec.display_name,
+            "status": spec.status,
+            "status_note": spec.status_note,
+            "tasks": [Task(t).cli_name for t in spec.tasks],
+            "modes": list(spec.modes),
+            "languages": list(spec.languages),
+            "sample_rates": list(spec.sample_rates),
+            "origin": origin(name),
+        })
+    broken = [asdict(b) for b in broken_families()]
+    if as_json:
+        print(json.dumps({"families": rows, "broken": broken}, indent=2))
+        return
+    header = ("family", "status", "tasks", "modes", "languages", "rate (Hz)", "from")
+    table = [header]
+    for r in rows:
+        langs = r["languages"]
+        lang_text = ",".join(langs) if len(langs) <= 4 else f"{len(langs)} ({','.join(langs[:3])},...)"
+        table.append((
+            r["family"], r["status"], ",".join(r["tasks"]), ",".join(r["modes"]), lang_text,
+            ",".join(str(s) for s in r["sample_rates"]), r["origin"],
+        ))
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
+    for row in table:
+        print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
+    for r in rows:
+        if r["status"] in ("wip", "unsupported") and r["status_note"]:
+            print(f"note: {r['family']}: {r['status_note']}")
+    for b in broken:
+        print(f"broken: {b['name']} ({b['target']}): {b['error']}")
+
+
+def print_inspection(path: Path, family: str | None, as_json: bool) -> None:
+    from ..registry import resolve_family
+
+    plugin = resolve_family(path, family)
+    info = plugin.inspect(path)
+    data = {
+        "family": info.family,
+        "path": str(info.path),
+        "format": info.format,
+        "spec": dict(info.spec_summary),
+        "num_tensors": info.num_tensors,
+        "namespaces": info.namespaces,
+        "dtypes": info.dtype_counts,
+        "embedded_files": info.embedded_files,
+        "metadata": info.metadata,
+    }
+    if as_json:
+        print(json.dumps(data, indent=2, default=str))
+        return
+    print(f"path:        {data['path']}")
+    print(f"family:      {data['family']}")
+    print(f"format:      {data['format']}")
+    spec = data["spec"]
+    if spec:
+        print(f"spec:        {spec.get('display_name')} status={spec.get('status')} "
+              f"tasks={','.join(spec.get('tasks', []))} modes={','.join(spec.get('modes', []))}")
+    print(f"tensors:     {data['num_tensors']}")
+    if data["namespaces"]:
+        print("namespaces:  " + ", ".join(f"{ns} ({n})" for ns, n in data["namespaces"].items()))
+    print("dtypes:      " + ", ".join(f"{dt} x{n}" for dt, n in sorted(data["dtypes"].items())))
+    if data["embedded_files"]:
+        print("files:       " + ", ".join(data["embedded_files"]))
+    for key, value in data["metadata"].items():
+        print(f"meta:        {key} = {value}")

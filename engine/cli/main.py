@@ -1,0 +1,188 @@
+"""The ``audiocpp`` command line.
+
+``audiocpp --family X --task tts|clon|design --model PATH --text ... --out FILE`` runs a
+request; ``families``, ``inspect``, ``package`` and ``options`` are subcommands. Every
+option a family takes comes from its spec. Errors users can cause print one message and
+exit 2 (usage) or 1 (runtime) without a traceback, and never leave a partial output file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import AudiocppError, UsageError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=False,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["--help", "-h"]},
+    help="Run open TTS models (OmniVoice, VoxCPM1/2, Audio8 TTS) from one CLI. "
+    "`audiocpp --family X --help` also lists the family's options.",
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+
+OUTPUT_FORMATS = ("wav16", "wav24", "wav32", "flac", "ogg")
+
+
+@app.callback()
+def synthesize(
+    ctx: typer.Context,
+    family: Annotated[str | None, typer.Option("--family", "-f", help="Model family (auto-detected from --model when omitted).")] = None,
+    task: Annotated[str, typer.Option("--task", help="tts, clon (voice cloning) or design (voice design).")] = "tts",
+    model: Annotated[Path | None, typer.Option("--model", "-m", help="Model path: package GGUF, HF folder or a family's GGUF. Omit to use the family's demo model.")] = None,
+    codec: Annotated[Path | None, typer.Option("--codec", help="Separate codec GGUF where a family uses one (load option 'codec').")] = None,
+    text: Annotated[str | None, typer.Option("--text", "-t", help="Text to synthesize ('-' reads stdin).")] = None,
+    text_file: Annotated[Path | None, typer.Option("--text-file", help="Read the text from a UTF-8 file.")] = None,
+    voice_ref: Annotated[Path | None, typer.Option("--voice-ref", help="Reference audio for cloning (wav/flac/ogg).")] = None,
+    reference_text: Annotated[str | None, typer.Option("--reference-text", help="Transcript of --voice-ref.")] = None,
+    instruct: Annotated[str | None, typer.Option("--instruct", help="Voice design description.")] = None,
+    language: Annotated[str | None, typer.Option("--language", help="Language name or code.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Random seed (request option 'seed').")] = None,
+    mode: Annotated[str, typer.Option("--mode", help="offline or streaming.")] = "offline",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output audio file (the final audio in streaming mode).")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out-dir", help="Also write each streamed/long-form chunk as chunk_N.wav here.")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="wav16, wav24, wav32 (float), flac or ogg; default from --out's extension.")] = None,
+    voice_prompt: Annotated[Path | None, typer.Option("--voice-prompt", help="Reuse a prepared voice prompt saved with --voice-prompt-out.")] = None,
+    voice_prompt_out: Annotated[Path | None, typer.Option("--voice-prompt-out", help="Save the prepared voice prompt of this request.")] = None,
+    request_option: Annotated[list[str] | None, typer.Option("--request-option", "-r", help="Request option key=value (repeatable).")] = None,
+    session_option: Annotated[list[str] | None, typer.Option("--session-option", "-s", help="Session option family.key=value (repeatable).")] = None,
+    load_option: Annotated[list[str] | None, typer.Option("--load-option", "-l", help="Load option key=value (repeatable).")] = None,
+    metrics: Annotated[bool, typer.Option("--metrics", help="Print wall time, RTF, time to first audio and peak RSS.")] = False,
+    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bar on stderr (default: when stderr is a terminal).")] = None,
+) -> None:
+    if ctx.invoked_subcommand is not None:
+        return
+    from .run import RunArgs, run_request
+
+    args = RunArgs(
+        family=family, task=task, model=model, codec=codec, text=text, text_file=text_file,
+        voice_ref=voice_ref, reference_text=reference_text, instruct=instruct, language=language,
+        seed=seed, mode=mode, out=out, out_dir=out_dir, fmt=fmt, voice_prompt=voice_prompt,
+        voice_prompt_out=voice_prompt_out, request_options=request_option or [],
+        session_options=session_option or [], load_options=load_option or [], metrics=metrics,
+        progress=progress,
+    )
+    run_request(args)
+
+
+@app.command("families")
+def families_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """List installed families: status, tasks, modes, languages (reads specs only)."""
+    from .listing import print_families
+
+    print_families(as_json)
+
+
+@app.command("options")
+def options_cmd(
+    family: Annotated[str, typer.Option("--family", "-f", help="Family whose options to list.")],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Print a family's request, session and load options from its spec."""
+    from ..registry import get_family
+    from ..spec.options import format_options
+
+    spec = get_family(family).spec
+    if as_json:
+        print(json.dumps(spec.options.model_dump(exclude_none=True), indent=2))
+    else:
+        print(format_options(spec))
+
+
+@app.command("inspect")
+def inspect_cmd(
+    path: Annotated[Path, typer.Argument(help="A GGUF file or model folder.")],
+    family: Annotated[str | None, typer.Option("--family", "-f")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Show family, spec summary, namespaces, tensor counts by dtype and embedded files."""
+    from .listing import print_inspection
+
+    print_inspection(path, family, as_json)
+
+
+@app.command("package")
+def package_cmd(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output .gguf file.")],
+    inputs: Annotated[list[str], typer.Option("--input", "-i", help="ns=PATH, or a model folder/file the spec's sources map to namespaces (repeatable).")],
+    spec: Annotated[Path | None, typer.Option("--spec", help="Model spec JSON (default: the family's built-in spec).")] = None,
+    family: Annotated[str | None, typer.Option("--family", "-f", help="Family (default: the spec's family, or detected from the input).")] = None,
+    weight_type: Annotated[str, typer.Option("--type", help="f32, f16, bf16, q8_0, q4_0 (float tensors of safe shape only).")] = "f32",
+    keep_type: Annotated[list[str] | None, typer.Option("--keep-type", help="'ns/glob=type' overrides, e.g. 'audio_tokenizer_weights/*=f32' (repeatable).")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing output file.")] = False,
+) -> None:
+    """Build an audio.cpp-compatible package GGUF from upstream weights."""
+    from ..packaging.cli import package_from_cli
+
+    package_from_cli(out=out, inputs=inputs, spec=spec, family=family, weight_type=weight_type,
+                     keep_types=keep_type or [], overwrite=overwrite)
+
+
+def _family_help(argv: list[str]) -> str | None:
+    """`audiocpp --family X --help`: the family's options after the general help."""
+    if not any(a in ("--help", "-h") for a in argv):
+        return None
+    for i, arg in enumerate(argv):
+        if arg in ("--family", "-f") and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--family="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        family = _family_help(argv)
+        if family is not None:
+            from ..registry import get_family
+            from ..spec.options import format_options
+
+            spec = get_family(family).spec
+            try:
+                app(args=["--help"], prog_name="audiocpp", standalone_mode=False)
+            except SystemExit:
+                pass
+            print()
+            print(format_options(spec))
+            if not spec.runnable:
+                print(f"\nnote: {family} has status {spec.status!r}: {spec.status_note}")
+            raise SystemExit(0)
+        app(args=argv, prog_name="audiocpp")
+    except AudiocppError as exc:
+        _print_error(exc)
+        raise SystemExit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+    except SystemExit:
+        raise
+    except Exception as exc:  # an internal bug: say so plainly, traceback on request
+        if os.environ.get("AUDIOCPP_DEBUG"):
+            raise
+        print(f"internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print("  this is a bug in audiocpp; rerun with AUDIOCPP_DEBUG=1 for the traceback", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def _print_error(exc: AudiocppError) -> None:
+    print(f"error: {exc.message}", file=sys.stderr)
+    if exc.hint:
+        print(f"  hint: {exc.hint}", file=sys.stderr)
+
+
+def dump_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+__all__ = ["UsageError", "app", "main"]

@@ -1,0 +1,64 @@
+"""A loaded model: weights already in torch, ready to create sessions."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .cache import ContentCache
+from .errors import UsageError
+from .spec.model import ModelSpec
+from .spec.options import resolve_options
+from .tasks import Mode, Task, parse_mode, parse_task
+
+if TYPE_CHECKING:
+    from .records import VoicePrompt
+    from .session import Session
+
+
+class LoadedModel(ABC):
+    """Base class of a family's loaded model.
+
+    Subclasses set ``sample_rate`` and implement :meth:`_create_session`; the base checks
+    the task and mode against the spec and parses session options, and owns the caches of
+    prepared references and voice prompts (keyed by content hash).
+    """
+
+    sample_rate: int = 0
+
+    def __init__(self, spec: ModelSpec, path: Path | None, load_options: dict[str, Any] | None = None) -> None:
+        self.spec = spec
+        self.family = spec.family
+        self.path = path
+        self.load_options = dict(load_options or {})
+        self.reference_cache = ContentCache(max_entries=8)
+
+    def session(self, task: str | Task = "tts", mode: str | Mode = "offline", **session_options: Any) -> Session:
+        """Shorthand: ``model.session("tts", compute_dtype="bfloat16")``."""
+        return self.create_session(task, mode, session_options)
+
+    def create_session(
+        self, task: str | Task, mode: str | Mode = Mode.OFFLINE, session_options: dict[str, Any] | None = None
+    ) -> Session:
+        task = parse_task(task)
+        mode = parse_mode(mode)
+        if task.value not in self.spec.tasks:
+            raise UsageError(
+                f"{self.family} does not support task {task.cli_name!r}",
+                hint=f"{self.family} supports: {', '.join(Task(t).cli_name for t in self.spec.tasks)}",
+            )
+        if mode.value not in self.spec.modes:
+            raise UsageError(
+                f"{self.family} does not support mode {mode.value!r}",
+                hint=f"{self.family} supports: {', '.join(self.spec.modes)}",
+            )
+        options = resolve_options(self.spec, "session", session_options)
+        return self._create_session(task, mode, options)
+
+    @abstractmethod
+    def _create_session(self, task: Task, mode: Mode, options: dict[str, Any]) -> Session: ...
+
+    def load_voice_prompt(self, path: Path) -> VoicePrompt:
+        """Read a prepared voice prompt saved by this family (override where supported)."""
+        raise UsageError(f"{self.family} does not support saved voice prompts (--voice-prompt)")

@@ -1,0 +1,84 @@
+"""The family plugin contract.
+
+A family is a package with an entry point in the group ``audiocpp.families`` that names a
+:class:`FamilyPlugin` instance (or a zero-argument factory returning one). The plugin
+module must be light: listing families reads specs only, so model code (and torch) is
+imported inside :meth:`FamilyPlugin.load`, never at import time.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .detect import PathFacts, spec_evidence
+from .errors import FamilyUnavailableError
+from .spec.model import ModelSpec
+from .spec.validate import load_spec_file
+
+if TYPE_CHECKING:
+    from .model import LoadedModel
+    from .packaging.plan import PackagePlan
+    from .records import ModelInfo
+
+
+class FamilyPlugin:
+    """Base class of family plugins. Subclasses set ``name`` and implement :meth:`_load`.
+
+    ``spec_file`` defaults to the spec shipped in ``audiocpp.model_specs``; an out-of-tree
+    family points it at its own JSON file.
+    """
+
+    name: str = ""
+    spec_file: str | Path | None = None
+
+    @cached_property
+    def spec(self) -> ModelSpec:
+        path = self.spec_file
+        if path is None:
+            path = Path(str(resources.files("audiocpp.model_specs").joinpath(f"{self.name}.json")))
+        return load_spec_file(path)
+
+    # -- detection and inspection -------------------------------------------------
+    def detect(self, facts: PathFacts):
+        """Evidence that ``facts`` hold this family's model, or None. Spec-driven by default."""
+        return spec_evidence(self.spec, facts)
+
+    def inspect(self, path: str | Path) -> ModelInfo:
+        from .inspect import inspect_path
+
+        return inspect_path(path, family=self.name, spec=self.spec)
+
+    # -- loading --------------------------------------------------------------------
+    def ensure_runnable(self) -> None:
+        spec = self.spec
+        if not spec.runnable:
+            note = spec.status_note or "it cannot run in this version"
+            raise FamilyUnavailableError(
+                f"family {self.name!r} has status {spec.status!r}: {note}",
+                hint="run `audiocpp families` to see which families can run",
+            )
+
+    def load(self, path: str | Path | None, load_options: dict[str, Any] | None = None) -> LoadedModel:
+        """Check the status, parse load options against the spec, then call :meth:`_load`."""
+        from .spec.options import resolve_options
+
+        self.ensure_runnable()
+        options = resolve_options(self.spec, "load", load_options)
+        return self._load(None if path is None else Path(path), options)
+
+    def _load(self, path: Path | None, options: dict[str, Any]) -> LoadedModel:
+        raise NotImplementedError(f"family {self.name!r} does not implement loading")
+
+    # -- packaging --------------------------------------------------------------------
+    def package_plan(self, inputs: dict[str, Path], load_options: dict[str, Any] | None = None) -> PackagePlan:
+        """Namespaces and sidecar files to write into a package GGUF (spec-driven by default)."""
+        from .packaging.plan import plan_from_spec
+
+        return plan_from_spec(self.spec, inputs)
+
+    def demo_model_path(self) -> Path | None:
+        """A checkpoint to use when the user gives no --model (families with a demo override)."""
+        return None

@@ -1,0 +1,175 @@
+"""Small typed records shared by the CLI, the Python API and families.
+
+They are plain dataclasses: cheap to build, easy to print, no torch import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from .tasks import Mode, Task
+
+
+@dataclass
+class AudioBuffer:
+    """Mono float32 audio. ``samples`` has shape ``(n,)``."""
+
+    samples: np.ndarray
+    sample_rate: int
+
+    def __post_init__(self) -> None:
+        samples = np.asarray(self.samples, dtype=np.float32)
+        if samples.ndim == 2 and 1 in samples.shape:
+            samples = samples.reshape(-1)
+        if samples.ndim != 1:
+            raise ValueError(f"AudioBuffer wants mono samples of shape (n,), got {samples.shape}")
+        self.samples = samples
+        self.sample_rate = int(self.sample_rate)
+
+    @property
+    def num_samples(self) -> int:
+        return int(self.samples.shape[0])
+
+    @property
+    def duration(self) -> float:
+        return self.num_samples / float(self.sample_rate) if self.sample_rate else 0.0
+
+    def content_hash(self) -> str:
+        """sha256 of the samples and rate: the key of the reference caches."""
+        digest = hashlib.sha256()
+        digest.update(str(self.sample_rate).encode())
+        digest.update(np.ascontiguousarray(self.samples).tobytes())
+        return digest.hexdigest()
+
+
+@dataclass
+class VoiceReference:
+    """Reference audio for cloning: a file path, or audio already in memory."""
+
+    path: Path | None = None
+    audio: AudioBuffer | None = None
+
+    def __post_init__(self) -> None:
+        if self.path is not None:
+            self.path = Path(self.path)
+        if (self.path is None) == (self.audio is None):
+            raise ValueError("VoiceReference needs exactly one of path= or audio=")
+
+
+class VoicePrompt(Protocol):
+    """A family's prepared voice (e.g. reference codes + text + RMS) that can be saved and reused."""
+
+    family: str
+
+    def save(self, path: str | Path) -> None: ...
+
+
+@dataclass
+class TaskRequest:
+    """One synthesis request.
+
+    The first-class fields are shorthands for the request options of the same canonical
+    name (``reference_text``, ``instruct``, ``language``, ``seed``); ``options`` holds every
+    other option of the family's spec, as typed values or as strings to be parsed.
+    """
+
+    text: str = ""
+    voice: VoiceReference | None = None
+    reference_text: str | None = None
+    instruct: str | None = None
+    language: str | None = None
+    seed: int | None = None
+    voice_prompt: str | Path | VoicePrompt | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def first_class_options(self) -> dict[str, Any]:
+        values = {
+            "reference_text": self.reference_text,
+            "instruct": self.instruct,
+            "language": self.language,
+            "seed": self.seed,
+        }
+        return {k: v for k, v in values.items() if v is not None}
+
+
+@dataclass
+class Metrics:
+    """Timing and memory figures of one request (seconds, MiB)."""
+
+    wall_s: float = 0.0
+    audio_s: float = 0.0
+    time_to_first_audio_s: float | None = None
+    peak_rss_mb: float = 0.0
+    seed: int | None = None
+    num_chunks: int = 1
+
+    @property
+    def rtf(self) -> float:
+        return self.wall_s / self.audio_s if self.audio_s > 0 else float("inf")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "wall_s": round(self.wall_s, 4),
+            "audio_s": round(self.audio_s, 4),
+            "rtf": round(self.rtf, 4) if self.audio_s > 0 else None,
+            "time_to_first_audio_s": None
+            if self.time_to_first_audio_s is None
+            else round(self.time_to_first_audio_s, 4),
+            "peak_rss_mb": round(self.peak_rss_mb, 1),
+            "seed": self.seed,
+            "num_chunks": self.num_chunks,
+        }
+
+
+@dataclass
+class TaskResult:
+    """The output of a request: the final audio, its named chunks and the metrics.
+
+    ``details`` carries family-specific by-products (generated tokens, latents...) that
+    parity tests and power users read; ``voice_prompt`` is set when the family prepared a
+    reusable voice.
+    """
+
+    audio: AudioBuffer
+    task: Task
+    mode: Mode
+    chunks: list[AudioBuffer] = field(default_factory=list)
+    metrics: Metrics = field(default_factory=Metrics)
+    voice_prompt: VoicePrompt | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StreamEvent:
+    """An event of a streaming session: audio pieces in order, then one final event."""
+
+    kind: Literal["audio", "final"]
+    index: int
+    audio: AudioBuffer | None = None
+    name: str = ""
+    result: TaskResult | None = None
+
+    @property
+    def is_final(self) -> bool:
+        return self.kind == "final"
+
+
+@dataclass
+class ModelInfo:
+    """What ``audiocpp inspect`` prints: family, spec summary and the weights found."""
+
+    family: str
+    path: Path
+    format: str
+    spec_summary: Mapping[str, Any] = field(default_factory=dict)
+    namespaces: dict[str, int] = field(default_factory=dict)
+    dtype_counts: dict[str, int] = field(default_factory=dict)
+    num_tensors: int = 0
+    embedded_files: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)

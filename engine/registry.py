@@ -1,0 +1,140 @@
+"""Family discovery through the ``audiocpp.families`` entry-point group.
+
+Built-in families register there exactly like third-party ones. Discovery imports only
+the plugin modules (which must not import model code); detection reads file headers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from .detect import PathFacts
+from .errors import ModelError, UsageError
+from .plugin import FamilyPlugin
+
+GROUP = "audiocpp.families"
+
+
+@dataclass(frozen=True)
+class BrokenPlugin:
+    """An entry point that could not be loaded; listed with its error instead of crashing."""
+
+    name: str
+    target: str
+    error: str
+
+
+_ORIGINS: dict[str, str] = {}
+
+
+@cache
+def _discover() -> tuple[dict[str, FamilyPlugin], tuple[BrokenPlugin, ...]]:
+    plugins: dict[str, FamilyPlugin] = {}
+    _ORIGINS.clear()
+    broken: list[BrokenPlugin] = []
+    for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+        try:
+            obj = ep.load()
+            plugin = obj() if isinstance(obj, type) or (callable(obj) and not isinstance(obj, FamilyPlugin)) else obj
+            if not isinstance(plugin, FamilyPlugin):
+                raise TypeError(f"{ep.value} is not a FamilyPlugin (got {type(plugin).__name__})")
+            if plugin.name != ep.name:
+                raise ValueError(f"entry point {ep.name!r} names a plugin called {plugin.name!r}")
+            _ = plugin.spec  # validate the spec now so broken specs are reported here
+        except Exception as exc:  # a broken third-party plugin must not break the CLI
+            broken.append(BrokenPlugin(ep.name, ep.value, f"{type(exc).__name__}: {exc}"))
+            continue
+        if ep.name in plugins:
+            broken.append(BrokenPlugin(ep.name, ep.value, "duplicate family name; the first one wins"))
+            continue
+        plugins[ep.name] = plugin
+        dist = getattr(ep, "dist", None)
+        _ORIGINS[ep.name] = f"{dist.name} {dist.version}" if dist is not None else ep.value
+    return plugins, tuple(broken)
+
+
+def origin(name: str) -> str:
+    """The distribution that registered a family ("audiocpp 0.1.0" for built-ins)."""
+    _discover()
+    return _ORIGINS.get(name, "?")
+
+
+def families() -> dict[str, FamilyPlugin]:
+    return dict(_discover()[0])
+
+
+def broken_families() -> tuple[BrokenPlugin, ...]:
+    return _discover()[1]
+
+
+def refresh() -> None:
+    """Forget discovered plugins (after installing a new family in-process)."""
+    _discover.cache_clear()
+
+
+def get_family(name: str) -> FamilyPlugin:
+    plugins = families()
+    plugin = plugins.get(name)
+    if plugin is None:
+        for broken in broken_families():
+            if broken.name == name:
+                raise UsageError(f"family {name!r} is installed but failed to load: {broken.error}")
+        raise UsageError(
+            f"unknown family {name!r}",
+            hint=f"installed families: {', '.join(sorted(plugins)) or 'none'} (see `audiocpp families`)",
+        )
+    return plugin
+
+
+def detect_family(path: str | Path) -> FamilyPlugin:
+    """The one family whose files ``path`` holds, or a ModelError listing the candidates."""
+    facts = PathFacts.read(path)
+    evidence = []
+    for plugin in families().values():
+        found = plugin.detect(facts)
+        if found is not None:
+            evidence.append((found, plugin))
+    if not evidence:
+        raise ModelError(
+            f"cannot tell which family {str(path)!r} belongs to",
+            hint=f"pass --family (one of: {', '.join(sorted(families()))}); "
+            "detection reads GGUF general.architecture / an embedded model spec, config.json model_type "
+            "or architecture, and the folder layout",
+        )
+    evidence.sort(key=lambda item: -item[0].strength)
+    best = evidence[0][0].strength
+    top = [(ev, pl) for ev, pl in evidence if ev.strength == best]
+    if len(top) > 1:
+        listing = "; ".join(f"{pl.name} ({ev.reason})" for ev, pl in top)
+        raise ModelError(
+            f"{str(path)!r} matches several families: {listing}",
+            hint="pass --family to choose one",
+        )
+    return top[0][1]
+
+
+def resolve_family(path: str | Path | None, family: str | None) -> FamilyPlugin:
+    if family:
+        return get_family(family)
+    if path is None:
+        raise UsageError("no model given", hint="pass --model PATH, or --family NAME to use its demo model")
+    return detect_family(path)
+
+
+def load(
+    path: str | Path | None = None,
+    *,
+    family: str | None = None,
+    load_options: dict[str, Any] | None = None,
+):
+    """Load a model: ``audiocpp.engine.load("model.gguf")``. The family is detected unless given."""
+    plugin = resolve_family(path, family)
+    if path is None:
+        path = plugin.demo_model_path()
+        if path is None:
+            raise UsageError(f"family {plugin.name!r} has no demo model", hint="pass --model PATH")
+    return plugin.load(path, load_options)

@@ -1,0 +1,167 @@
+"""Spec validation: JSON Schema first, then the cross-field rules a schema cannot say.
+
+Every problem is reported with its JSON path (``$.options.request[2].default``) so the
+author can find it.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..errors import SpecError
+from .model import PRESETS, ModelSpec
+
+NUMERIC = ("int", "float")
+
+
+@cache
+def schema() -> dict[str, Any]:
+    text = resources.files("audiocpp.model_specs").joinpath("schema.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+@cache
+def _validator():
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema())
+    cls.check_schema(schema())
+    return cls(schema(), format_checker=cls.FORMAT_CHECKER)
+
+
+def spec_problems(data: Any, *, expected_family: str | None = None) -> list[str]:
+    """Return every problem of ``data`` as ``"<json path>: <message>"`` (empty when valid)."""
+    errors = sorted(_validator().iter_errors(data), key=lambda e: (list(e.absolute_path), e.message))
+    problems = [f"{err.json_path}: {_short(err)}" for err in errors]
+    if problems or not isinstance(data, dict):
+        return problems
+    return _semantic_problems(data, expected_family)
+
+
+def _short(err: Any) -> str:
+    message = err.message
+    if err.validator in ("oneOf", "anyOf") and err.context:
+        best = min(err.context, key=lambda e: len(e.message))
+        message = best.message
+    return message if len(message) < 300 else message[:297] + "..."
+
+
+def _semantic_problems(data: dict[str, Any], expected_family: str | None) -> list[str]:
+    problems: list[str] = []
+    family = data["family"]
+    if expected_family is not None and family != expected_family:
+        problems.append(f"$.family: {family!r} must equal the file name stem {expected_family!r}")
+
+    tasks = set(data["tasks"])
+    for task in data.get("capabilities", {}):
+        if task not in tasks:
+            problems.append(f"$.capabilities.{task}: task {task!r} is not listed in $.tasks")
+
+    declared: dict[str, set[str]] = {}
+    for scope, rows in data["options"].items():
+        seen: set[str] = set()
+        for i, row in enumerate(rows):
+            path = f"$.options.{scope}[{i}]"
+            name = row["name"]
+            if name in seen:
+                problems.append(f"{path}.name: duplicate option {name!r} in scope {scope!r}")
+            seen.add(name)
+            if scope == "request" and "." in name and not name.startswith(f"{family}."):
+                problems.append(f"{path}.name: namespaced request option {name!r} must start with '{family}.'")
+            problems.extend(_default_problems(row, path))
+        declared[scope] = seen
+
+    for i, dep in enumerate(data.get("dependencies", [])):
+        if dep["option"] not in declared.get(dep["scope"], set()):
+            problems.append(
+                f"$.dependencies[{i}].option: {dep['option']!r} is not declared in $.options.{dep['scope']}"
+            )
+
+    package_ids = [p["id"] for p in data.get("packages", [])]
+    for i, pid in enumerate(package_ids):
+        if package_ids.index(pid) != i:
+            problems.append(f"$.packages[{i}].id: duplicate package id {pid!r}")
+    recommended = data.get("ui", {}).get("recommended_package")
+    if recommended is not None and recommended not in package_ids:
+        problems.append(f"$.ui.recommended_package: {recommended!r} is not the id of a package in $.packages")
+
+    for i, src in enumerate(data["sources"]):
+        roots = set(src["roots"])
+        for group in ("files", "optional_files", "tensors", "optional_tensors"):
+            for key, ref in src.get(group, {}).items():
+                ref_text = ref["source"] if isinstance(ref, dict) else ref
+                root = ref_text.split(":", 1)[0]
+                if root not in roots:
+                    problems.append(
+                        f"$.sources[{i}].{group}.{key}: root {root!r} is not declared in $.sources[{i}].roots"
+                    )
+    return problems
+
+
+def _default_problems(row: dict[str, Any], path: str) -> list[str]:
+    problems: list[str] = []
+    lo, hi = row.get("min"), row.get("max")
+    if lo is not None and hi is not None and lo > hi:
+        problems.append(f"{path}.min: min {lo} is greater than max {hi}")
+    if "default" not in row or row["default"] is None:
+        return problems
+    default = row["default"]
+    kind = row["type"]
+    if kind in NUMERIC:
+        if isinstance(default, bool) or not isinstance(default, (int, float)):
+            return problems  # the schema already reported the type
+        if lo is not None and default < lo:
+            problems.append(f"{path}.default: {default} is below min {lo}")
+        if hi is not None and default > hi:
+            problems.append(f"{path}.default: {default} is above max {hi}")
+    elif kind == "enum":
+        allowed = row.get("values") or PRESETS.get(row.get("preset", ""), ())
+        if default not in allowed:
+            problems.append(f"{path}.default: {default!r} is not one of {list(allowed)}")
+    elif kind in ("string", "path", "audio_path") and not isinstance(default, str):
+        problems.append(f"{path}.default: must be a string")
+    elif kind.endswith("_list") and not isinstance(default, list):
+        problems.append(f"{path}.default: must be a list")
+    return problems
+
+
+def validate_spec(data: Any, *, origin: str = "<spec>", expected_family: str | None = None) -> ModelSpec:
+    """Validate ``data`` and return the typed spec, or raise SpecError listing every problem."""
+    problems = spec_problems(data, expected_family=expected_family)
+    if problems:
+        listing = "\n  ".join(problems)
+        raise SpecError(
+            f"model spec {origin} is invalid:\n  {listing}",
+            hint="fix the fields at the JSON paths above; the format is described in docs/spec-format.md",
+        )
+    return ModelSpec.model_validate(data)
+
+
+def load_spec_file(path: str | Path, *, check_name: bool = True) -> ModelSpec:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError(f"model spec {path} does not exist") from None
+    except json.JSONDecodeError as exc:
+        raise SpecError(
+            f"model spec {path} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    return validate_spec(data, origin=str(path), expected_family=path.stem if check_name else None)
+
+
+def load_spec_text(text: str, *, origin: str) -> ModelSpec:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"model spec {origin} is not valid JSON: {exc.msg}") from None
+    return validate_spec(data, origin=origin)
+
+
+def builtin_spec_path(family: str) -> Path:
+    """Path of a spec shipped in ``audiocpp.model_specs``."""
+    return Path(str(resources.files("audiocpp.model_specs").joinpath(f"{family}.json")))

@@ -1,0 +1,25 @@
+"""Maps the repository's top-level folders into the ``audiocpp`` namespace.
+
+``engine/`` becomes ``audiocpp.engine``, ``families/`` becomes ``audiocpp.families`` and
+``model_specs/`` (JSON only) becomes ``audiocpp.model_specs``; every sub-package is found
+automatically so a new family folder needs no packaging change.
+"""
+
+from setuptools import find_packages, setup
+
+ROOTS = ("engine", "families", "model_specs")
+
+packages: list[str] = []
+package_dir: dict[str, str] = {}
+for root in ROOTS:
+    package_dir[f"audiocpp.{root}"] = root
+    packages.append(f"audiocpp.{root}")
+    for sub in find_packages(where=root):
+        packages.append(f"audiocpp.{root}.{sub}")
+
+setup(
+    packages=packages,
+    package_dir=package_dir,
+    package_data={"audiocpp.model_specs": ["*.json"], "audiocpp.families": ["*/data/*"]},
+    include_package_data=True,
+)

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Creates or refreshes the project virtualenv .venv: the pinned CPU torch wheel first, then
+# audiocpp itself (editable) with its test extras. Idempotent: a stamp of the inputs makes a
+# second run a no-op. Usage: tools/setup_env.sh [--quiet]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+quiet=0; [ "${1:-}" = "--quiet" ] && quiet=1
+log() { [ "$quiet" = 1 ] || echo "[setup] $*" >&2; }
+
+# torch is pinned here, not in the package metadata: on this machine kind `torch==2.13.0`
+# resolves to a CPU wheel on local disk, while an open range would pull a multi-GB CUDA build.
+TORCH_PIN="${AUDIOCPP_TORCH_PIN:-torch==2.13.0}"
+PYTHON="${PYTHON:-python3}"
+venv="$root/.venv"
+stamp="$venv/.audiocpp-setup-stamp"
+want="$(cat pyproject.toml setup.py tools/setup_env.sh | sha256sum | cut -d' ' -f1) $TORCH_PIN"
+
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/audiocpp" ]; then
+  exit 0
+fi
+if [ ! -x "$venv/bin/python" ]; then
+  log "creating $venv"
+  "$PYTHON" -m venv "$venv"
+fi
+pipq=(-q --disable-pip-version-check)
+log "installing $TORCH_PIN"
+"$venv/bin/python" -m pip install "${pipq[@]}" "$TORCH_PIN" 2>&1 | grep -v "^WARNING: Location" >&2 || true
+"$venv/bin/python" -c "import torch" || { echo "[setup] torch failed to install" >&2; exit 1; }
+log "installing audiocpp (editable) with test extras"
+"$venv/bin/python" -m pip install "${pipq[@]}" -e ".[test]" 2>&1 | grep -v "^WARNING: Location" >&2 || true
+"$venv/bin/python" -c "import audiocpp.engine" || { echo "[setup] audiocpp failed to install" >&2; exit 1; }
+echo "$want" > "$stamp"
+log "ready: $venv"
