@@ -1,0 +1,68 @@
+"""Test helpers: run the real CLI as a subprocess, find the upstream reference virtualenvs.
+
+Reference virtualenvs are built by ``tools/reference_envs/<name>.sh`` into
+``.ref-envs/<name>`` (``bin/test`` builds them all). A parity test that finds its env
+missing fails with the command to build it; set ``AUDIOCPP_SKIP_PARITY=1`` to skip
+parity tests instead (never in CI).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+REF_ENVS = Path(os.environ.get("AUDIOCPP_REF_ENVS", REPO / ".ref-envs"))
+
+
+def cli_path() -> Path:
+    return Path(sys.executable).parent / "audiocpp"
+
+
+def run_cli(*args: str | Path, input: str | None = None, cwd: Path | None = None,
+            env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run the installed ``audiocpp`` console script; never raises on a non-zero exit."""
+    full_env = {**os.environ, **(env or {})}
+    full_env.pop("AUDIOCPP_DEBUG", None)
+    return subprocess.run(
+        [str(cli_path()), *[str(a) for a in args]],
+        input=input if input is not None else "",
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=full_env,
+        timeout=timeout,
+    )
+
+
+def reference_python(name: str) -> Path:
+    """The interpreter of reference env ``name``, or fail/skip with the fix."""
+    python = REF_ENVS / name / "bin" / "python"
+    if not python.exists():
+        message = (f"reference env {name!r} is missing ({python}); build it with "
+                   f"`bash tools/reference_envs/{name}.sh` (bin/test does this)")
+        if os.environ.get("AUDIOCPP_SKIP_PARITY") == "1":
+            pytest.skip(message)
+        pytest.fail(message)
+    return python
+
+
+def run_reference(name: str, script: Path, *args: str | Path, timeout: float = 1800,
+                  env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``script`` with reference env ``name``; the script prints one JSON object last."""
+    python = reference_python(name)
+    full_env = {**os.environ, "PYTHONHASHSEED": "0", **(env or {})}
+    for key in ("PYTHONPATH", "VIRTUAL_ENV"):
+        full_env.pop(key, None)
+    proc = subprocess.run([str(python), str(script), *[str(a) for a in args]], capture_output=True,
+                          text=True, timeout=timeout, env=full_env)
+    if proc.returncode != 0:
+        raise AssertionError(f"reference script {script.name} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    return json.loads(lines[-1]) if lines else {}
