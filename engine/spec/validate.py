@@ -45,8 +45,12 @@ def spec_problems(data: Any, *, expected_family: str | None = None) -> list[str]
 def _short(err: Any) -> str:
     message = err.message
     if err.validator in ("oneOf", "anyOf") and err.context:
-        best = min(err.context, key=lambda e: len(e.message))
+        # Prefer the branch written for this kind of value (a string ref vs an object ref).
+        same_type = [e for e in err.context if e.validator != "type"]
+        best = min(same_type or err.context, key=lambda e: len(e.message))
         message = best.message
+    elif err.validator == "not" and isinstance(err.validator_value, dict) and "required" in err.validator_value:
+        message = "may not combine " + " and ".join(repr(k) for k in err.validator_value["required"])
     return message if len(message) < 300 else message[:297] + "..."
 
 
