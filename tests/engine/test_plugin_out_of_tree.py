@@ -3,44 +3,9 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-import numpy as np
-import pytest
-from safetensors.numpy import save_file
-
 from tests.support import run_cli
-
-TOY_SRC = Path(__file__).resolve().parents[1] / "data" / "audiocpp_toyfamily"
-
-
-@pytest.fixture(scope="module")
-def toy_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """pip-install the toy distribution into its own folder (not into the test venv)."""
-    work = tmp_path_factory.mktemp("toy")
-    src = work / "src"
-    shutil.copytree(TOY_SRC, src)
-    site = work / "site"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-         "--target", str(site), str(src)],
-        capture_output=True, text=True,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert list(site.glob("audiocpp_toyfamily-*.dist-info"))
-    return site
-
-
-@pytest.fixture()
-def toy_model(tmp_path: Path) -> Path:
-    folder = tmp_path / "toy-model"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"model_type": "toy_tone", "seconds_per_char": 0.01}))
-    save_file({"tone.frequencies": np.linspace(200, 800, 32, dtype=np.float32)}, str(folder / "model.safetensors"))
-    return folder
 
 
 def _env(site: Path) -> dict[str, str]:
@@ -60,17 +25,17 @@ def test_listed_with_the_builtins(toy_site: Path) -> None:
     assert "toytone" in table and "experimental" in table
 
 
-def test_inspected_with_auto_detection(toy_site: Path, toy_model: Path) -> None:
-    proc = run_cli("inspect", toy_model, "--json", env=_env(toy_site))
+def test_inspected_with_auto_detection(toy_site: Path, toy_model_dir: Path) -> None:
+    proc = run_cli("inspect", toy_model_dir, "--json", env=_env(toy_site))
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
     assert info["family"] == "toytone"
     assert info["num_tensors"] == 1
 
 
-def test_loaded_and_run_from_the_cli(toy_site: Path, toy_model: Path, tmp_path: Path) -> None:
+def test_loaded_and_run_from_the_cli(toy_site: Path, toy_model_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "toy.wav"
-    proc = run_cli("--model", toy_model, "--text", "hello plugin world", "--mode", "streaming",
+    proc = run_cli("--model", toy_model_dir, "--text", "hello plugin world", "--mode", "streaming",
                    "--seed", "3", "--metrics", "--load-option", "slowdown=2", "--out", out, env=_env(toy_site))
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("event=audio") == 3
@@ -82,11 +47,11 @@ def test_loaded_and_run_from_the_cli(toy_site: Path, toy_model: Path, tmp_path: 
     assert len(audio) == len("helloplugintworld".replace("t", "")) * 2 * 160
 
 
-def test_family_options_come_from_its_own_spec(toy_site: Path, toy_model: Path, tmp_path: Path) -> None:
+def test_family_options_come_from_its_own_spec(toy_site: Path, toy_model_dir: Path, tmp_path: Path) -> None:
     help_text = run_cli("--family", "toytone", "--help", env=_env(toy_site)).stdout
     assert "gain" in help_text and "slowdown" in help_text
     out = tmp_path / "x.wav"
-    proc = run_cli("--model", toy_model, "--text", "hi", "--request-option", "gain=3", "--out", out,
+    proc = run_cli("--model", toy_model_dir, "--text", "hi", "--request-option", "gain=3", "--out", out,
                    env=_env(toy_site))
     assert proc.returncode == 2
     assert "above the maximum 1" in proc.stderr
