@@ -1,0 +1,123 @@
+"""Malformed inputs give one clear error, a non-zero exit and no output file (real CLI)."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+
+from tests.support import run_cli
+
+
+def _env(site: Path) -> dict[str, str]:
+    return {"PYTHONPATH": str(site)}
+
+
+def _assert_clean_failure(proc, out: Path, code: int, *needles: str) -> None:
+    assert proc.returncode == code, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("error: ")
+    for needle in needles:
+        assert needle in proc.stderr, (needle, proc.stderr)
+    assert not out.exists()
+    assert not list(out.parent.glob(f"*{out.name}*")), "a temporary output file was left behind"
+
+
+def _small_gguf(path: Path) -> Path:
+    writer = gguf.GGUFWriter(str(path), "omnivoice-lm")
+    writer.add_tensor("w", np.arange(64, dtype=np.float32).reshape(8, 8))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_truncated_gguf(tmp_path: Path) -> None:
+    good = _small_gguf(tmp_path / "good.gguf")
+    bad = tmp_path / "truncated.gguf"
+    bad.write_bytes(good.read_bytes()[:-100])
+    out = tmp_path / "out" / "x.wav"
+    out.parent.mkdir()
+    proc = run_cli("--model", bad, "--text", "hi", "--out", out)
+    _assert_clean_failure(proc, out, 1, "truncated")
+
+
+def test_gguf_with_a_wrong_magic(tmp_path: Path) -> None:
+    bad = tmp_path / "model.gguf"
+    bad.write_bytes(b"GGUX" + _small_gguf(tmp_path / "g.gguf").read_bytes()[4:])
+    out = tmp_path / "out" / "x.wav"
+    out.parent.mkdir()
+    proc = run_cli("--model", bad, "--text", "hi", "--out", out)
+    _assert_clean_failure(proc, out, 1, "not a GGUF file")
+
+
+def test_safetensors_header_that_lies_about_sizes(toy_site: Path, toy_model_dir: Path, tmp_path: Path) -> None:
+    path = toy_model_dir / "model.safetensors"
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + n])
+    header["tone.frequencies"]["data_offsets"][1] += 4096  # claims more bytes than the file has
+    new_header = json.dumps(header).encode()
+    new_header += b" " * (-len(new_header) % 8)
+    path.write_bytes(struct.pack("<Q", len(new_header)) + new_header + raw[8 + n :])
+    out = tmp_path / "x.wav"
+    proc = run_cli("--model", toy_model_dir, "--text", "hi", "--out", out, env=_env(toy_site))
+    _assert_clean_failure(proc, out, 1, "model.safetensors")
+
+
+def test_voice_reference_that_is_not_audio(toy_site: Path, toy_model_dir: Path, tmp_path: Path) -> None:
+    fake = tmp_path / "voice.wav"
+    fake.write_text("RIFF? no, just text")
+    out = tmp_path / "x.wav"
+    proc = run_cli("--model", toy_model_dir, "--text", "hi", "--voice-ref", fake, "--out", out, env=_env(toy_site))
+    _assert_clean_failure(proc, out, 1, "voice.wav")
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--text", "   "], "empty"),
+        (["--text", "hi", "--request-option", "warp=9"], "no request option 'warp'"),
+        (["--text", "hi", "--request-option", "gain"], "key=value"),
+        (["--text", "hi", "--session-option", "toytone.turbo=1"], "no session option"),
+        (["--text", "hi", "--task", "sing"], "unknown task"),
+        (["--text", "hi", "--mode", "batch"], "unknown mode"),
+        (["--text", "hi", "--format", "mp3"], "--format 'mp3'"),
+        (["--text", "hi", "--text-file", "x.txt"], "not both"),
+    ],
+)
+def test_usage_errors_exit_2(toy_site: Path, toy_model_dir: Path, tmp_path: Path, args, needle) -> None:
+    out = tmp_path / "x.wav"
+    proc = run_cli("--model", toy_model_dir, *args, "--out", out, env=_env(toy_site))
+    _assert_clean_failure(proc, out, 2, needle)
+
+
+def test_unknown_family_and_wip_family(tmp_path: Path) -> None:
+    out = tmp_path / "x.wav"
+    proc = run_cli("--family", "nope", "--text", "hi", "--out", out)
+    _assert_clean_failure(proc, out, 2, "unknown family 'nope'", "omnivoice")
+    proc = run_cli("--family", "audio8_tts", "--model", tmp_path, "--text", "hi", "--out", out)
+    _assert_clean_failure(proc, out, 2, "status 'wip'")
+
+
+def test_output_folder_must_exist(toy_site: Path, toy_model_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "missing" / "x.wav"
+    proc = run_cli("--model", toy_model_dir, "--text", "hi", "--out", out, env=_env(toy_site))
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def test_text_from_stdin_and_file(toy_site: Path, toy_model_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "a.wav"
+    proc = run_cli("--model", toy_model_dir, "--out", out, input="from stdin", env=_env(toy_site))
+    assert proc.returncode == 0, proc.stderr
+    text_file = tmp_path / "t.txt"
+    text_file.write_text("from a file", encoding="utf-8")
+    out2 = tmp_path / "b.flac"
+    proc = run_cli("--model", toy_model_dir, "--text-file", text_file, "--out", out2, env=_env(toy_site))
+    assert proc.returncode == 0, proc.stderr
+    assert out.exists() and out2.exists()
