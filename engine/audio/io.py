@@ -1,0 +1,134 @@
+"""Reading and writing audio files with soundfile.
+
+Reading follows OmniVoice's ``load_waveform``: ``soundfile.read(dtype="float32",
+always_2d=True)``, channels first, and a mono mixdown by the mean over channels. Writing goes
+to a temporary file in the destination's folder that is renamed over the destination only
+once complete, so a failed or interrupted write never leaves a partial file behind.
+
+Every failure a user can cause (missing file, a file that is not audio, a truncated or empty
+file, an unwritable destination) is an ``AudioError`` with a hint, never a soundfile traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import AudioError
+from ..records import AudioBuffer
+from ._wav import declared_wav_truncation
+
+# fmt -> (soundfile format, subtype)
+WRITE_FORMATS: dict[str, tuple[str, str]] = {
+    "wav16": ("WAV", "PCM_16"),
+    "wav24": ("WAV", "PCM_24"),
+    "wav32": ("WAV", "FLOAT"),
+    "flac": ("FLAC", "PCM_16"),
+    "ogg": ("OGG", "VORBIS"),
+}
+
+_READ_HINT = "use a WAV, FLAC or OGG file (convert others with e.g. `ffmpeg -i in.mp3 out.wav`)"
+
+
+def _check_readable(path: Path) -> None:
+    if not path.exists():
+        raise AudioError(f"audio file {str(path)!r} does not exist", hint="check the path")
+    if path.is_dir():
+        raise AudioError(f"{str(path)!r} is a folder, not an audio file", hint="pass the path of a file")
+    if not os.access(path, os.R_OK):
+        raise AudioError(f"audio file {str(path)!r} is not readable", hint="check its permissions")
+
+
+def read_audio_channels(path: str | os.PathLike[str]) -> tuple[np.ndarray, int]:
+    """All channels of ``path`` as float32 ``(C, T)`` and the sample rate."""
+    data, sample_rate = _read_frames(Path(path))
+    return np.ascontiguousarray(data.T), sample_rate
+
+
+def read_audio(path: str | os.PathLike[str]) -> AudioBuffer:
+    """``path`` as mono float32 at its own rate (mean over channels, as upstream)."""
+    data, sample_rate = _read_frames(Path(path))
+    channels_first = data.T
+    if channels_first.shape[0] > 1:
+        channels_first = np.mean(channels_first, axis=0, keepdims=True)
+    return AudioBuffer(channels_first[0], sample_rate)
+
+
+def _read_frames(path: Path) -> tuple[np.ndarray, int]:
+    """``soundfile.read(path, dtype="float32", always_2d=True)``: ``(T, C)`` and the rate."""
+    import soundfile as sf
+
+    _check_readable(path)
+    truncation = declared_wav_truncation(path)
+    if truncation is not None:
+        declared, present = truncation
+        raise AudioError(
+            f"audio file {str(path)!r} is truncated: its header declares {declared} bytes of "
+            f"samples but only {present} are present",
+            hint="the file was cut short (an interrupted copy or download?); get a complete copy",
+        )
+    try:
+        data, sample_rate = sf.read(str(path), dtype="float32", always_2d=True)
+    except (sf.LibsndfileError, RuntimeError, ValueError, TypeError) as error:
+        detail = getattr(error, "error_string", None) or str(error) or type(error).__name__
+        raise AudioError(f"cannot decode audio file {str(path)!r}: {detail}", hint=_READ_HINT) from None
+    except OSError as error:
+        raise AudioError(f"cannot read audio file {str(path)!r}: {error.strerror or error}",
+                         hint="check the path and its permissions") from None
+    if data.shape[0] == 0 or data.shape[1] == 0:
+        raise AudioError(f"audio file {str(path)!r} holds no samples", hint="pass a file with audio in it")
+    if sample_rate <= 0:
+        raise AudioError(f"audio file {str(path)!r} has an invalid sample rate {sample_rate}", hint=_READ_HINT)
+    return data, int(sample_rate)
+
+
+def write_audio(path: str | os.PathLike[str], audio: AudioBuffer, fmt: str) -> None:
+    """Write ``audio`` to ``path`` as ``fmt`` (wav16, wav24, wav32 (float), flac, ogg), atomically.
+
+    Samples outside [-1, 1] are clipped by soundfile for the integer formats (wav32 keeps
+    them as floats).
+    """
+    import soundfile as sf
+
+    if fmt not in WRITE_FORMATS:
+        raise AudioError(f"audio format {fmt!r} is not supported", hint=f"use one of: {', '.join(WRITE_FORMATS)}")
+    major, subtype = WRITE_FORMATS[fmt]
+    samples = np.asarray(audio.samples, dtype=np.float32)
+    if audio.sample_rate <= 0:
+        raise AudioError(f"cannot write audio with sample rate {audio.sample_rate}")
+    if not np.isfinite(samples).all():
+        raise AudioError("the audio to write contains NaN or infinite samples",
+                         hint="this is a bug in the model or its options; please report it")
+    dest = Path(path)
+    folder = dest.parent
+    if not folder.is_dir():
+        raise AudioError(f"cannot write {str(dest)!r}: the folder {str(folder)!r} does not exist",
+                         hint="create the folder first or choose another output path")
+    if dest.is_dir():
+        raise AudioError(f"cannot write {str(dest)!r}: it is a folder", hint="pass a file name")
+    tmp = folder / f".{dest.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        # O_EXCL: never clobber another writer's file; 0o666 lets the umask decide the mode.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as error:
+        raise AudioError(f"cannot write {str(dest)!r}: {error.strerror or error}",
+                         hint="check that the folder exists and is writable") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            sf.write(handle, samples, audio.sample_rate, subtype=subtype, format=major)
+        os.replace(tmp, dest)
+    except BaseException as error:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        if isinstance(error, (sf.LibsndfileError, RuntimeError, ValueError)):
+            raise AudioError(f"cannot write {str(dest)!r} as {fmt}: {error}",
+                             hint="try another format (wav16 always works)") from None
+        if isinstance(error, OSError):
+            raise AudioError(f"cannot write {str(dest)!r}: {error.strerror or error}",
+                             hint="check the free disk space and the folder's permissions") from None
+        raise
