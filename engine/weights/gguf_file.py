@@ -4,6 +4,11 @@ gguf-py's GGUFReader builds one numpy object per array element, which takes seco
 the multi-megabyte byte arrays that packages embed (tokenizer files). This parser reads
 primitive arrays as numpy views of the memory map, so opening a package costs
 milliseconds. Dequantization still goes through ``gguf.quants``.
+
+The file is mapped copy-on-write (``ACCESS_COPY``): views are writable numpy arrays, so
+``torch.from_numpy`` wraps them without a copy and without the "non-writable array"
+warning, while the file on disk can never be modified through them (a write touches only
+this process's private copy of the page).
 """
 
 from __future__ import annotations
@@ -108,11 +113,13 @@ class GGUFFile:
                         f"{self.path} is not a GGUF file: only {size} bytes",
                         hint="pass a complete .gguf file",
                     )
-                self._mmap = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+                self._mmap = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
         except FileNotFoundError:
             raise ModelError(f"{self.path} does not exist") from None
         except IsADirectoryError:
             raise ModelError(f"{self.path} is a folder, not a GGUF file") from None
+        except PermissionError:
+            raise ModelError(f"{self.path} cannot be read (permission denied)") from None
         buf = memoryview(self._mmap)
         cur = _Cursor(buf, self.path)
         magic = bytes(cur.take(4))
@@ -146,6 +153,11 @@ class GGUFFile:
         self.data_offset = data_start
         self.tensors: dict[str, GGUFTensorInfo] = {}
         for name, ne, ggml_type, rel in infos:
+            if name in self.tensors:
+                raise ModelError(
+                    f"{self.path} is corrupt: tensor name {name!r} appears twice",
+                    hint="regenerate the file; GGUF tensor names must be unique",
+                )
             nbytes = tensor_nbytes(ggml_type, ne, name=name, path=self.path)
             offset = data_start + rel
             if offset + nbytes > len(buf):
@@ -158,9 +170,13 @@ class GGUFFile:
         self._buf = buf
 
     def raw(self, name: str) -> np.ndarray:
-        """The tensor's bytes as a read-only uint8 view of the memory map."""
+        """The tensor's bytes as a uint8 view of the (copy-on-write) memory map."""
         info = self.tensors[name]
         return np.frombuffer(self._buf, dtype=np.uint8, count=info.nbytes, offset=info.offset)
+
+    @property
+    def size(self) -> int:
+        return len(self._buf)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.metadata.get(key, default)
@@ -169,6 +185,16 @@ class GGUFFile:
     def architecture(self) -> str | None:
         arch = self.metadata.get("general.architecture")
         return arch if isinstance(arch, str) else None
+
+
+def ggml_type_name(ggml_type: int) -> str:
+    """``GGMLQuantizationType`` name (``F32``, ``Q8_0``, ``Q4_K``...) or ``TYPE_<n>``."""
+    from gguf.constants import GGMLQuantizationType
+
+    try:
+        return GGMLQuantizationType(ggml_type).name
+    except ValueError:
+        return f"TYPE_{ggml_type}"
 
 
 def tensor_nbytes(ggml_type: int, ne: tuple[int, ...], *, name: str = "", path: Path | None = None) -> int:

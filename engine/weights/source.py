@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from ..errors import ModelError
+
 
 @dataclass(frozen=True)
 class TensorInfo:
@@ -25,12 +27,22 @@ class TensorInfo:
 
 
 class TensorSource(ABC):
-    """Read-only mapping of tensor names to tensors, plus metadata and sidecar files."""
+    """Read-only mapping of tensor names to tensors, plus metadata and sidecar files.
 
-    #: Key/value metadata (GGUF KV pairs; empty for formats without any).
-    metadata: dict[str, Any]
+    Implementations: ``GGUFSource`` (plain GGUF), ``PackageSource`` (audio.cpp package
+    GGUF), ``SafetensorsSource`` / ``ShardedSource`` (safetensors, sharded indexes),
+    ``TorchSource`` (``.pth``/``.bin``/``.pt``, ``weights_only``), ``FolderSource`` (HF
+    snapshot folder), plus the views (``PrefixView``) and ``AdaptedSource``.
+    """
+
+    #: Storage layout: "gguf", "package", "safetensors", "pytorch", "folder" (or "adapted", "view").
+    format: str = ""
+    #: Key/value metadata (GGUF KV pairs; safetensors ``__metadata__``; empty otherwise).
+    metadata: dict[str, Any] = {}  # replaced per instance; never mutate the class default
     #: Sidecar files by logical name (``config.json``, ``tokenizer.json``...) -> path on disk.
-    files: dict[str, Path]
+    files: dict[str, Path] = {}
+    #: Where the tensors come from (file or folder), for messages.
+    path: Path | None = None
 
     @abstractmethod
     def names(self) -> list[str]: ...
@@ -47,7 +59,18 @@ class TensorSource(ABC):
         """
 
     def __contains__(self, name: object) -> bool:
-        return name in set(self.names())
+        return name in self._name_set()
+
+    def _name_set(self) -> frozenset[str]:
+        cached = self.__dict__.get("_cached_name_set")
+        if cached is None:
+            cached = frozenset(self.names())
+            self.__dict__["_cached_name_set"] = cached
+        return cached
+
+    def describe(self) -> str:
+        """A short label for messages: the path, or the format when there is none."""
+        return str(self.path) if self.path is not None else (self.format or type(self).__name__)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
@@ -63,11 +86,41 @@ class TensorSource(ABC):
                 seen.setdefault(name.split("/", 1)[0], None)
         return list(seen)
 
-    def namespace(self, prefix: str) -> TensorSource:
-        """A view of the tensors named ``prefix/<name>``, addressed as ``<name>``."""
+    def namespace(self, prefix: str, sep: str = "/") -> TensorSource:
+        """A view of the tensors named ``prefix<sep><name>``, addressed as ``<name>``.
+
+        ``sep="/"`` serves audio.cpp package namespaces; ``sep="."`` selects a module
+        prefix of a flat checkpoint (``audio_vae.`` in a VoxCPM.cpp GGUF).
+        """
         from .views import PrefixView
 
-        return PrefixView(self, prefix)
+        return PrefixView(self, prefix, sep=sep)
 
     def state_dict(self, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
         return {name: self.get(name, dtype) for name in self.names()}
+
+
+def unknown_tensor(source: TensorSource, name: str) -> ModelError:
+    """The error for a tensor name the source does not have (with close matches)."""
+    import difflib
+
+    close = difflib.get_close_matches(name, source.names(), n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(close)}?" if close else f"the source has {len(source)} tensors"
+    return ModelError(f"{source.describe()} has no tensor {name!r}", hint=hint)
+
+
+def cast(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    return tensor if dtype is None or tensor.dtype == dtype else tensor.to(dtype)
+
+
+#: torch dtype -> storage name used in TensorInfo.dtype
+TORCH_DTYPE_NAMES: dict[torch.dtype, str] = {
+    torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.float64: "F64",
+    torch.int8: "I8", torch.int16: "I16", torch.int32: "I32", torch.int64: "I64",
+    torch.uint8: "U8", torch.bool: "BOOL",
+    torch.float8_e4m3fn: "F8_E4M3", torch.float8_e5m2: "F8_E5M2",
+}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return TORCH_DTYPE_NAMES.get(dtype, str(dtype).removeprefix("torch.").upper())

@@ -1,4 +1,4 @@
-"""Views over a TensorSource (namespace prefixes)."""
+"""Views over a TensorSource: namespace prefixes (``ns/name`` or ``module.name``)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,31 @@ from .source import TensorInfo, TensorSource
 
 
 class PrefixView(TensorSource):
-    def __init__(self, base: TensorSource, prefix: str) -> None:
+    """The tensors of ``base`` named ``prefix<sep><name>``, addressed as ``<name>``.
+
+    ``sep="/"`` (default) is an audio.cpp package namespace; ``sep="."`` is a module
+    prefix in a flat checkpoint. Metadata and sidecar files are the base's.
+    """
+
+    format = "view"
+
+    def __init__(self, base: TensorSource, prefix: str, sep: str = "/") -> None:
         self.base = base
-        self.prefix = prefix.rstrip("/") + "/"
+        self.prefix = prefix.rstrip(sep) + sep
         self.metadata = base.metadata
         self.files = base.files
+        self.path = base.path
+        self.format = base.format
         self._names = [n[len(self.prefix) :] for n in base.names() if n.startswith(self.prefix)]
         if not self._names:
+            if sep == "/":
+                present = ", ".join(base.namespaces()) or "none"
+            else:
+                tops = dict.fromkeys(n.split(sep, 1)[0] for n in base.names() if sep in n)
+                present = ", ".join(list(tops)[:12]) or "none"
             raise ModelError(
-                f"the weights have no tensors in namespace {prefix!r}",
-                hint=f"namespaces present: {', '.join(base.namespaces()) or 'none'}",
+                f"{base.describe()} has no tensors named {self.prefix}*",
+                hint=f"prefixes present: {present}",
             )
 
     def names(self) -> list[str]:
@@ -30,3 +45,9 @@ class PrefixView(TensorSource):
 
     def get(self, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
         return self.base.get(self.prefix + name, dtype)
+
+    def __getattr__(self, attr: str):
+        # model_spec_json, family, files_root... of a package stay reachable through a view.
+        if attr.startswith("_") or attr == "base":
+            raise AttributeError(attr)
+        return getattr(self.base, attr)

@@ -1,0 +1,89 @@
+"""Plain GGUF files as a TensorSource (memory-mapped; quantized types dequantized)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..errors import ModelError
+from .gguf_file import GGUFFile, GGUFTensorInfo, ggml_type_name
+from .source import TensorInfo, TensorSource, cast, unknown_tensor
+
+# ggml types stored as plain arrays: zero-copy numpy views of the memory map.
+_PLAIN: dict[str, np.dtype] = {
+    "F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "F64": np.dtype("<f8"),
+    "BF16": np.dtype("<i2"),  # reinterpreted as torch.bfloat16 below
+    "I8": np.dtype("i1"), "I16": np.dtype("<i2"), "I32": np.dtype("<i4"), "I64": np.dtype("<i8"),
+}
+
+
+def gguf_tensor(file: GGUFFile, info: GGUFTensorInfo, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """The tensor ``info`` of ``file`` in PyTorch order (ggml ``ne`` reversed).
+
+    Plain types are zero-copy views of the memory map (float types keep their dtype
+    unless ``dtype`` is given); block-quantized types are dequantized with
+    ``gguf.quants.dequantize`` to float32 (then cast to ``dtype``).
+    """
+    name = ggml_type_name(info.ggml_type)
+    shape = info.torch_shape
+    raw = file.raw(info.name)
+    plain = _PLAIN.get(name)
+    if plain is not None:
+        tensor = torch.from_numpy(raw.view(plain)).reshape(shape)
+        if name == "BF16":
+            tensor = tensor.view(torch.bfloat16)
+        return cast(tensor, dtype)
+    from gguf import quants
+    from gguf.constants import GGMLQuantizationType
+
+    qtype = GGMLQuantizationType(info.ggml_type)
+    rows = raw.reshape(-1, raw.size // max(1, _rows(info.ne))) if raw.size else raw
+    try:
+        values = quants.dequantize(rows, qtype)
+    except NotImplementedError:
+        raise ModelError(
+            f"{file.path}: tensor {info.name!r} is stored as {name}, which this version of the "
+            "gguf package cannot dequantize",
+            hint="upgrade the gguf package (pip install -U gguf) or re-quantize the model to a common "
+            "type such as q8_0",
+        ) from None
+    tensor = torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)).reshape(shape)
+    return cast(tensor, dtype)
+
+
+def _rows(ne: tuple[int, ...]) -> int:
+    count = 1
+    for d in ne[1:]:
+        count *= int(d)
+    return count
+
+
+class GGUFSource(TensorSource):
+    """A GGUF file's tensors by their names in the file, shapes in PyTorch order."""
+
+    format = "gguf"
+
+    def __init__(self, path: str | Path | GGUFFile) -> None:
+        self.gguf = path if isinstance(path, GGUFFile) else GGUFFile(path)
+        self.path = self.gguf.path
+        self.metadata = self.gguf.metadata
+        self.files = {}
+        self._infos = self.gguf.tensors
+
+    def names(self) -> list[str]:
+        return list(self._infos)
+
+    def _require(self, name: str) -> GGUFTensorInfo:
+        info = self._infos.get(name)
+        if info is None:
+            raise unknown_tensor(self, name)
+        return info
+
+    def info(self, name: str) -> TensorInfo:
+        info = self._require(name)
+        return TensorInfo(name, info.torch_shape, ggml_type_name(info.ggml_type))
+
+    def get(self, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
+        return gguf_tensor(self.gguf, self._require(name), dtype)

@@ -1,0 +1,179 @@
+"""safetensors files (single or sharded by an index) as TensorSources, memory-mapped.
+
+The header is parsed and checked here (length, JSON, dtypes, shapes, byte ranges) before
+any tensor is touched, so a truncated or lying file is a clear ModelError. Tensors are
+views of a copy-on-write memory map: zero-copy and warning-free, and the file on disk is
+never written through them.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import struct
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import ModelError
+from .source import TensorInfo, TensorSource, cast, unknown_tensor
+
+_DTYPES: dict[str, torch.dtype] = {
+    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
+    "U8": torch.uint8, "BOOL": torch.bool,
+    "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2,
+    "U16": torch.uint16, "U32": torch.uint32, "U64": torch.uint64,
+}
+MAX_HEADER = 100 * 1024 * 1024
+
+
+def _bad(path: Path, what: str) -> ModelError:
+    return ModelError(
+        f"{path} is not a valid safetensors file: {what}",
+        hint="the file is probably truncated or corrupt; download or convert it again",
+    )
+
+
+def read_safetensors_header(path: Path) -> tuple[dict[str, tuple[str, tuple[int, ...], int, int]], dict, int]:
+    """Validate the header; returns ({name: (dtype, shape, begin, end)}, metadata, data start)."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                raise _bad(path, f"only {size} bytes (a header length needs 8)")
+            (n,) = struct.unpack("<Q", head)
+            if n > MAX_HEADER or 8 + n > size:
+                raise _bad(path, f"the header claims {n} bytes but the file has {size}")
+            raw = fh.read(n)
+    except FileNotFoundError:
+        raise ModelError(f"{path} does not exist") from None
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _bad(path, f"the header is not valid JSON ({exc})") from None
+    if not isinstance(header, dict):
+        raise _bad(path, "the header is not a JSON object")
+    data_start, data_size = 8 + n, size - 8 - n
+    metadata = header.pop("__metadata__", None) or {}
+    entries = {}
+    for name, entry in header.items():
+        try:
+            dtype, shape, (begin, end) = entry["dtype"], tuple(int(d) for d in entry["shape"]), entry["data_offsets"]
+            begin, end = int(begin), int(end)
+        except (KeyError, TypeError, ValueError):
+            raise _bad(path, f"tensor {name!r} has a malformed header entry") from None
+        if dtype not in _DTYPES:
+            raise ModelError(f"{path}: tensor {name!r} has dtype {dtype}, which audiocpp cannot read",
+                             hint=f"supported: {', '.join(_DTYPES)}")
+        count = 1
+        for d in shape:
+            if d < 0:
+                raise _bad(path, f"tensor {name!r} has a negative dimension {shape}")
+            count *= d
+        if not 0 <= begin <= end <= data_size:
+            raise _bad(path, f"tensor {name!r} spans bytes {begin}..{end} of a {data_size}-byte data section")
+        if end - begin != count * _DTYPES[dtype].itemsize:
+            raise _bad(path, f"tensor {name!r} of shape {shape} {dtype} needs "
+                             f"{count * _DTYPES[dtype].itemsize} bytes but spans {end - begin}")
+        entries[name] = (dtype, shape, begin, end)
+    return entries, (metadata if isinstance(metadata, dict) else {}), data_start
+
+
+class SafetensorsSource(TensorSource):
+    """One ``.safetensors`` file."""
+
+    format = "safetensors"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._entries, self.metadata, self._start = read_safetensors_header(self.path)
+        self.files = {}
+        self._buf: memoryview | None = None
+
+    def _view(self) -> memoryview:
+        if self._buf is None:
+            with open(self.path, "rb") as fh:
+                if self.path.stat().st_size == 0:
+                    self._buf = memoryview(b"")
+                else:
+                    self._buf = memoryview(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY))
+        return self._buf
+
+    def names(self) -> list[str]:
+        return list(self._entries)
+
+    def info(self, name: str) -> TensorInfo:
+        entry = self._entries.get(name)
+        if entry is None:
+            raise unknown_tensor(self, name)
+        return TensorInfo(name, entry[1], entry[0])
+
+    def get(self, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
+        entry = self._entries.get(name)
+        if entry is None:
+            raise unknown_tensor(self, name)
+        kind, shape, begin, end = entry
+        tdtype = _DTYPES[kind]
+        if end == begin:
+            return cast(torch.empty(shape, dtype=tdtype), dtype)
+        offset = self._start + begin
+        data = torch.frombuffer(self._view(), dtype=torch.uint8, count=end - begin, offset=offset)
+        if offset % tdtype.itemsize:
+            data = data.clone()  # unaligned: views of another dtype need aligned storage
+        return cast(data.view(tdtype).reshape(shape), dtype)
+
+
+class ShardedSource(TensorSource):
+    """Several files joined by a ``*.index.json`` ``weight_map`` (safetensors or torch shards)."""
+
+    def __init__(self, index_path: str | Path) -> None:
+        from .open import open_weights
+
+        self.path = Path(index_path)
+        try:
+            index = json.loads(self.path.read_text(encoding="utf-8"))
+            weight_map: dict[str, Any] = index["weight_map"]
+            if not isinstance(weight_map, dict):
+                raise TypeError
+        except FileNotFoundError:
+            raise ModelError(f"{self.path} does not exist") from None
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+            raise ModelError(f"{self.path} is not a valid sharded-checkpoint index (no JSON weight_map)",
+                             hint="download the index file again") from None
+        self.metadata = index.get("metadata") or {}
+        self.files = {}
+        shards: dict[str, TensorSource] = {}
+        for shard in dict.fromkeys(weight_map.values()):
+            shard_path = self.path.parent / str(shard)
+            if not shard_path.is_file():
+                raise ModelError(f"{self.path} lists shard {shard!r}, which is missing",
+                                 hint=f"download {shard} into {self.path.parent}")
+            shards[shard] = open_weights(shard_path)
+        self._where: dict[str, TensorSource] = {}
+        for name, shard in weight_map.items():
+            source = shards[shard]
+            if name not in source:
+                raise ModelError(f"{self.path} maps {name!r} to {shard}, which does not hold it",
+                                 hint="the index and its shards do not match; download them again")
+            self._where[name] = source
+        kinds = {s.format for s in shards.values()}
+        self.format = kinds.pop() if len(kinds) == 1 else "safetensors"
+        self.shards = shards
+
+    def names(self) -> list[str]:
+        return list(self._where)
+
+    def info(self, name: str) -> TensorInfo:
+        source = self._where.get(name)
+        if source is None:
+            raise unknown_tensor(self, name)
+        return source.info(name)
+
+    def get(self, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
+        source = self._where.get(name)
+        if source is None:
+            raise unknown_tensor(self, name)
+        return source.get(name, dtype)

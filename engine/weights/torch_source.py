@@ -1,0 +1,94 @@
+"""PyTorch checkpoints (``.pth``/``.bin``/``.pt``) read with ``torch.load(weights_only=True)`` only.
+
+Arbitrary pickled objects are never unpickled: a file that needs more than tensors and
+plain containers is refused with a message. ``mmap=True`` is used when the file is in the
+zip format, so tensors are not read into memory until used.
+"""
+
+from __future__ import annotations
+
+import pickle
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import ModelError
+from .source import TensorInfo, TensorSource, cast, dtype_name, unknown_tensor
+
+#: Top-level keys whose value is the state dict in training checkpoints.
+WRAPPER_KEYS = ("state_dict", "model", "model_state_dict", "module", "generator")
+
+
+def load_torch_state_dict(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of ``path``; unwraps ``{"state_dict": {...}}``-style wrappers."""
+    if not path.is_file():
+        raise ModelError(f"{path} does not exist" if not path.exists() else f"{path} is not a file")
+    kwargs: dict[str, Any] = {"map_location": "cpu", "weights_only": True}
+    if zipfile.is_zipfile(path):
+        kwargs["mmap"] = True
+    try:
+        obj = torch.load(path, **kwargs)
+    except pickle.UnpicklingError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelError(
+            f"{path} cannot be loaded safely: it contains Python objects other than tensors "
+            f"(torch.load(weights_only=True) refused it: {first[:200]})",
+            hint="audiocpp never unpickles arbitrary objects; convert the checkpoint to safetensors in "
+            "an environment you trust (e.g. safetensors.torch.save_file(state_dict, 'model.safetensors'))",
+        ) from None
+    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise ModelError(
+            f"{path} is not a readable PyTorch checkpoint ({type(exc).__name__}: {str(exc)[:200]})",
+            hint="the file is probably truncated or not a torch.save file; download it again",
+        ) from None
+    return _unwrap(obj, path)
+
+
+def _tensors(obj: Mapping) -> dict[str, torch.Tensor]:
+    return {str(k): v for k, v in obj.items() if isinstance(v, torch.Tensor)}
+
+
+def _unwrap(obj: Any, path: Path) -> dict[str, torch.Tensor]:
+    if isinstance(obj, Mapping):
+        for key in WRAPPER_KEYS:
+            inner = obj.get(key)
+            if isinstance(inner, Mapping) and _tensors(inner):
+                return _tensors(inner)
+        found = _tensors(obj)
+        if found:
+            return found
+    raise ModelError(
+        f"{path} holds no state dict (a top-level dict of tensors, or one under "
+        f"{', '.join(repr(k) for k in WRAPPER_KEYS)}); found {type(obj).__name__}",
+        hint="pass the checkpoint file that holds the model weights",
+    )
+
+
+class TorchSource(TensorSource):
+    """A torch checkpoint's state dict. Non-tensor entries (epoch, config...) are ignored."""
+
+    format = "pytorch"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.metadata = {}
+        self.files = {}
+        self._tensors = load_torch_state_dict(self.path)
+
+    def names(self) -> list[str]:
+        return list(self._tensors)
+
+    def info(self, name: str) -> TensorInfo:
+        t = self._tensors.get(name)
+        if t is None:
+            raise unknown_tensor(self, name)
+        return TensorInfo(name, tuple(t.shape), dtype_name(t.dtype))
+
+    def get(self, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
+        t = self._tensors.get(name)
+        if t is None:
+            raise unknown_tensor(self, name)
+        return cast(t, dtype)
