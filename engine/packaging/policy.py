@@ -17,7 +17,6 @@ the tensor's kind allows it:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
@@ -100,18 +99,15 @@ class KeepRule:
         return f"{self.origin} {self.pattern}={type_name(self.type)}"
 
 
-_KEEP_RE = re.compile(r"^(?P<pattern>[^=]+)=(?P<type>[A-Za-z0-9_]+)$")
-
-
 def parse_keep_type(text: str) -> KeepRule:
-    match = _KEEP_RE.match(text.strip())
-    if match is None:
+    pattern, sep, type_text = text.rpartition("=")
+    pattern, type_text = pattern.strip(), type_text.strip()
+    if not sep or not pattern or not type_text:
         raise UsageError(
             f"--keep-type {text!r} is not 'pattern=type'",
             hint="e.g. --keep-type 'audio_tokenizer_weights/*=f32' (the pattern is a glob over ns/name)",
         )
-    return KeepRule(match["pattern"].strip(), parse_weight_type(match["type"], what="--keep-type type"),
-                    "--keep-type")
+    return KeepRule(pattern, parse_weight_type(type_text, what="--keep-type type"), "--keep-type")
 
 
 @dataclass(frozen=True)
