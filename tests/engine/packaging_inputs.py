@@ -106,3 +106,22 @@ def model_folder(root: Path, *, skip: tuple[str, ...] = ()) -> Path:
         if name not in skip:
             (root / name).write_bytes(data)
     return root
+
+
+def omnivoice_folder(root: Path) -> Path:
+    """A tiny folder in the k2-fsa/OmniVoice layout (not a runnable model: names and files only)."""
+    g = torch.Generator().manual_seed(3)
+    (root / "audio_tokenizer").mkdir(parents=True, exist_ok=True)
+    save_file({"llm.embed_tokens.weight": torch.randn(40, 64, generator=g),
+               "llm.layers.0.self_attn.q_proj.weight": torch.randn(64, 64, generator=g),
+               "llm.norm.weight": torch.ones(64), "codebook_layer_offsets": torch.arange(8) * 1025},
+              str(root / "model.safetensors"))
+    save_file({"acoustic_decoder.conv1.weight": torch.randn(8, 4, 7, generator=g),
+               "quantizer.quantizers.0.codebook.embed": torch.randn(16, 64, generator=g),
+               "fc2.weight": torch.randn(64, 64, generator=g)},
+              str(root / "audio_tokenizer" / "model.safetensors"))
+    (root / "config.json").write_text(json.dumps({"model_type": "omnivoice"}), encoding="utf-8")
+    for name in ("tokenizer.json", "tokenizer_config.json", "audio_tokenizer/config.json",
+                 "audio_tokenizer/preprocessor_config.json"):
+        (root / name).write_text("{}", encoding="utf-8")
+    return root
