@@ -361,18 +361,20 @@ class Split(Op):
 
     def apply(self, source: TensorSource) -> TensorSource:
         entries: dict[str, Entry] = {}
+        # One slot for the whole op: the last fused tensor read, so loading q, k, v in turn
+        # reads it once, and at most one fused tensor is ever held.
+        slot: dict[tuple[str, torch.dtype | None], torch.Tensor] = {}
         for name in source.names():
             m = self.regex.fullmatch(name)
             if not m:
                 entries[name] = passthrough(source, name)
                 continue
-            cache: dict[object, torch.Tensor] = {}
 
-            def load_all(dtype: torch.dtype | None, name: str = name, cache: dict = cache) -> tuple[torch.Tensor, ...]:
-                if dtype not in cache:
-                    cache.clear()
-                    cache[dtype] = source.get(name, dtype)
-                full = cache[dtype]
+            def load_all(dtype: torch.dtype | None, name: str = name) -> tuple[torch.Tensor, ...]:
+                if (name, dtype) not in slot:
+                    slot.clear()
+                    slot[(name, dtype)] = source.get(name, dtype)
+                full = slot[(name, dtype)]
                 return full.split(list(self._sizes(name, tuple(full.shape))), dim=self.dim)
 
             for i, template in enumerate(self.into):

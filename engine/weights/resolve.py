@@ -68,9 +68,9 @@ class ResolvedWeights:
 class _Unfit(Exception):
     """This spec source does not fit; ``problems`` says why."""
 
-    def __init__(self, problems: list[str], eligible: bool = True) -> None:
+    def __init__(self, problems: list[str], eligible: bool = True, needs_root: bool = False) -> None:
         super().__init__("; ".join(problems))
-        self.problems, self.eligible = problems, eligible
+        self.problems, self.eligible, self.needs_root = problems, eligible, needs_root
 
 
 def _split_ref(ref: str) -> tuple[str, str]:
@@ -133,7 +133,7 @@ class _Resolver:
             return self.gguf
         if spec in self.extra:
             return self.extra[spec]
-        raise _Unfit([f"needs {spec} (an extra root, e.g. the --codec path)"], eligible=False)
+        raise _Unfit([f"needs {spec} (its other file, e.g. the --codec path)"], eligible=False, needs_root=True)
 
     def resolve(self, source: Source) -> ResolvedWeights:
         for root_id in source.roots:
@@ -245,7 +245,16 @@ def resolve_weights(spec: ModelSpec, path: str | Path, extra_roots: dict[str, Pa
                 if fit.source_id == "package":
                     return fit
         return fits[0]
+    needs_root = [(s, u) for s, u in failures if u.needs_root]
+    if needs_root and resolver.layout == "gguf":
+        # A plain GGUF that a multi-file layout (omnivoice.cpp's LM + codec) fits but for its other file.
+        source, unfit = needs_root[0]
+        raise ModelError(
+            f"{path} is a {source.id or source.format!r} GGUF, which {unfit.problems[0]}",
+            hint="pass the other file of this layout (the CLI option --codec / load option codec)",
+        )
     eligible = [(s, u) for s, u in failures if u.eligible]
+    extra = "".join(f"; layout {s.id!r} {u.problems[0]}" for s, u in needs_root)
     if eligible:
         source, unfit = min(eligible, key=lambda su: len(su[1].problems))
         missing = ", ".join(unfit.problems[:10]) + (f" and {len(unfit.problems) - 10} more"
@@ -254,7 +263,7 @@ def resolve_weights(spec: ModelSpec, path: str | Path, extra_roots: dict[str, Pa
             f"{path} does not hold a complete {spec.display_name} model (layout {source.id or source.format!r}): "
             f"missing {missing}",
             hint="download the complete snapshot (or re-create the package); the spec "
-            f"model_specs/{spec.family}.json lists what each layout needs",
+            f"model_specs/{spec.family}.json lists what each layout needs{extra}",
         )
     reasons = "; ".join(f"{s.id or s.format}: {u.problems[0]}" for s, u in failures)
     raise ModelError(

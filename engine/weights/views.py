@@ -27,14 +27,12 @@ class PrefixView(TensorSource):
         self._names = [n[len(self.prefix) :] for n in base.names() if n.startswith(self.prefix)]
         if not self._names:
             if sep == "/":
-                present = ", ".join(base.namespaces()) or "none"
+                what, present = f"namespace {prefix!r}", ", ".join(base.namespaces()) or "none"
+                hint = f"namespaces present: {present}"
             else:
                 tops = dict.fromkeys(n.split(sep, 1)[0] for n in base.names() if sep in n)
-                present = ", ".join(list(tops)[:12]) or "none"
-            raise ModelError(
-                f"{base.describe()} has no tensors named {self.prefix}*",
-                hint=f"prefixes present: {present}",
-            )
+                what, hint = f"tensors named {self.prefix}*", f"prefixes present: {', '.join(list(tops)[:12]) or 'none'}"
+            raise ModelError(f"{base.describe()} has no {what}", hint=hint)
 
     def names(self) -> list[str]:
         return list(self._names)
