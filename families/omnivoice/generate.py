@@ -1,0 +1,173 @@
+"""MaskGIT decoding as upstream's ``OmniVoice._generate_iterative`` does it, for one item.
+
+Each step runs the backbone on two rows: the conditional prompt and the unconditional row
+(only the masked target, at position 0, padded with the mask id to the same length; its
+padding attends only to itself). Classifier-free guidance combines the two rows'
+log-softmaxes; tokens are chosen by argmax (or Gumbel top-k sampling with a class
+temperature) and positions by confidence minus a per-codebook penalty (plus Gumbel noise
+with a position temperature). Every random draw comes from the request's generator in
+upstream's order and shapes, so a seeded run reproduces upstream's tokens.
+
+Cost cutters that keep the float32 results unchanged: the mask, positions and rotary
+tables are built once per chunk; only the two target windows go through the audio heads;
+steps that unmask nothing skip the forward pass (upstream runs it and discards it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from audiocpp.engine.nn.sampling import gumbel_noise_like
+from audiocpp.engine.progress import NullProgress, Progress
+
+from .model import OmniVoiceLM, rope_tables
+from .prompt import Prompt
+
+
+@dataclass(frozen=True)
+class MaskGitParams:
+    num_step: int = 32
+    guidance_scale: float = 2.0
+    t_shift: float = 0.1
+    layer_penalty_factor: float = 5.0
+    position_temperature: float = 5.0
+    class_temperature: float = 0.0
+
+
+def time_steps(num_step: int, t_shift: float) -> list[float]:
+    """``t = linspace(0, 1, N + 1)`` shifted to ``s t / (1 + (s - 1) t)``, in float32 as upstream."""
+    t = torch.linspace(0.0, 1.0, num_step + 1)
+    return (t_shift * t / (1 + (t_shift - 1) * t)).tolist()
+
+
+def unmask_schedule(total: int, num_step: int, t_shift: float) -> list[int]:
+    """Tokens to unmask at each step: ``ceil(total * dt)`` capped by what remains; the last step
+    takes the rest."""
+    t = time_steps(num_step, t_shift)
+    remaining, out = total, []
+    for step in range(num_step):
+        n = remaining if step == num_step - 1 else min(math.ceil(total * (t[step + 1] - t[step])), remaining)
+        out.append(int(n))
+        remaining -= int(n)
+    return out
+
+
+def gumbel_sample(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
+    """``logits / temperature + Gumbel`` (upstream ``_gumbel_sample``)."""
+    scaled = logits / temperature
+    return scaled + gumbel_noise_like(scaled, generator)
+
+
+def filter_top_k(logits: torch.Tensor, ratio: float = 0.1) -> torch.Tensor:
+    """Keep the ``ceil(ratio * V)`` largest entries (by index, as ``topk`` returns them), -inf elsewhere."""
+    k = math.ceil(ratio * logits.shape[-1])
+    values, indices = logits.topk(k, dim=-1)
+    out = torch.full_like(logits, float("-inf"))
+    out.scatter_(-1, indices, values)
+    return out
+
+
+@dataclass
+class Batch:
+    """The constant inputs of one chunk's steps (conditional row 0, unconditional row 1)."""
+
+    input_ids: torch.Tensor  # (2, C, S)
+    audio_mask: torch.Tensor  # (2, S)
+    attention_mask: torch.Tensor  # (2, 1, S, S) bool
+    cond_len: int
+    target_len: int
+
+
+def build_batch(prompt: Prompt, mask_id: int) -> Batch:
+    """Upstream's batch for one item (B = 1): the uncond row holds the last T columns at 0..T-1,
+    padded with ``mask_id``; padding attends only to itself (a True diagonal)."""
+    ids = prompt.ids
+    c, s = ids.shape
+    t = prompt.num_target
+    input_ids = torch.full((2, c, s), mask_id, dtype=torch.long)
+    audio_mask = torch.zeros((2, s), dtype=torch.bool)
+    attention = torch.zeros((2, 1, s, s), dtype=torch.bool)
+    input_ids[0] = ids
+    audio_mask[0, prompt.audio_start:] = True
+    attention[0, :, :s, :s] = True
+    input_ids[1, :, :t] = ids[:, -t:]
+    audio_mask[1, :t] = True
+    attention[1, :, :t, :t] = True
+    if s > t:
+        pad = torch.arange(t, s)
+        attention[1, :, pad, pad] = True
+    return Batch(input_ids, audio_mask, attention, s, t)
+
+
+class MaskGitDecoder:
+    """Runs the MaskGIT loop of one chunk on an :class:`OmniVoiceLM`.
+
+    ``compute_dtype`` float32 is upstream's arithmetic; bfloat16 runs the backbone in bf16
+    (weights cast once by the loader) and keeps the sampling maths in float32.
+    """
+
+    def __init__(self, lm: OmniVoiceLM, compute_dtype: torch.dtype = torch.float32) -> None:
+        self.lm = lm
+        self.cfg = lm.cfg
+        self.compute_dtype = compute_dtype
+
+    def step_logits(self, batch: Batch, rope: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Float32 logits (1, C, T, V) of the conditional and unconditional target windows."""
+        hidden = self.lm.hidden(batch.input_ids, batch.audio_mask, batch.attention_mask, rope, self.compute_dtype)
+        s, t = batch.cond_len, batch.target_len
+        windows = torch.cat([hidden[0:1, s - t:s], hidden[1:2, :t]], dim=0)
+        logits = self.lm.heads(windows)
+        return logits[0:1], logits[1:2]
+
+    def predict(self, c_logits: torch.Tensor, u_logits: torch.Tensor, params: MaskGitParams,
+                generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Upstream ``_predict_tokens_with_scoring``: tokens and confidence scores (1, C, T)."""
+        if params.guidance_scale != 0:
+            c_lp = F.log_softmax(c_logits, dim=-1)
+            u_lp = F.log_softmax(u_logits, dim=-1)
+            log_probs = torch.log_softmax(c_lp + params.guidance_scale * (c_lp - u_lp), dim=-1)
+        else:
+            log_probs = F.log_softmax(c_logits, dim=-1)
+        log_probs[..., self.cfg.audio_mask_id] = -float("inf")
+        if params.class_temperature > 0.0:
+            filtered = filter_top_k(log_probs, ratio=0.1)
+            tokens = gumbel_sample(filtered, params.class_temperature, generator).argmax(dim=-1)
+        else:
+            tokens = log_probs.argmax(dim=-1)
+        return tokens, log_probs.max(dim=-1)[0]
+
+    @torch.inference_mode()
+    def generate(self, prompt: Prompt, params: MaskGitParams, generator: torch.Generator | None = None,
+                 progress: Progress | None = None) -> torch.Tensor:
+        """The (C, T) tokens of one chunk."""
+        progress = progress or NullProgress()
+        cfg = self.cfg
+        mask_id, num_cb, t = cfg.audio_mask_id, cfg.num_audio_codebook, prompt.num_target
+        batch = build_batch(prompt, mask_id)
+        positions = torch.arange(batch.cond_len).unsqueeze(0)
+        rope = rope_tables(positions, cfg.llm, self.compute_dtype)
+        tokens = torch.full((1, num_cb, t), mask_id, dtype=torch.long)
+        layer_ids = torch.arange(num_cb).view(1, -1, 1)
+        schedule = unmask_schedule(t * num_cb, params.num_step, params.t_shift)
+        s = batch.cond_len
+        for k in schedule:
+            progress.advance()
+            if k <= 0:
+                continue
+            c_logits, u_logits = self.step_logits(batch, rope)
+            pred, scores = self.predict(c_logits, u_logits, params, generator)
+            scores = scores - (layer_ids * params.layer_penalty_factor)
+            if params.position_temperature > 0.0:
+                scores = gumbel_sample(scores, params.position_temperature, generator)
+            scores.masked_fill_(tokens != mask_id, -float("inf"))
+            _, top = torch.topk(scores.flatten(), k)
+            flat = tokens.flatten()
+            flat[top] = pred.flatten()[top]
+            tokens = flat.view_as(tokens)
+            batch.input_ids[0:1, :, s - t:s] = tokens
+            batch.input_ids[1:2, :, :t] = tokens
+        return tokens[0]
