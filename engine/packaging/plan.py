@@ -207,9 +207,22 @@ def _folder_sources(spec: ModelSpec) -> list[Source]:
 
 
 def _resolve(src: Source, folder: Path, ref: str) -> Path:
+    """The path a ``root:rel`` reference names under ``folder``, trying the equivalents the
+    loaders accept (a sharded ``.index.json``; ``.safetensors`` beside a ``.pth``/``.bin``)."""
     root_id, _, rel = ref.partition(":")
     base = folder / src.roots.get(root_id, ".")
-    return base / rel if rel else base
+    if not rel:
+        return base
+    candidates = [rel]
+    if rel.endswith(".safetensors"):
+        candidates.append(rel + ".index.json")
+    for suffix in (".pth", ".bin", ".pt"):
+        if rel.endswith(suffix):
+            candidates += [rel + ".index.json", rel[: -len(suffix)] + ".safetensors"]
+    for candidate in candidates:
+        if (base / candidate).is_file():
+            return base / candidate
+    return base / rel
 
 
 def _pick_folder_source(spec: ModelSpec, folder: Path, explicit: set[str]) -> Source:
