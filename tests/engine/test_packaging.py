@@ -15,6 +15,7 @@ from audiocpp.engine.errors import ModelError, UsageError
 from audiocpp.engine.packaging import MODEL_INPUT, PackagePlan, plan_from_spec, write_package
 from audiocpp.engine.weights.gguf_file import GGUFFile
 from audiocpp.engine.weights.open import open_weights
+from audiocpp.engine.weights.resolve import resolve_weights
 from audiocpp.engine.weights.source import TensorInfo, TensorSource, dtype_name
 
 from .packaging_inputs import (
@@ -172,6 +173,12 @@ def test_layout_metadata_and_files(folder: Path, inputs: dict[str, torch.Tensor]
     for name, data in SIDECARS.items():
         assert source.embedded_bytes(name) == data
         assert source.files[name].read_bytes() == data
+    # Families resolve packages through the spec's package source.
+    resolved = resolve_weights(spec, out)
+    assert resolved.source_id == "package" and resolved.family == "pkgtest"
+    assert set(resolved.namespaces) == {"w", "codec"} and len(resolved.namespace("codec")) == 4
+    assert resolved.file("codec_config").read_bytes() == SIDECARS["codec/config.json"]
+    assert resolved.file("chat_template").read_bytes() == SIDECARS["chat_template.jinja"]
 
 
 def test_gguf_py_reads_the_package_with_the_declared_kv_types(folder: Path, tmp_path: Path) -> None:
