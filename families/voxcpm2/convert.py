@@ -1,0 +1,113 @@
+"""Weights: tensor adapters and loading for every layout of a VoxCPM2 model.
+
+Layouts (all resolved by the spec's ``sources``):
+
+- the HF snapshot folder: ``model.safetensors`` (names native) and ``audiovae.pth``
+  (``{"state_dict": ...}``, read with ``torch.load(weights_only=True)``; or ``audiovae.safetensors``);
+- our package GGUF and audio.cpp's VoxCPM2 GGUF: upstream names under the namespaces
+  ``weights/`` and ``audiovae_weights/`` (physical ``_audiocpp.N`` aliases resolved by the
+  engine's PackageSource), AudioVAE weight-norm pairs stored unfolded.
+
+Both need one adapter: the AudioVAE's ``*.weight_g`` / ``*.weight_v`` pairs fold into the
+``*.weight`` our convolutions hold (``w = g * v / ||v||`` over dim 0, what upstream's
+``weight_norm`` hook computes before every call). A layout with the VAE already folded passes
+through unchanged. Seam for VoxCPM1: VoxCPM.cpp GGUFs (``blk.N.attn_q`` names, folded VAE under
+``audio_vae.``) need a rename table here (``voxcpm1`` family, its own adapter list).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from audiocpp.engine.errors import ModelError
+from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.weights import (
+    FoldWeightNorm,
+    Op,
+    Synthesize,
+    TensorSource,
+    adapt,
+    load_module_weights,
+    resolve_weights,
+)
+
+from .audiovae import AudioVAE
+from .config import VoxCPMConfig
+from .model import VoxCPMModel
+from .prompt import VoxCPMTokenizer
+
+
+def lm_adapters(cfg: VoxCPMConfig) -> list[Op]:
+    """Adapters of the ``weights`` namespace: upstream names are ours."""
+    return []
+
+
+def vae_adapters(cfg: VoxCPMConfig) -> list[Op]:
+    ops: list[Op] = [FoldWeightNorm(dim=0)]
+    boundaries = cfg.audio_vae.sr_bin_boundaries
+    if boundaries is not None:
+        # A derived buffer: some converters drop it; it is the config's list.
+        ops.append(Synthesize("decoder.sr_bin_boundaries", torch.tensor(boundaries, dtype=torch.int32),
+                              if_missing=True))
+    return ops
+
+
+@dataclass
+class LoadedParts:
+    config: VoxCPMConfig
+    model: VoxCPMModel
+    vae: AudioVAE
+    tokenizer: VoxCPMTokenizer
+    source_id: str
+    layout: str
+
+
+def read_config(path: Path) -> VoxCPMConfig:
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelError(f"cannot read the VoxCPM config {path}: {exc}") from None
+    return VoxCPMConfig.from_dict(raw, where=str(path))
+
+
+def load_parts(spec: ModelSpec, path: Path, *, dtype: torch.dtype = torch.float32,
+               expect_architecture: str = "voxcpm2") -> LoadedParts:
+    """Resolve ``path`` with the spec, build the modules and load them strictly.
+
+    The generator is loaded in ``dtype`` (checkpoints are bf16; float32 is exact against
+    upstream run in float32); the AudioVAE always stays float32, as upstream keeps it.
+    """
+    resolved = resolve_weights(spec, path)
+    cfg = read_config(resolved.file("config"))
+    if cfg.architecture != expect_architecture:
+        raise ModelError(
+            f"{path} holds a {cfg.architecture!r} model, not {expect_architecture!r}",
+            hint="VoxCPM1/1.5 checkpoints (architecture 'voxcpm') belong to --family voxcpm1",
+        )
+    tokenizer = VoxCPMTokenizer.from_file(resolved.file("tokenizer_json"))
+    with torch.device("meta"):
+        model = VoxCPMModel(cfg)
+        vae = AudioVAE(cfg.audio_vae)
+    model_src: TensorSource = adapt(resolved.namespace("weights"), lm_adapters(cfg))
+    vae_src: TensorSource = adapt(resolved.namespace("audiovae_weights"), vae_adapters(cfg))
+    load_module_weights(model, model_src, dtype=dtype, what="VoxCPM2 generator")
+    load_module_weights(vae, vae_src, dtype=torch.float32, what="AudioVAE")
+    _materialize(model, dtype)
+    _materialize(vae, torch.float32)
+    model.eval()
+    vae.eval()
+    return LoadedParts(cfg, model, vae, tokenizer, resolved.source_id, resolved.layout)
+
+
+def _materialize(module: torch.nn.Module, dtype: torch.dtype) -> None:
+    """Loading replaced every meta parameter; check none is left and floats have ``dtype``."""
+    for name, tensor in list(module.named_parameters()) + list(module.named_buffers()):
+        if tensor.device.type == "meta":
+            raise ModelError(f"tensor {name!r} was not loaded")
+    for p in module.parameters():
+        if p.is_floating_point() and p.dtype != dtype:
+            p.data = p.data.to(dtype)

@@ -1,0 +1,244 @@
+"""The autoregressive loop (upstream ``_inference``), bad-case retries, decoding and streaming.
+
+Per generated patch: the DiT samples the patch from the two LM states (``UnifiedCFM``: one
+noise draw from the request's generator, then the Euler solver with batched CFG), LocEnc embeds
+it, the stop head reads the base-LM state that produced it, and unless generation stops, the
+base LM and the residual LM take one step each on static KV caches.
+
+Numbers follow upstream exactly in float32; the speed comes from caches sized per request
+(attention reads only the filled prefix), Python-int positions (no tensors built per step) and
+one host read per patch (the stop flag).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+
+import torch
+
+from .audiovae import AudioVAE, StreamingDecoder
+from .model import VoxCPMModel
+
+
+@dataclass
+class Prompt:
+    """The prefill sequence (upstream's ``text_token, text_mask, audio_feat, audio_mask``)."""
+
+    tokens: torch.Tensor  # (T,) int64; 0 at audio positions
+    text_mask: torch.Tensor  # (T,) 0/1
+    audio_mask: torch.Tensor  # (T,) 0/1
+    feats: torch.Tensor  # (T, P, D) float32; zeros at text positions
+    target_length: int  # tokens of the target text alone (length cap and bad-case ratio)
+    mode: str = "zero_shot"
+
+    def __len__(self) -> int:
+        return int(self.tokens.shape[0])
+
+
+@dataclass
+class DecodeOptions:
+    min_len: int = 2
+    max_len: int = 4096
+    inference_timesteps: int = 10
+    cfg_value: float = 2.0
+    retry_badcase: bool = True
+    retry_badcase_max_times: int = 3
+    retry_badcase_ratio_threshold: float = 6.0
+
+    def length_cap(self, target_length: int) -> int:
+        """Upstream's ``min(int(len * ratio + 10), max_len)``, applied even without retries."""
+        return min(int(target_length * self.retry_badcase_ratio_threshold + 10), self.max_len)
+
+
+@dataclass
+class Run:
+    """One pass of the AR loop."""
+
+    context: torch.Tensor  # (c, P, D) prompt patches kept as decoding context
+    patches: list[torch.Tensor] = field(default_factory=list)  # each (P, D), model dtype
+    stopped: bool = False  # the stop head ended it (else the length cap did)
+
+    @property
+    def generated(self) -> torch.Tensor:
+        return torch.stack(self.patches) if self.patches else self.context[:0]
+
+
+class VoxCPMGenerator:
+    """Runs the AR loop of one loaded model (not thread-safe: it owns the KV caches)."""
+
+    def __init__(self, model: VoxCPMModel, vae: AudioVAE) -> None:
+        self.model = model
+        self.vae = vae
+        self.config = model.config
+        self._caches: dict[str, object] = {}
+
+    # -- caches -------------------------------------------------------------------------
+    def _cache(self, name: str, lm, length: int):
+        cache = self._caches.get(name)
+        dtype, device = self.model.dtype, self.model.device
+        if cache is None or cache.max_length < length or cache.buffer.dtype != dtype:
+            cache = lm.new_cache(length, dtype=dtype, device=device)
+            self._caches[name] = cache
+        cache.reset()
+        return cache
+
+    def context_patches(self, prompt: Prompt) -> torch.Tensor:
+        """Trailing prompt patches used as decoding context (upstream ``context_len``)."""
+        prefix = self.config.variant.streaming_prefix_len
+        audio_idx = torch.nonzero(prompt.audio_mask, as_tuple=True)[0]
+        if self.config.variant.prompt_trim == "context":
+            # v2: only when the sequence ends with prompt audio (continuation modes).
+            if len(prompt) == 0 or int(prompt.audio_mask[-1]) != 1:
+                return prompt.feats[:0]
+            n = min(prefix - 1, len(audio_idx))
+            return prompt.feats[audio_idx[len(audio_idx) - n :]] if n > 0 else prompt.feats[:0]
+        # v1: the last prefix-1 positions whenever the prompt holds audio.
+        n = min(prefix - 1, len(audio_idx))
+        return prompt.feats[len(prompt) - n :] if n > 0 else prompt.feats[:0]
+
+    # -- the AR loop ----------------------------------------------------------------------
+    @torch.inference_mode()
+    def run(self, prompt: Prompt, opts: DecodeOptions, generator: torch.Generator | None,
+            max_len: int | None = None) -> Generator[torch.Tensor, None, Run]:
+        """Yield each new patch ``(P, D)`` as it is sampled; return the :class:`Run`."""
+        m, cfg = self.model, self.config
+        dtype = m.dtype
+        max_len = opts.length_cap(prompt.target_length) if max_len is None else max_len
+        total = len(prompt) + max_len
+        if total > cfg.max_length:
+            raise_too_long(len(prompt), max_len, cfg.max_length)
+        run = Run(context=self.context_patches(prompt))
+
+        tokens = prompt.tokens.to(m.device).unsqueeze(0)
+        text_mask = prompt.text_mask.to(m.device, dtype).unsqueeze(0).unsqueeze(-1)
+        audio_mask = prompt.audio_mask.to(m.device, dtype).unsqueeze(0).unsqueeze(-1)
+        feats = prompt.feats.to(m.device, dtype).unsqueeze(0)
+
+        feat_embed = m.encode_patches(feats)
+        text_embed = m.base_lm.embed_tokens(tokens) * cfg.lm.embedding_scale
+        combined = text_mask * text_embed + audio_mask * feat_embed
+
+        base_cache = self._cache("base", m.base_lm, total)
+        res_cache = self._cache("residual", m.residual_lm, total)
+        enc = m.base_lm(combined, causal=True, cache=base_cache)
+        enc = m.fsq_layer(enc) * audio_mask + enc * text_mask
+        lm_hidden = enc[:, -1, :]
+        res = m.residual_lm(m.residual_input(enc, audio_mask * feat_embed), causal=True, cache=res_cache)
+        res_hidden = res[:, -1, :]
+        cond = feats[:, -1, :, :]  # (1, P, D): the previous patch (zeros after text)
+
+        for i in range(max_len):
+            mu = m.dit_condition(lm_hidden, res_hidden)
+            patch = m.feat_decoder(
+                mu, opts.inference_timesteps, cfg.patch_size, cond.transpose(1, 2).contiguous(),
+                generator=generator, cfg_value=opts.cfg_value,
+            ).transpose(1, 2)  # (1, P, D)
+            curr = m.encode_patches(patch.unsqueeze(1))  # (1, 1, H)
+            run.patches.append(patch[0])
+            cond = patch
+            yield patch[0]
+            # The stop head reads the state that produced this patch (one host read per patch).
+            if i > opts.min_len and int(m.stop_logits(lm_hidden).argmax(dim=-1)[0]) == 1:
+                run.stopped = True
+                break
+            if i == max_len - 1:
+                break  # upstream would step the LMs once more and discard the result
+            lm_hidden = m.fsq_layer(m.base_lm.step(curr, base_cache)[:, 0, :])
+            res_in = m.residual_input(lm_hidden, curr[:, 0, :])
+            res_hidden = m.residual_lm.step(res_in.unsqueeze(1), res_cache)[:, 0, :]
+        return run
+
+    def run_to_end(self, prompt: Prompt, opts: DecodeOptions, generator: torch.Generator | None) -> Run:
+        gen = self.run(prompt, opts, generator)
+        while True:
+            try:
+                next(gen)
+            except StopIteration as stop:
+                return stop.value
+
+    # -- offline ----------------------------------------------------------------------------
+    def generate(self, prompt: Prompt, opts: DecodeOptions,
+                 generator: torch.Generator | None) -> tuple[torch.Tensor, Run, int]:
+        """Offline: retries bad cases, decodes, trims the context. Returns ``(audio (n,), run, attempts)``."""
+        attempts = 0
+        limit = max(1, opts.retry_badcase_max_times) if opts.retry_badcase else 1
+        while True:
+            attempts += 1
+            run = self.run_to_end(prompt, opts, generator)
+            if not opts.retry_badcase or attempts >= limit:
+                break
+            counted = len(run.patches) + (len(run.context) if self.config.variant.prompt_trim == "fixed" else 0)
+            if counted < prompt.target_length * opts.retry_badcase_ratio_threshold:
+                break
+        return self.decode(prompt, run), run, attempts
+
+    @torch.inference_mode()
+    def decode(self, prompt: Prompt, run: Run) -> torch.Tensor:
+        cfg = self.config
+        seq = torch.cat([run.context.to(run.generated.dtype), run.generated], dim=0)  # (n, P, D)
+        latents = seq.to(torch.float32).reshape(-1, cfg.audio_vae.latent_dim).T.unsqueeze(0)
+        audio = self.vae.decode(latents)[0, 0]
+        if cfg.variant.prompt_trim == "context":
+            trim = len(run.context) * cfg.patch_size * cfg.audio_vae.decode_chunk_size
+        else:
+            has_audio = bool(prompt.audio_mask.any())
+            trim = (cfg.variant.streaming_prefix_len - 1) * cfg.patch_size * cfg.audio_vae.chunk_size if has_audio else 0
+        return audio[trim:]
+
+    # -- streaming ------------------------------------------------------------------------
+    @torch.inference_mode()
+    def stream(self, prompt: Prompt, opts: DecodeOptions,
+               generator: torch.Generator | None) -> Generator[torch.Tensor, None, Run]:
+        """Yield audio ``(n,)`` per generated patch; return the :class:`Run`."""
+        cfg = self.config
+        gen = self.run(prompt, opts, generator)
+        context = self.context_patches(prompt)
+        if cfg.variant.streaming == "stateful":
+            decoder = self.vae.streaming_decoder()
+            if len(context):
+                decoder.decode_chunk(_latents(context))  # warm the causal state; output is trimmed offline too
+            step = _stateful(decoder)
+        else:
+            step = _window(self.vae, list(context), cfg.variant.streaming_prefix_len,
+                           cfg.patch_size * cfg.audio_vae.chunk_size)
+        while True:
+            try:
+                patch = next(gen)
+            except StopIteration as stop:
+                return stop.value
+            yield step(patch)
+
+
+def _latents(patches: torch.Tensor) -> torch.Tensor:
+    """``(n, P, D)`` -> ``(1, D, n*P)`` float32 (upstream ``rearrange(b t p d -> b d (t p))``)."""
+    return patches.to(torch.float32).reshape(-1, patches.shape[-1]).T.unsqueeze(0)
+
+
+def _stateful(decoder: StreamingDecoder) -> Callable[[torch.Tensor], torch.Tensor]:
+    def step(patch: torch.Tensor) -> torch.Tensor:
+        return decoder.decode_chunk(_latents(patch.unsqueeze(0)))[0, 0]
+
+    return step
+
+
+def _window(vae: AudioVAE, history: list[torch.Tensor], size: int, patch_samples: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """v1 streaming: decode the last ``size`` patches statelessly, keep the newest patch's samples."""
+
+    def step(patch: torch.Tensor) -> torch.Tensor:
+        history.append(patch)
+        del history[:-size]
+        return vae.decode(_latents(torch.stack(history)))[0, 0, -patch_samples:]
+
+    return step
+
+
+def raise_too_long(prompt_len: int, max_len: int, capacity: int) -> None:
+    from audiocpp.engine.errors import UsageError
+
+    raise UsageError(
+        f"the prompt ({prompt_len} positions) plus up to {max_len} generated patches exceed the model's "
+        f"max_length of {capacity}",
+        hint="shorten the text (or use text_chunk_size), the prompt audio, or lower max_tokens",
+    )
+

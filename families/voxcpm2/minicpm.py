@@ -1,0 +1,155 @@
+"""MiniCPM4 transformer stacks: the base LM, the residual LM, and the local encoder / DiT bodies.
+
+Named as upstream (``voxcpm/modules/minicpm4/model.py``) so state dicts map 1:1:
+``embed_tokens``, ``layers.N.{self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj,
+input_layernorm, post_attention_layernorm}``, ``norm``. Config switches: LongRoPE or no rope
+(``no_rope``), muP residual scaling (``use_mup``), GQA, ``kv_channels`` head size.
+
+Decoding uses a static KV cache (``engine.nn.kv_cache.StaticKVCache``) sized per request; a
+step attends to the filled prefix only, where upstream masks the whole ``max_length`` buffer
+(mathematically the same softmax, far less memory traffic).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from audiocpp.engine.nn.kv_cache import StaticKVCache
+from audiocpp.engine.nn.longrope import longrope_cos_sin
+from audiocpp.engine.nn.mlp import SwiGLU
+from audiocpp.engine.nn.norm import RMSNorm
+from audiocpp.engine.nn.rope import apply_rotary
+
+from .config import MiniCPMConfig
+
+Rope = tuple[torch.Tensor, torch.Tensor]
+
+
+class MiniCPMAttention(nn.Module):
+    def __init__(self, cfg: MiniCPMConfig) -> None:
+        super().__init__()
+        self.num_heads = cfg.num_attention_heads
+        self.num_kv_heads = cfg.num_key_value_heads
+        self.head_dim = cfg.head_dim
+        hidden = cfg.hidden_size
+        self.q_proj = nn.Linear(hidden, self.num_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, hidden, bias=False)
+
+    def _qkv(self, x: torch.Tensor, rope: Rope | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        b, t, _ = x.shape
+        q = self.q_proj(x).view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        if rope is not None:
+            cos, sin = rope
+            q = apply_rotary(q, cos, sin, compute_dtype=torch.float32)
+            k = apply_rotary(k, cos, sin, compute_dtype=torch.float32)
+        return q.contiguous(), k.contiguous(), v.contiguous()
+
+    def _out(self, attn: torch.Tensor) -> torch.Tensor:
+        b, _, t, _ = attn.shape
+        return self.o_proj(attn.transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim))
+
+    def forward(self, x: torch.Tensor, rope: Rope | None, causal: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Full-sequence attention; also returns ``k, v`` (after rope) for a cache."""
+        q, k, v = self._qkv(x, rope)
+        attn = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+        return self._out(attn), k, v
+
+    def step(self, x: torch.Tensor, rope: Rope | None, cache: StaticKVCache, layer: int, pos: int) -> torch.Tensor:
+        """One new position ``pos`` (``x`` is ``(B, 1, hidden)``) against the cached prefix."""
+        q, k, v = self._qkv(x, rope)
+        cache.write(layer, pos, k, v)
+        keys, values = cache.layer(layer)
+        keys, values = keys[:, :, : pos + 1], values[:, :, : pos + 1]
+        attn = F.scaled_dot_product_attention(q, keys, values, enable_gqa=True)
+        return self._out(attn)
+
+
+class MiniCPMDecoderLayer(nn.Module):
+    def __init__(self, cfg: MiniCPMConfig) -> None:
+        super().__init__()
+        self.self_attn = MiniCPMAttention(cfg)
+        self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size)
+        self.input_layernorm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
+        self.residual_scale = cfg.residual_scale
+
+    def _add(self, residual: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
+        if self.residual_scale is None:
+            return residual + branch
+        return residual + branch * self.residual_scale
+
+    def _mlp(self, x: torch.Tensor) -> torch.Tensor:
+        return self._add(x, self.mlp(self.post_attention_layernorm(x)))
+
+    def forward(self, x: torch.Tensor, rope: Rope | None, causal: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        h, k, v = self.self_attn(self.input_layernorm(x), rope, causal)
+        return self._mlp(self._add(x, h)), k, v
+
+    def step(self, x: torch.Tensor, rope: Rope | None, cache: StaticKVCache, layer: int, pos: int) -> torch.Tensor:
+        h = self.self_attn.step(self.input_layernorm(x), rope, cache, layer, pos)
+        return self._mlp(self._add(x, h))
+
+
+class MiniCPMModel(nn.Module):
+    """A MiniCPM4 stack: optional token embedding, decoder layers, final norm, LongRoPE."""
+
+    def __init__(self, cfg: MiniCPMConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        if cfg.vocab_size > 0:
+            self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(MiniCPMDecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.norm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
+
+    def rope(self, start: int, length: int) -> Rope | None:
+        cfg = self.config
+        if cfg.no_rope:
+            return None
+        rs = cfg.rope_scaling
+        cos, sin = longrope_cos_sin(
+            cfg.head_dim, cfg.rope_theta, cfg.max_position_embeddings, rs.original_max_position_embeddings,
+            rs.short_factor, rs.long_factor,
+        )
+        if start + length > cos.shape[0]:
+            raise RuntimeError(f"position {start + length} is past max_position_embeddings {cos.shape[0]}")
+        return cos[start : start + length], sin[start : start + length]
+
+    def new_cache(self, max_length: int, *, batch_size: int = 1, dtype: torch.dtype | None = None,
+                  device: torch.device | str | None = None) -> StaticKVCache:
+        cfg = self.config
+        weight = self.norm.weight
+        return StaticKVCache(
+            cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.head_dim, max_length,
+            batch_size=batch_size, dtype=dtype or weight.dtype, device=device or weight.device,
+        )
+
+    def forward(self, inputs_embeds: torch.Tensor, *, causal: bool = True,
+                cache: StaticKVCache | None = None) -> torch.Tensor:
+        """Run the whole sequence; with ``cache``, store its keys/values from position 0 (prefill)."""
+        rope = self.rope(0, inputs_embeds.shape[1])
+        h = inputs_embeds
+        for i, layer in enumerate(self.layers):
+            h, k, v = layer(h, rope, causal)
+            if cache is not None:
+                cache.write(i, 0, k, v)
+        if cache is not None:
+            cache.length = inputs_embeds.shape[1]
+        return self.norm(h)
+
+    def step(self, inputs_embeds: torch.Tensor, cache: StaticKVCache) -> torch.Tensor:
+        """One decoding step: ``inputs_embeds`` is ``(B, 1, hidden)`` at position ``cache.length``."""
+        pos = cache.length
+        if pos >= cache.max_length:
+            raise RuntimeError(f"KV cache is full ({cache.max_length} positions)")
+        rope = self.rope(pos, 1)
+        h = inputs_embeds
+        for i, layer in enumerate(self.layers):
+            h = layer.step(h, rope, cache, i, pos)
+        cache.length = pos + 1
+        return self.norm(h)

@@ -1,0 +1,109 @@
+"""Fixtures of the VoxCPM2 tests: tiny checkpoints (built once per session), audio files,
+our loaded models, and one upstream reference run for every parity case."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from tests.support import REPO, run_reference
+
+from .cases import CASES, TOKENIZER_TEXTS
+
+TOOLS = REPO / "tools" / "voxcpm"
+
+
+def _tool(name: str):
+    """Import ``tools/voxcpm/<name>.py`` (tools/ is not a package on the path)."""
+    if str(REPO / "tools") not in sys.path:
+        sys.path.insert(0, str(REPO / "tools"))
+    spec = importlib.util.spec_from_file_location(f"voxcpm_tools_{name}", TOOLS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def checkpoint_tool():
+    return _tool("checkpoint")
+
+
+@pytest.fixture(scope="session")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory, checkpoint_tool) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("voxcpm2-ckpt")
+    return {
+        "tiny": checkpoint_tool.write_checkpoint(root / "tiny", checkpoint_tool.TINY_V2, seed=1234),
+        "tiny_mup": checkpoint_tool.write_checkpoint(root / "tiny_mup", checkpoint_tool.TINY_V2_MUP, seed=4321),
+    }
+
+
+@pytest.fixture(scope="session")
+def tiny_ckpt(checkpoints: dict[str, Path]) -> Path:
+    return checkpoints["tiny"]
+
+
+def _signal(seed: int, n: int, rate: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(n) / rate
+    f0 = rng.uniform(120, 300)
+    wave = 0.4 * np.sin(2 * np.pi * f0 * t) + 0.2 * np.sin(2 * np.pi * 2.3 * f0 * t + 0.5)
+    wave *= 0.6 + 0.4 * np.sin(2 * np.pi * 4.0 * t)
+    return (wave + rng.normal(0, 0.02, n)).astype(np.float32)
+
+
+@pytest.fixture(scope="session")
+def audio_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """16 kHz float WAVs (lengths not a whole number of patches) and a 44.1 kHz stereo one."""
+    root = tmp_path_factory.mktemp("voxcpm2-audio")
+    files = {"ref": root / "ref.wav", "prompt": root / "prompt.wav", "vae": root / "vae.wav",
+             "stereo44k": root / "stereo44k.wav"}
+    sf.write(files["ref"], _signal(1, 1234, 16000), 16000, subtype="FLOAT")
+    sf.write(files["prompt"], _signal(2, 1001, 16000), 16000, subtype="FLOAT")
+    sf.write(files["vae"], _signal(3, 980, 16000), 16000, subtype="FLOAT")
+    stereo = np.stack([_signal(4, 2000, 44100), _signal(5, 2000, 44100)], axis=1)
+    sf.write(files["stereo44k"], stereo, 44100, subtype="FLOAT")
+    return files
+
+
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory: pytest.TempPathFactory, checkpoints: dict[str, Path],
+              audio_files: dict[str, Path]) -> dict[str, dict[str, np.ndarray]]:
+    """Every upstream result, from one reference process: case name -> arrays."""
+    root = tmp_path_factory.mktemp("voxcpm2-ref")
+    cases: list[dict[str, Any]] = [
+        {"name": c.name, "checkpoint": c.checkpoint, "kind": "generate", "seed": c.seed,
+         "streaming": c.streaming, "args": c.upstream_args(audio_files)}
+        for c in CASES
+    ]
+    cases.append({"name": "vae", "checkpoint": "tiny", "kind": "vae", "wav": str(audio_files["vae"])})
+    cases.append({"name": "tokenize", "checkpoint": "tiny", "kind": "tokenize", "texts": TOKENIZER_TEXTS})
+    spec = {"checkpoints": {k: str(v) for k, v in checkpoints.items()}, "cases": cases, "threads": 1}
+    spec_path = root / "cases.json"
+    spec_path.write_text(json.dumps(spec), encoding="utf-8")
+    summary = run_reference("voxcpm", TOOLS / "reference_v2.py", spec_path, root / "out")
+    results = {name: dict(np.load(root / "out" / f"{name}.npz")) for name in summary["cases"]}
+    results["_summary"] = summary
+    return results
+
+
+@pytest.fixture(scope="session")
+def loaded(checkpoints: dict[str, Path]):
+    """Our models, loaded once: checkpoint name -> LoadedModel."""
+    from audiocpp.families.voxcpm2 import plugin
+
+    cache: dict[str, Any] = {}
+
+    def get(name: str = "tiny"):
+        if name not in cache:
+            cache[name] = plugin.load(checkpoints[name])
+        return cache[name]
+
+    return get
