@@ -61,7 +61,7 @@ class Layer(TensorSource):
     def __init__(self, base: TensorSource, entries: dict[str, Entry]) -> None:
         self.base = base
         self.metadata, self.files, self.path = base.metadata, base.files, base.path
-        self.format = base.format
+        self.format, self.model_spec_json, self.family = base.format, base.model_spec_json, base.family
         self._entries = entries
 
     def names(self) -> list[str]:
@@ -484,7 +484,7 @@ class AdaptedSource(TensorSource):
             current = op.apply(current)
         self._final = current
         self.metadata, self.files, self.path = base.metadata, base.files, base.path
-        self.format = base.format
+        self.format, self.model_spec_json, self.family = base.format, base.model_spec_json, base.family
 
     def names(self) -> list[str]:
         return self._final.names()

@@ -183,7 +183,8 @@ class _Resolver:
         return ResolvedWeights(
             source_id=source.id or source.format, format=source.format, namespaces=namespaces, files=files,
             metadata=dict(main.metadata) if main is not None else {}, path=self.path, layout=self.layout,
-            model_spec_json=getattr(main, "model_spec_json", None), family=getattr(main, "family", None),
+            model_spec_json=main.model_spec_json if main is not None else None,
+            family=main.family if main is not None else None,
             main=main,
         )
 

@@ -43,6 +43,9 @@ class TensorSource(ABC):
     files: dict[str, Path] = {}
     #: Where the tensors come from (file or folder), for messages.
     path: Path | None = None
+    #: A package's embedded model spec (``audiocpp.model_spec.json``) and its family; None elsewhere.
+    model_spec_json: str | None = None
+    family: str | None = None
 
     @abstractmethod
     def names(self) -> list[str]: ...

@@ -24,6 +24,7 @@ class PrefixView(TensorSource):
         self.files = base.files
         self.path = base.path
         self.format = base.format
+        self.model_spec_json, self.family = base.model_spec_json, base.family
         self._names = [n[len(self.prefix) :] for n in base.names() if n.startswith(self.prefix)]
         if not self._names:
             if sep == "/":
