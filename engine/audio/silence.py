@@ -126,10 +126,12 @@ def remove_silence(audio: np.ndarray, sample_rate: int, mid_sil: int = 300, lead
     if mid_sil > 0:
         pieces = split_on_silence(seg, min_silence_len=mid_sil, silence_thresh=-50,
                                   keep_silence=mid_sil, seek_step=10)
-        joined = Segment.silent(duration=0)
-        for piece in pieces:
-            joined = joined + piece
-        seg = joined
+        # Upstream adds the pieces one by one onto pydub's empty silent(0); one concatenation
+        # gives the same samples (all pieces share the segment's rate and channels).
+        if pieces:
+            seg = Segment(np.concatenate([piece.samples for piece in pieces]), seg.frame_rate, seg.channels)
+        else:
+            seg = Segment.silent(duration=0)
     return remove_silence_edges(seg, lead_sil, trail_sil, -50).to_float()
 
 
