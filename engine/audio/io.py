@@ -30,7 +30,7 @@ WRITE_FORMATS: dict[str, tuple[str, str]] = {
     "ogg": ("OGG", "VORBIS"),
 }
 
-_READ_HINT = "use a WAV, FLAC or OGG file (convert others with e.g. `ffmpeg -i in.mp3 out.wav`)"
+_READ_HINT = "use a WAV, FLAC, OGG or MP3 file (convert others with e.g. `ffmpeg -i in.m4a out.wav`)"
 
 
 def _check_readable(path: Path) -> None:

@@ -84,6 +84,16 @@ def test_reads_flac_and_ogg(tmp_path: Path, ext: str, subtype: str) -> None:
     assert np.array_equal(read_audio(path).samples, expected)
 
 
+def test_reads_mp3_when_libsndfile_can(tmp_path: Path) -> None:
+    if "MP3" not in sf.available_formats():
+        pytest.skip("this libsndfile has no MPEG support")
+    path = tmp_path / "in.mp3"
+    sf.write(str(path), _sine(16000, 16000).samples, 16000, format="MP3", subtype="MPEG_LAYER_III")
+    expected, _ = sf.read(str(path), dtype="float32")
+    got = read_audio(path)
+    assert got.sample_rate == 16000 and np.array_equal(got.samples, expected)
+
+
 def test_stereo_mixdown_is_the_channel_mean(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     frames = (rng.normal(0, 0.2, (5000, 3))).astype(np.float32)
