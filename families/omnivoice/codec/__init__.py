@@ -93,24 +93,22 @@ class HiggsAudioV2Codec(nn.Module):
     def frame_rate(self) -> int:
         return self.cfg.frame_rate
 
-    def semantic_features(self, wav: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    def semantic_features(self, wav: torch.Tensor) -> torch.Tensor:
         """(B, 1, N) audio at the codec rate -> (B, T, semantic hidden)."""
         if self.cfg.sample_rate != self.cfg.semantic_sample_rate:
             wav = resample(wav, self.cfg.sample_rate, self.cfg.semantic_sample_rate)
         x = F.pad(wav[:, 0, :], (160, 160))
-        states = self.semantic_model(x, generator)
+        states = self.semantic_model(x)
         features = torch.stack(states, dim=1).mean(dim=1)
         step = self.cfg.semantic_downsample_factor
         return features[:, ::step, :] if step > 1 else features
 
-    def encode(self, wav: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-        """(B, 1, N) mono audio at 24 kHz -> (B, num_quantizers, T) codes.
-
-        ``generator`` receives the draws transformers' HuBERT takes from the global RNG (one
-        per layer), so a seeded request stays on upstream's random stream."""
+    def encode(self, wav: torch.Tensor) -> torch.Tensor:
+        """(B, 1, N) mono audio at 24 kHz -> (B, num_quantizers, T) codes. (Upstream's encode
+        also consumes random draws: see ``HubertModel.skip_layerdrop_draws``.)"""
         if wav.dim() != 3 or wav.shape[1] != 1:
             raise ValueError(f"the codec encodes mono (B, 1, N) audio, got {tuple(wav.shape)}")
-        semantic = self.encoder_semantic(self.semantic_features(wav, generator).transpose(1, 2))
+        semantic = self.encoder_semantic(self.semantic_features(wav).transpose(1, 2))
         if self.acoustic_encoder.output_length(wav.shape[2]) != semantic.shape[2]:
             pad = self.cfg.hop_length // 2
             acoustic = self.acoustic_encoder(F.pad(wav, (pad, pad)))

@@ -134,15 +134,12 @@ class HubertEncoder(nn.Module):
         self.layer_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
         self.layers = nn.ModuleList(HubertEncoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
 
-    def forward(self, x: torch.Tensor, generator: torch.Generator | None) -> list[torch.Tensor]:
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         x = x + self.pos_conv_embed(x)
         if not self.stable:
             x = self.layer_norm(x)
         states = [x]
         for layer in self.layers:
-            # transformers draws a LayerDrop probability (torch.rand([])) before every layer,
-            # in eval mode too; drawing it here keeps seeded runs on upstream's random stream.
-            torch.rand((), generator=generator)
             x = layer(x)
             states.append(x)
         # The stable-layer-norm variant's final norm only feeds last_hidden_state; the hidden
@@ -158,7 +155,15 @@ class HubertModel(nn.Module):
         self.feature_projection = HubertFeatureProjection(cfg)
         self.encoder = HubertEncoder(cfg)
 
-    def forward(self, wav: torch.Tensor, generator: torch.Generator | None = None) -> list[torch.Tensor]:
+    def forward(self, wav: torch.Tensor) -> list[torch.Tensor]:
         """(B, N) 16 kHz audio -> the L+1 hidden states, each (B, T, hidden)."""
         features = self.feature_extractor(wav).transpose(1, 2)
-        return self.encoder(self.feature_projection(features), generator)
+        return self.encoder(self.feature_projection(features))
+
+    def skip_layerdrop_draws(self, generator: torch.Generator | None) -> None:
+        """transformers' HuBERT draws a LayerDrop probability (``torch.rand([])``) from the global
+        RNG before every layer, in eval mode too. Taking the same draws from a request's
+        generator keeps seeded cloning on upstream's random stream (and makes a cached
+        encode or a saved voice prompt give the same audio as a fresh encode)."""
+        for _ in self.encoder.layers:
+            torch.rand((), generator=generator)

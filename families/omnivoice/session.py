@@ -1,0 +1,192 @@
+"""The OmniVoice session: one request -> prompt(s) -> MaskGIT tokens -> codec -> audio,
+following upstream's ``OmniVoice.generate`` for one item (``_preprocess_all``,
+``_generate_chunked``, ``_decode_and_post_process``).
+
+- auto voice (``tts``), voice design (``design``, or ``tts`` with ``--instruct``), cloning
+  (``clon``: ``--voice-ref`` + ``--reference-text``, or ``--voice-prompt``);
+- long-form: when the estimated length exceeds ``audio_chunk_threshold`` seconds, the text
+  is split at punctuation into ``audio_chunk_duration``-second chunks; without a reference
+  chunk 0 becomes the voice of the others; chunks are cross-faded;
+- streaming yields each chunk's audio (post-processed on its own) as it is decoded; the
+  final event carries the merged audio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from audiocpp.engine.audio.dsp import cross_fade_chunks, fade_and_pad, peak_normalize
+from audiocpp.engine.audio.resample import resample
+from audiocpp.engine.audio.silence import remove_silence
+from audiocpp.engine.errors import UsageError
+from audiocpp.engine.records import AudioBuffer
+from audiocpp.engine.session import PreparedRequest, Session, Synthesis
+from audiocpp.engine.tasks import Task
+from audiocpp.engine.text.chunking import chunk_text_punctuation
+
+from .generate import MaskGitDecoder, MaskGitParams
+from .loader import DTYPES
+from .prompt import ZH_RE, add_punctuation, build_prompt, estimate_target_tokens, resolve_instruct, resolve_language
+from .voice import OmniVoicePrompt
+
+if TYPE_CHECKING:
+    from .loader import OmniVoiceModel
+
+NO_ASR_HINT = ("OmniVoice needs the transcript of the reference audio: pass --reference-text \"...\" "
+               "(automatic transcription with Whisper is not available: audiocpp does not download models)")
+
+
+class OmniVoiceSession(Session):
+    model: OmniVoiceModel
+
+    def __init__(self, model: OmniVoiceModel, task: Task, mode, options: dict[str, Any]) -> None:
+        super().__init__(model, task, mode, options)
+        dtype = DTYPES[str(options.get("compute_dtype", "float32"))]
+        self.decoder = MaskGitDecoder(model.lm_for(dtype), dtype)
+
+    # -- validation ----------------------------------------------------------------------
+    def _validate(self, request: PreparedRequest) -> None:
+        opts = request.options
+        resolve_language(opts.get("language"))
+        resolve_instruct(opts.get("instruct"), use_zh=bool(ZH_RE.search(request.text)))
+        if request.voice is not None and request.voice_prompt is not None:
+            raise UsageError("give either --voice-ref or --voice-prompt, not both")
+        if request.voice is not None and not (opts.get("reference_text") or "").strip():
+            raise UsageError("voice cloning without --reference-text", hint=NO_ASR_HINT)
+        if self.task is Task.DESIGN and not (opts.get("instruct") or "").strip():
+            raise UsageError("task 'design' needs --instruct with the voice attributes",
+                             hint="e.g. --instruct 'female, low pitch, british accent'")
+        if self.task is Task.CLONE and request.voice is None and request.voice_prompt is None:
+            raise UsageError("task 'clon' needs --voice-ref (with --reference-text) or --voice-prompt")
+
+    # -- reference voice -----------------------------------------------------------------
+    def prepare_voice(self, audio: AudioBuffer, ref_text: str, preprocess: bool) -> OmniVoicePrompt:
+        """Upstream ``create_voice_clone_prompt``: to 24 kHz, RMS to at least 0.1, silence trim,
+        length to whole frames, encode; the transcript gets final punctuation."""
+        model, sr = self.model, self.model.sample_rate
+        wav = audio.samples[np.newaxis, :].astype(np.float32)
+        if audio.sample_rate != sr:
+            wav = resample(torch.from_numpy(wav), audio.sample_rate, sr).numpy()
+        rms = float(np.sqrt(np.mean(wav ** 2)))
+        if 0 < rms < 0.1:
+            wav = wav * 0.1 / rms
+        if preprocess:
+            wav = remove_silence(wav, sr, mid_sil=200, lead_sil=100, trail_sil=200)
+            if wav.shape[-1] == 0:
+                raise UsageError("the reference audio is empty after silence removal",
+                                 hint="use a reference with speech, or --request-option preprocess_prompt=false")
+        hop = model.codec.hop_length
+        clip = int(wav.shape[-1] % hop)
+        if clip > 0:
+            wav = wav[:, :-clip]
+        if wav.shape[-1] == 0:
+            raise UsageError(f"the reference audio is shorter than one codec frame ({hop} samples at {sr} Hz)")
+        with torch.inference_mode():
+            codes = model.codec.encode(torch.from_numpy(np.ascontiguousarray(wav)).unsqueeze(0))[0]
+        return OmniVoicePrompt(codes, add_punctuation(ref_text) if preprocess else ref_text, rms)
+
+    def _voice(self, request: PreparedRequest, generator: torch.Generator) -> OmniVoicePrompt | None:
+        opts = request.options
+        if request.voice_prompt is not None:
+            voice = request.voice_prompt
+        elif request.voice is not None:
+            audio, text, pre = request.voice, opts["reference_text"], bool(opts["preprocess_prompt"])
+            voice = self.cached(("voice", audio.content_hash(), pre, text),
+                                lambda: self.prepare_voice(audio, text, pre))
+        else:
+            return None
+        # Upstream encodes the reference inside generate(), and its HuBERT draws from the RNG.
+        self.model.codec.semantic_model.skip_layerdrop_draws(generator)
+        return voice
+
+    # -- synthesis -----------------------------------------------------------------------
+    def _synthesize(self, request: PreparedRequest) -> Generator[AudioBuffer, None, Synthesis]:
+        opts, text, model = request.options, request.text, self.model
+        cfg, fps = model.cfg, model.codec.frame_rate
+        generator = request.generator()
+        params = MaskGitParams(
+            num_step=int(opts["num_inference_steps"]), guidance_scale=float(opts["guidance_scale"]),
+            t_shift=float(opts["t_shift"]), layer_penalty_factor=float(opts["layer_penalty_factor"]),
+            position_temperature=float(opts["position_temperature"]),
+            class_temperature=float(opts["class_temperature"]),
+        )
+        language = resolve_language(opts.get("language"))
+        instruct = resolve_instruct(opts.get("instruct"), use_zh=bool(ZH_RE.search(text)))
+        voice = self._voice(request, generator)
+        ref_codes = voice.ref_audio_tokens if voice is not None else None
+        ref_text = voice.ref_text if voice is not None else None
+        ref_len = ref_codes.shape[-1] if ref_codes is not None else None
+        speed = float(opts["speed"])
+        duration = opts.get("duration")
+        if duration is not None:
+            estimate = estimate_target_tokens(text, ref_text, ref_len, 1.0)
+            target = max(1, int(float(duration) * fps))
+            speed = estimate / target
+        else:
+            target = estimate_target_tokens(text, ref_text, ref_len, speed)
+
+        chunk_s = float(opts["audio_chunk_duration"])
+        if chunk_s > 0 and target > int(float(opts["audio_chunk_threshold"]) * fps):
+            texts = chunk_text_punctuation(text, int(chunk_s * fps / (target / len(text))), min_chunk_len=3)
+        else:
+            texts = [text]
+        request.progress.start("omnivoice", params.num_step * len(texts))
+
+        def run(chunk_text: str, num_target: int, r_text: str | None, r_codes: torch.Tensor | None) -> torch.Tensor:
+            prompt = build_prompt(model.tokenizer, chunk_text, num_target, num_codebooks=cfg.num_audio_codebook,
+                                  mask_id=cfg.audio_mask_id, ref_text=r_text, ref_codes=r_codes,
+                                  language=language, instruct=instruct, denoise=bool(opts["denoise"]))
+            return self.decoder.generate(prompt, params, generator, request.progress)
+
+        rms = voice.ref_rms if voice is not None else None
+        tokens: list[torch.Tensor] = []
+        lens: list[int] = []
+        decoded: list[np.ndarray] = []
+        pieces: list[AudioBuffer] = []
+        for i, chunk in enumerate(texts):
+            if len(texts) == 1:
+                r_text, r_codes, n = ref_text, ref_codes, target
+            else:
+                if voice is None and i > 0:  # auto voice: chunk 0 is the voice of the rest
+                    r_text, r_codes = texts[0], tokens[0]
+                else:
+                    r_text, r_codes = ref_text, ref_codes
+                n = estimate_target_tokens(chunk, r_text, r_codes.shape[-1] if r_codes is not None else None, speed)
+            out = run(chunk, n, r_text, r_codes)
+            tokens.append(out)
+            lens.append(n)
+            decoded.append(self.decode(out))
+            if request.streaming or len(texts) > 1:
+                piece = AudioBuffer(self.postprocess(decoded[-1], rms, opts)[0], model.sample_rate)
+                pieces.append(piece)
+                if request.streaming:
+                    yield piece
+        final = self.postprocess(cross_fade_chunks(decoded, model.sample_rate), rms, opts)[0]
+        audio = AudioBuffer(final, model.sample_rate)
+        details = {"tokens": [t.numpy() for t in tokens], "target_lens": lens, "chunk_texts": texts,
+                   "language": language, "instruct": instruct}
+        if ref_codes is not None:
+            details["ref_codes"] = ref_codes.numpy()
+        return Synthesis(audio=audio, chunks=pieces if len(texts) > 1 else [], voice_prompt=voice, details=details)
+
+    # -- audio ---------------------------------------------------------------------------------
+    def decode(self, tokens: torch.Tensor) -> np.ndarray:
+        """(C, T) tokens -> (1, hop * T) float32 audio."""
+        with torch.inference_mode():
+            return self.model.codec.decode(tokens.unsqueeze(0))[0].numpy()
+
+    def postprocess(self, audio: np.ndarray, ref_rms: float | None, opts: dict[str, Any]) -> np.ndarray:
+        """Upstream ``_post_process_audio``: optional silence removal; then always the volume
+        (reference RMS below 0.1 rescales, no reference peak-normalises to 0.5), fades, padding."""
+        sr = self.model.sample_rate
+        if opts["postprocess_output"]:
+            audio = remove_silence(audio, sr, mid_sil=500, lead_sil=100, trail_sil=100)
+        if ref_rms is not None and ref_rms < 0.1:
+            audio = audio * ref_rms / 0.1
+        elif ref_rms is None:
+            audio = peak_normalize(audio, 0.5)
+        return fade_and_pad(audio, float(opts["pad_duration"]), float(opts["fade_duration"]), sr)

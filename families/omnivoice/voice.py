@@ -1,0 +1,61 @@
+"""Prepared voices: reference codes + transcript + RMS, saved in upstream's
+``VoiceClonePrompt`` file format (a plain dict written by ``torch.save``, read with
+``torch.load(weights_only=True)``), so prompts made by either side load in the other."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from audiocpp.engine.errors import UsageError
+
+FORMAT_VERSION = 1
+
+
+@dataclass
+class OmniVoicePrompt:
+    ref_audio_tokens: torch.Tensor  # (C, T) int64
+    ref_text: str
+    ref_rms: float
+    family: str = "omnivoice"
+
+    def save(self, path: str | Path) -> None:
+        """Write the prompt atomically."""
+        path = Path(path)
+        data = {"format_version": FORMAT_VERSION, "ref_audio_tokens": self.ref_audio_tokens.detach().cpu(),
+                "ref_text": self.ref_text, "ref_rms": float(self.ref_rms)}
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                torch.save(data, fh)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def load(cls, path: str | Path, *, num_codebooks: int = 8, codebook_size: int = 1024) -> OmniVoicePrompt:
+        path = Path(path)
+
+        def bad(why: str) -> UsageError:
+            return UsageError(f"{path} is not an OmniVoice voice prompt: {why}",
+                              hint="make one with --voice-ref FILE --reference-text TEXT --voice-prompt-out FILE")
+
+        try:
+            data = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # pickle/zip errors come in many types
+            raise bad(f"cannot read it ({type(exc).__name__})") from None
+        if not isinstance(data, dict) or data.get("format_version") != FORMAT_VERSION:
+            raise bad(f"unsupported format version {data.get('format_version') if isinstance(data, dict) else None!r}")
+        codes, text, rms = data.get("ref_audio_tokens"), data.get("ref_text"), data.get("ref_rms")
+        if not isinstance(codes, torch.Tensor) or codes.dim() != 2 or codes.shape[0] != num_codebooks:
+            raise bad(f"ref_audio_tokens must be a ({num_codebooks}, T) tensor")
+        if codes.is_floating_point() or codes.numel() == 0 or codes.min() < 0 or codes.max() >= codebook_size:
+            raise bad(f"ref_audio_tokens must hold codes in [0, {codebook_size})")
+        if not isinstance(text, str) or not isinstance(rms, (int, float)):
+            raise bad("ref_text must be a string and ref_rms a number")
+        return cls(codes.to(torch.long), text, float(rms))
