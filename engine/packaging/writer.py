@@ -150,6 +150,9 @@ def write_package(
                 del data
                 progress.advance()
             writer.finish()
+    except OSError as exc:
+        raise ModelError(f"cannot write {out}: {exc.strerror or exc}",
+                         hint="check that the folder exists, is writable and has free space") from None
     finally:
         progress.close()
     return PackageSummary(

@@ -281,3 +281,21 @@ def test_memory_plan_without_spec_and_extra_metadata(tmp_path: Path) -> None:
     bad = PackagePlan(family="x", namespaces=plan.namespaces, metadata={"audiocpp.tensor_names": ["y"]})
     with pytest.raises(UsageError, match="reserved"):
         write_package(bad, tmp_path / "y.gguf", "f16")
+
+
+def test_re_encoding_in_place_with_overwrite(folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "m.gguf"
+    write_package(plan_from_spec(make_spec(), {MODEL_INPUT: folder}), out, "f32")
+    before = open_weights(out).get("w/layers.0.q_proj.weight").clone()
+    write_package(plan_from_spec(make_spec(), {MODEL_INPUT: out}), out, "q8_0", overwrite=True)
+    after = open_weights(out)
+    assert after.info("w/layers.0.q_proj.weight").dtype == "Q8_0"
+    assert torch.allclose(after.get("w/layers.0.q_proj.weight"), before, atol=2e-3)
+    assert sorted(after.embedded_file_names()) == sorted(SIDECARS)
+
+
+def test_unwritable_destination_is_a_clean_error(folder: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ModelError, match="cannot write"):
+        write_package(plan_from_spec(make_spec(), {MODEL_INPUT: folder}), blocker / "sub" / "m.gguf", "f32")
