@@ -68,8 +68,24 @@ def resolve_spec(inputs: dict[str, Path], spec_path: Path | None, family: str | 
     probe = inputs.get(MODEL_INPUT) or next(iter(inputs.values()))
     if not probe.exists():
         raise UsageError(f"input {str(probe)!r} does not exist", hint="check the --input path")
+    embedded = _embedded_spec(probe)
+    if embedded is not None and _plugin(embedded[0].family) is None:
+        return embedded[0], embedded[1], None  # a package of a family not installed here
     plugin = detect_family(probe)
     return plugin.spec, _spec_text(plugin), plugin
+
+
+def _embedded_spec(path: Path) -> tuple[ModelSpec, str] | None:
+    """The spec a package GGUF embeds, if ``path`` is one."""
+    from ..spec.validate import load_spec_text
+    from ..weights.gguf_file import GGUFFile, is_gguf
+
+    if not is_gguf(path):
+        return None
+    text = GGUFFile(path).metadata.get("audiocpp.model_spec.json")
+    if not isinstance(text, str):
+        return None
+    return load_spec_text(text, origin=f"embedded in {path}"), text
 
 
 def _overrides_package_plan(plugin: FamilyPlugin) -> bool:

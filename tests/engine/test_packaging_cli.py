@@ -118,3 +118,16 @@ def test_missing_input_path(setup: tuple[Path, Path], tmp_path: Path) -> None:
     proc = run_cli("package", "--spec", spec, "--input", tmp_path / "nowhere", "--out", out)
     _fails(proc, 2, "does not exist")
     _no_output(out)
+
+
+def test_re_encode_a_package_of_a_family_not_installed(setup: tuple[Path, Path], tmp_path: Path) -> None:
+    spec, folder = setup
+    first = tmp_path / "a.gguf"
+    assert run_cli("package", "--spec", spec, "--input", folder, "--out", first).returncode == 0
+    second = tmp_path / "b.gguf"
+    proc = run_cli("package", "--input", first, "--type", "q4_0", "--out", second)
+    assert proc.returncode == 0, proc.stderr
+    source = open_weights(second)
+    assert source.metadata["audiocpp.model_spec.family"] == "pkgtest"
+    assert source.info("w/layers.0.q_proj.weight").dtype == "Q4_0"
+    assert {n: source.embedded_bytes(n) for n in source.embedded_file_names()} == SIDECARS
