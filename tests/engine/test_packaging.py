@@ -299,3 +299,26 @@ def test_unwritable_destination_is_a_clean_error(folder: Path, tmp_path: Path) -
     blocker.write_text("x")
     with pytest.raises(ModelError, match="cannot write"):
         write_package(plan_from_spec(make_spec(), {MODEL_INPUT: folder}), blocker / "sub" / "m.gguf", "f32")
+
+
+def test_a_family_override_of_package_plan_is_used(folder: Path, tmp_path: Path) -> None:
+    from audiocpp.engine.packaging.cli import build_plan
+    from audiocpp.engine.plugin import FamilyPlugin
+
+    spec = make_spec()
+
+    class Custom(FamilyPlugin):
+        name = "pkgtest"
+
+        def package_plan(self, inputs, load_options=None):  # type: ignore[override]
+            plan = plan_from_spec(spec, inputs)
+            plan.metadata["pkgtest.converted_by"] = "custom"
+            return plan
+
+    plan = build_plan({MODEL_INPUT: folder}, spec, "{}", Custom(), spec_given=False)
+    assert plan.metadata == {"pkgtest.converted_by": "custom"} and plan.spec_json == "{}"
+    out = tmp_path / "c.gguf"
+    write_package(plan, out, "f16")
+    assert GGUFFile(out).metadata["pkgtest.converted_by"] == "custom"
+    default = build_plan({MODEL_INPUT: folder}, spec, None, FamilyPlugin(), spec_given=False)
+    assert default.metadata == {}
