@@ -30,7 +30,14 @@ from audiocpp.engine.text.chunking import chunk_text_punctuation
 
 from .generate import MaskGitDecoder, MaskGitParams
 from .loader import DTYPES
-from .prompt import ZH_RE, add_punctuation, build_prompt, estimate_target_tokens, resolve_instruct, resolve_language
+from .prompt import (
+    ZH_RE,
+    add_punctuation,
+    build_prompt,
+    estimate_target_tokens,
+    resolve_instruct,
+    resolve_language,
+)
 from .voice import OmniVoicePrompt
 
 if TYPE_CHECKING:
