@@ -31,6 +31,7 @@ from audiocpp.engine.weights import (
     Synthesize,
     TensorSource,
     adapt,
+    check_module_weights,
     load_module_weights,
     resolve_weights,
 )
@@ -58,12 +59,24 @@ def vae_adapters(cfg: VoxCPMConfig) -> list[Op]:
 
 @dataclass
 class LoadedParts:
+    """A loaded model: the AudioVAE and tokenizer ready, the generator weights checked and
+    kept as a lazy (memory-mapped) source, loaded per compute dtype on first use."""
+
     config: VoxCPMConfig
-    model: VoxCPMModel
     vae: AudioVAE
     tokenizer: VoxCPMTokenizer
+    model_source: TensorSource
     source_id: str
     layout: str
+
+    def build_model(self, dtype: torch.dtype) -> VoxCPMModel:
+        """The generator with its weights in ``dtype`` (checkpoints are bf16; float32 is exact
+        against upstream run in float32)."""
+        with torch.device("meta"):
+            model = VoxCPMModel(self.config)
+        load_module_weights(model, self.model_source, dtype=dtype, what="VoxCPM2 generator")
+        _materialize(model, dtype)
+        return model.eval()
 
 
 def read_config(path: Path) -> VoxCPMConfig:
@@ -74,13 +87,9 @@ def read_config(path: Path) -> VoxCPMConfig:
     return VoxCPMConfig.from_dict(raw, where=str(path))
 
 
-def load_parts(spec: ModelSpec, path: Path, *, dtype: torch.dtype = torch.float32,
-               expect_architecture: str = "voxcpm2") -> LoadedParts:
-    """Resolve ``path`` with the spec, build the modules and load them strictly.
-
-    The generator is loaded in ``dtype`` (checkpoints are bf16; float32 is exact against
-    upstream run in float32); the AudioVAE always stays float32, as upstream keeps it.
-    """
+def load_parts(spec: ModelSpec, path: Path, *, expect_architecture: str = "voxcpm2") -> LoadedParts:
+    """Resolve ``path`` with the spec, load the AudioVAE (float32, as upstream keeps it) and the
+    tokenizer, and check the generator weights strictly (names and shapes) without loading them."""
     resolved = resolve_weights(spec, path)
     cfg = read_config(resolved.file("config"))
     if cfg.architecture != expect_architecture:
@@ -93,14 +102,11 @@ def load_parts(spec: ModelSpec, path: Path, *, dtype: torch.dtype = torch.float3
         model = VoxCPMModel(cfg)
         vae = AudioVAE(cfg.audio_vae)
     model_src: TensorSource = adapt(resolved.namespace("weights"), lm_adapters(cfg))
+    check_module_weights(model, model_src, what="VoxCPM2 generator")
     vae_src: TensorSource = adapt(resolved.namespace("audiovae_weights"), vae_adapters(cfg))
-    load_module_weights(model, model_src, dtype=dtype, what="VoxCPM2 generator")
     load_module_weights(vae, vae_src, dtype=torch.float32, what="AudioVAE")
-    _materialize(model, dtype)
     _materialize(vae, torch.float32)
-    model.eval()
-    vae.eval()
-    return LoadedParts(cfg, model, vae, tokenizer, resolved.source_id, resolved.layout)
+    return LoadedParts(cfg, vae.eval(), tokenizer, model_src, resolved.source_id, resolved.layout)
 
 
 def _materialize(module: torch.nn.Module, dtype: torch.dtype) -> None:

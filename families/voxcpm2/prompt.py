@@ -40,12 +40,8 @@ class VoxCPMTokenizer:
 
     @classmethod
     def from_file(cls, path: str | Path) -> VoxCPMTokenizer:
-        try:
-            from audiocpp.engine.tokenizer import load_tokenizer
-        except ImportError:  # pragma: no cover - older engine
-            from tokenizers import Tokenizer
+        from audiocpp.engine.tokenizer import load_tokenizer
 
-            return cls(Tokenizer.from_file(str(path)))
         return cls(load_tokenizer(path))
 
     def tokenize(self, text: str) -> list[str]:

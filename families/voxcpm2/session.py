@@ -47,20 +47,14 @@ class VoxCPM2Model(LoadedModel):
         self.parts = parts
         self.config = parts.config
         self.sample_rate = parts.config.sample_rate
-        self._models: dict[torch.dtype, Any] = {torch.float32: parts.model}
         self._generators: dict[torch.dtype, VoxCPMGenerator] = {}
 
     def generator_for(self, dtype: torch.dtype) -> VoxCPMGenerator:
-        """The AR loop computing in ``dtype`` (a cast copy of the generator is made once)."""
+        """The AR loop computing in ``dtype``; its weights are loaded in that dtype on first use
+        (a bfloat16-only user never holds a float32 copy)."""
         gen = self._generators.get(dtype)
         if gen is None:
-            model = self._models.get(dtype)
-            if model is None:
-                import copy
-
-                model = copy.deepcopy(self.parts.model).to(dtype)
-                self._models[dtype] = model
-            gen = VoxCPMGenerator(model, self.parts.vae)
+            gen = VoxCPMGenerator(self.parts.build_model(dtype), self.parts.vae)
             self._generators[dtype] = gen
         return gen
 

@@ -107,3 +107,14 @@ def loaded(checkpoints: dict[str, Path]):
         return cache[name]
 
     return get
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """One torch thread while these modules run (as the reference): steadier on shared CPUs."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

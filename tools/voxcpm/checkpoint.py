@@ -130,10 +130,11 @@ def random_state(module: torch.nn.Module, gen: torch.Generator, dtype: torch.dty
 
 def write_checkpoint(out_dir: str | Path, config: dict[str, Any], *, seed: int = 1234,
                      dtype: torch.dtype = torch.float32, tokenizer: bool = True) -> Path:
+    from safetensors.torch import save_file
+
     from audiocpp.families.voxcpm2.audiovae import AudioVAE, CausalConv1d, CausalConvTranspose1d
     from audiocpp.families.voxcpm2.config import VoxCPMConfig
     from audiocpp.families.voxcpm2.model import VoxCPMModel
-    from safetensors.torch import save_file
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
