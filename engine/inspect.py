@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from .errors import ModelError
+from .errors import ModelError, SpecError
 from .records import ModelInfo
 from .spec.model import ModelSpec
 from .weights import TensorSource, open_weights, resolve_weights
@@ -23,6 +23,16 @@ def _dtypes(sources: list[TensorSource]) -> dict[str, int]:
         for name in source.names():
             counts[source.info(name).dtype] += 1
     return dict(sorted(counts.items()))
+
+
+def embedded_spec(source: TensorSource) -> ModelSpec | None:
+    """The model spec a package GGUF carries (validated), or None."""
+    text = getattr(source, "model_spec_json", None)
+    if not text:
+        return None
+    from .spec.validate import load_spec_text
+
+    return load_spec_text(text, origin=f"embedded in {source.path}")
 
 
 def inspect_path(path: str | Path, family: str, spec: ModelSpec) -> ModelInfo:
@@ -47,6 +57,14 @@ def inspect_path(path: str | Path, family: str, spec: ModelSpec) -> ModelInfo:
         files = sorted(source.files)
         fmt = source.format
         metadata.update({k: source.metadata[k] for k in KEY_METADATA if k in source.metadata})
+        try:
+            embedded = embedded_spec(source)
+        except SpecError as exc:
+            embedded = None
+            metadata["spec"] = "the embedded spec is invalid: " + exc.message.splitlines()[-1].strip()
+        if embedded is not None:
+            spec = embedded  # a package describes itself: show the spec it carries
+            metadata["spec"] = "embedded in the package"
     num_tensors = sum(len(s) for s in sources)
     return ModelInfo(
         family=family, path=path, format=fmt, spec_summary=spec.summary(), namespaces=namespaces,

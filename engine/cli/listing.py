@@ -50,10 +50,22 @@ def print_families(as_json: bool) -> None:
 
 
 def print_inspection(path: Path, family: str | None, as_json: bool) -> None:
+    from ..errors import ModelError
+    from ..inspect import embedded_spec, inspect_path
     from ..registry import resolve_family
 
-    plugin = resolve_family(path, family)
-    info = plugin.inspect(path)
+    try:
+        info = resolve_family(path, family).inspect(path)
+    except ModelError:
+        # A package of a family that is not installed still describes itself.
+        from ..weights import open_weights
+
+        if family is not None or not Path(path).is_file():
+            raise
+        spec = embedded_spec(open_weights(path))
+        if spec is None:
+            raise
+        info = inspect_path(path, spec.family, spec)
     data = {
         "family": info.family,
         "path": str(info.path),

@@ -56,3 +56,23 @@ def test_family_options_come_from_its_own_spec(toy_site: Path, toy_model_dir: Pa
     assert proc.returncode == 2
     assert "above the maximum 1" in proc.stderr
     assert not out.exists()
+
+
+def test_packaged_then_inspected_without_the_plugin(toy_site: Path, toy_model_dir: Path, tmp_path: Path) -> None:
+    package = tmp_path / "toy-f16.gguf"
+    proc = run_cli("package", "--family", "toytone", "--input", toy_model_dir, "--type", "f16", "--out", package,
+                   env=_env(toy_site))
+    assert proc.returncode == 0, proc.stderr
+    # Without the plugin installed the package still describes itself through its embedded spec.
+    proc = run_cli("inspect", package, "--json")
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["family"] == "toytone"
+    assert info["spec"]["display_name"] == "Toy tone synthesizer"
+    assert info["namespaces"] == {"weights": 1} and info["dtypes"] == {"F32": 1}
+    assert "config.json" in info["embedded_files"]
+    # With the plugin, the package runs like the folder did.
+    out = tmp_path / "from-package.wav"
+    proc = run_cli("--model", package, "--text", "hi", "--seed", "1", "--out", out, env=_env(toy_site))
+    assert proc.returncode == 0, proc.stderr
+    assert "sample_rate=16000" in proc.stdout

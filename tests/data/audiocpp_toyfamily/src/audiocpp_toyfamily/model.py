@@ -11,7 +11,7 @@ from audiocpp.engine.errors import ModelError
 from audiocpp.engine.model import LoadedModel
 from audiocpp.engine.records import AudioBuffer
 from audiocpp.engine.session import Session, Synthesis
-from audiocpp.engine.weights import open_weights
+from audiocpp.engine.weights import resolve_weights
 
 
 class ToneModel(LoadedModel):
@@ -19,9 +19,9 @@ class ToneModel(LoadedModel):
 
     @classmethod
     def load(cls, spec, path: Path, options):
-        config_path = path / "config.json" if path.is_dir() else path.with_name("config.json")
-        config = json.loads(config_path.read_text())
-        weights = open_weights(path / "model.safetensors" if path.is_dir() else path)
+        resolved = resolve_weights(spec, path)  # a folder or a package GGUF, as the spec's sources say
+        config = json.loads(resolved.files["config"].read_text())
+        weights = resolved.namespaces["weights"]
         if "tone.frequencies" not in weights.names():
             raise ModelError(f"{path} has no tensor 'tone.frequencies'")
         model = cls(spec, path, options)
