@@ -32,6 +32,7 @@ from .generate import MaskGitDecoder, MaskGitParams
 from .loader import DTYPES
 from .prompt import (
     ZH_RE,
+    Prompt,
     add_punctuation,
     build_prompt,
     estimate_target_tokens,
@@ -143,10 +144,13 @@ class OmniVoiceSession(Session):
             texts = [text]
         request.progress.start("omnivoice", params.num_step * len(texts))
 
+        prompts: list[Prompt] = []
+
         def run(chunk_text: str, num_target: int, r_text: str | None, r_codes: torch.Tensor | None) -> torch.Tensor:
             prompt = build_prompt(model.tokenizer, chunk_text, num_target, num_codebooks=cfg.num_audio_codebook,
                                   mask_id=cfg.audio_mask_id, ref_text=r_text, ref_codes=r_codes,
                                   language=language, instruct=instruct, denoise=bool(opts["denoise"]))
+            prompts.append(prompt)
             return self.decoder.generate(prompt, params, generator, request.progress)
 
         rms = voice.ref_rms if voice is not None else None
@@ -175,7 +179,7 @@ class OmniVoiceSession(Session):
         final = self.postprocess(cross_fade_chunks(decoded, model.sample_rate), rms, opts)[0]
         audio = AudioBuffer(final, model.sample_rate)
         details = {"tokens": [t.numpy() for t in tokens], "target_lens": lens, "chunk_texts": texts,
-                   "language": language, "instruct": instruct}
+                   "prompts": prompts, "language": language, "instruct": instruct}
         if ref_codes is not None:
             details["ref_codes"] = ref_codes.numpy()
         return Synthesis(audio=audio, chunks=pieces if len(texts) > 1 else [], voice_prompt=voice, details=details)
