@@ -17,6 +17,7 @@ through unchanged. Seam for VoxCPM1: VoxCPM.cpp GGUFs (``blk.N.attn_q`` names, f
 
 from __future__ import annotations
 
+import gc
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,23 +60,29 @@ def vae_adapters(cfg: VoxCPMConfig) -> list[Op]:
 
 @dataclass
 class LoadedParts:
-    """A loaded model: the AudioVAE and tokenizer ready, the generator weights checked and
-    kept as a lazy (memory-mapped) source, loaded per compute dtype on first use."""
+    """A loaded model: the AudioVAE and tokenizer ready, the generator weights checked; the
+    generator itself is loaded per compute dtype on first use (:meth:`build_model`)."""
 
     config: VoxCPMConfig
     vae: AudioVAE
     tokenizer: VoxCPMTokenizer
-    model_source: TensorSource
+    spec: ModelSpec
+    path: Path
     source_id: str
     layout: str
 
+    def model_source(self) -> TensorSource:
+        return adapt(resolve_weights(self.spec, self.path).namespace("weights"), lm_adapters(self.config))
+
     def build_model(self, dtype: torch.dtype) -> VoxCPMModel:
         """The generator with its weights in ``dtype`` (checkpoints are bf16; float32 is exact
-        against upstream run in float32)."""
+        against upstream run in float32). The weights file is opened for this and closed after,
+        so its memory map does not stay resident beside a converted copy."""
         with torch.device("meta"):
             model = VoxCPMModel(self.config)
-        load_module_weights(model, self.model_source, dtype=dtype, what="VoxCPM2 generator")
+        load_module_weights(model, self.model_source(), dtype=dtype, what="VoxCPM2 generator")
         _materialize(model, dtype)
+        gc.collect()  # the source's memory map sits in a reference cycle: unmap it now
         return model.eval()
 
 
@@ -106,7 +113,7 @@ def load_parts(spec: ModelSpec, path: Path, *, expect_architecture: str = "voxcp
     vae_src: TensorSource = adapt(resolved.namespace("audiovae_weights"), vae_adapters(cfg))
     load_module_weights(vae, vae_src, dtype=torch.float32, what="AudioVAE")
     _materialize(vae, torch.float32)
-    return LoadedParts(cfg, vae.eval(), tokenizer, model_src, resolved.source_id, resolved.layout)
+    return LoadedParts(cfg, vae.eval(), tokenizer, spec, Path(path), resolved.source_id, resolved.layout)
 
 
 def _materialize(module: torch.nn.Module, dtype: torch.dtype) -> None:

@@ -28,6 +28,7 @@ class Case:
     streaming: bool = False
     seed: int = 42
     options: dict[str, Any] = field(default_factory=dict)
+    compute_dtype: str = "float32"  # ours; upstream computes in the checkpoint config's dtype
 
     def upstream_args(self, audio: dict[str, Path]) -> dict[str, Any]:
         o = {"max_tokens": 12, "min_tokens": 2, "num_inference_steps": 10, "guidance_scale": 2.0,
@@ -76,6 +77,15 @@ CASES: list[Case] = [
     Case("mup_tts", checkpoint="tiny_mup"),
     Case("mup_clone_both", checkpoint="tiny_mup", task="clone", reference="ref", prompt="prompt",
          prompt_text=PROMPT_TEXT),
+]
+
+# bfloat16 compute against upstream in bfloat16 (its default dtype for the real checkpoints):
+# same operations, but bf16 rounding makes any difference in summation order visible, so these
+# are drift measurements with bounds, not exactness checks.
+BF16_CASES: list[Case] = [
+    Case("bf16_tts", checkpoint="tiny_bf16", compute_dtype="bfloat16", options={"min_tokens": 11}),
+    Case("bf16_clone_both", checkpoint="tiny_bf16", compute_dtype="bfloat16", task="clone", reference="ref",
+         prompt="prompt", prompt_text=PROMPT_TEXT),
 ]
 
 TOKENIZER_TEXTS = [

@@ -12,10 +12,11 @@ from typing import Any
 import numpy as np
 import pytest
 import soundfile as sf
+import torch
 
 from tests.support import REPO, run_reference
 
-from .cases import CASES, TOKENIZER_TEXTS
+from .cases import BF16_CASES, CASES, TOKENIZER_TEXTS
 
 TOOLS = REPO / "tools" / "voxcpm"
 
@@ -42,6 +43,9 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory, checkpoint_tool) -> di
     return {
         "tiny": checkpoint_tool.write_checkpoint(root / "tiny", checkpoint_tool.TINY_V2, seed=1234),
         "tiny_mup": checkpoint_tool.write_checkpoint(root / "tiny_mup", checkpoint_tool.TINY_V2_MUP, seed=4321),
+        # bf16 weights and config dtype: upstream then computes in bfloat16.
+        "tiny_bf16": checkpoint_tool.write_checkpoint(root / "tiny_bf16", {**checkpoint_tool.TINY_V2, "dtype": "bfloat16"},
+                                                      seed=1234, dtype=torch.bfloat16),
     }
 
 
@@ -81,7 +85,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory, checkpoints: dict[str, P
     cases: list[dict[str, Any]] = [
         {"name": c.name, "checkpoint": c.checkpoint, "kind": "generate", "seed": c.seed,
          "streaming": c.streaming, "args": c.upstream_args(audio_files)}
-        for c in CASES
+        for c in CASES + BF16_CASES
     ]
     cases.append({"name": "vae", "checkpoint": "tiny", "kind": "vae", "wav": str(audio_files["vae"])})
     cases.append({"name": "tokenize", "checkpoint": "tiny", "kind": "tokenize", "texts": TOKENIZER_TEXTS})

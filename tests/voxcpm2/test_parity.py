@@ -15,7 +15,7 @@ import torch
 
 from audiocpp.engine.records import TaskRequest, VoiceReference
 
-from .cases import CASES, TOKENIZER_TEXTS, Case
+from .cases import BF16_CASES, CASES, TOKENIZER_TEXTS, Case
 
 pytestmark = pytest.mark.parity
 
@@ -32,7 +32,7 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 def run_ours(loaded, case: Case, audio_files, *, streaming: bool | None = None):
     model = loaded(case.checkpoint)
     streaming = case.streaming if streaming is None else streaming
-    session = model.session(case.task, "streaming" if streaming else "offline")
+    session = model.session(case.task, "streaming" if streaming else "offline", compute_dtype=case.compute_dtype)
     voice = VoiceReference(path=audio_files[case.reference]) if case.reference else None
     request = TaskRequest(text=case.text, seed=case.seed, voice=voice, options=case.our_options(audio_files))
     pieces = []
@@ -49,7 +49,7 @@ def run_ours(loaded, case: Case, audio_files, *, streaming: bool | None = None):
 def test_checkpoints_round_trip_in_upstream(reference) -> None:
     """Every tensor we wrote reached upstream's model bit-exactly and nothing was left out."""
     counts = reference["_summary"]["round_trip"]
-    assert counts["tiny"] > 200 and counts["tiny_mup"] == counts["tiny"]
+    assert counts["tiny"] > 200 and counts["tiny_mup"] == counts["tiny_bf16"] == counts["tiny"]
 
 
 @pytest.mark.parametrize("name", [c.name for c in CASES])
@@ -110,3 +110,14 @@ def test_tokenizer_matches_upstream(reference, loaded) -> None:
     ref = reference["tokenize"]
     for i, text in enumerate(TOKENIZER_TEXTS):
         assert tokenizer(text) == ref[f"ids_{i}"].tolist(), text
+
+
+@pytest.mark.parametrize("name", [c.name for c in BF16_CASES])
+def test_bfloat16_compute_stays_close_to_upstream_bfloat16(name: str, reference, loaded, audio_files) -> None:
+    case = next(c for c in BF16_CASES if c.name == name)
+    ref = reference[name]
+    result, _ = run_ours(loaded, case, audio_files)
+    latents = result.details["latents"][0]
+    assert latents.shape == ref["patches"].shape
+    assert np.abs(latents - ref["patches"]).max() < 0.1
+    assert cosine(result.audio.samples, ref["wav"]) > 0.9999
