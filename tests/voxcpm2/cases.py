@@ -92,3 +92,16 @@ TOKENIZER_TEXTS = [
     "Hello world. 你好世界。", "你好，世界！ abc", "hello  world", "trailing ", "A", "tab\there",
     "(a calm voice)Hello.", "é ü ñ 全角", "你好你好世界世界。", " Hello", "Numbers 1234 & 100%",
 ]
+
+# The VoxCPM1 switches of the shared modules (addition fusion, summed DiT conditioning, muP,
+# AudioVAE v1, v1 prompt trimming, stateless 3-patch streaming window) against upstream's
+# VoxCPMModel on a tiny v1 checkpoint. The voxcpm1 family builds on exactly these paths.
+V1_CASES: list[Case] = [
+    Case("v1_tts", checkpoint="tiny_v1"),
+    Case("v1_prompt", checkpoint="tiny_v1", task="clone", prompt="prompt", prompt_text=PROMPT_TEXT),
+    Case("v1_retry", checkpoint="tiny_v1", options={"retry_badcase": True, "retry_badcase_ratio_threshold": 0.5,
+                                                    "min_tokens": 20}),
+    Case("v1_stream_tts", checkpoint="tiny_v1", streaming=True, options={"min_tokens": 8, "max_tokens": 10}),
+    Case("v1_stream_prompt", checkpoint="tiny_v1", task="clone", prompt="prompt", prompt_text=PROMPT_TEXT,
+         streaming=True),
+]

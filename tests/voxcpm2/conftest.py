@@ -16,7 +16,7 @@ import torch
 
 from tests.support import REPO, run_reference
 
-from .cases import BF16_CASES, CASES, TOKENIZER_TEXTS
+from .cases import BF16_CASES, CASES, TOKENIZER_TEXTS, V1_CASES
 
 TOOLS = REPO / "tools" / "voxcpm"
 
@@ -46,6 +46,7 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory, checkpoint_tool) -> di
         # bf16 weights and config dtype: upstream then computes in bfloat16.
         "tiny_bf16": checkpoint_tool.write_checkpoint(root / "tiny_bf16", {**checkpoint_tool.TINY_V2, "dtype": "bfloat16"},
                                                       seed=1234, dtype=torch.bfloat16),
+        "tiny_v1": checkpoint_tool.write_checkpoint(root / "tiny_v1", checkpoint_tool.TINY_V1, seed=99),
     }
 
 
@@ -85,9 +86,10 @@ def reference(tmp_path_factory: pytest.TempPathFactory, checkpoints: dict[str, P
     cases: list[dict[str, Any]] = [
         {"name": c.name, "checkpoint": c.checkpoint, "kind": "generate", "seed": c.seed,
          "streaming": c.streaming, "args": c.upstream_args(audio_files)}
-        for c in CASES + BF16_CASES
+        for c in CASES + BF16_CASES + V1_CASES
     ]
     cases.append({"name": "vae", "checkpoint": "tiny", "kind": "vae", "wav": str(audio_files["vae"])})
+    cases.append({"name": "v1_vae", "checkpoint": "tiny_v1", "kind": "vae", "wav": str(audio_files["vae"])})
     cases.append({"name": "tokenize", "checkpoint": "tiny", "kind": "tokenize", "texts": TOKENIZER_TEXTS})
     spec = {"checkpoints": {k: str(v) for k, v in checkpoints.items()}, "cases": cases, "threads": 1}
     spec_path = root / "cases.json"
@@ -107,7 +109,15 @@ def loaded(checkpoints: dict[str, Path]):
 
     def get(name: str = "tiny"):
         if name not in cache:
-            cache[name] = plugin.load(checkpoints[name])
+            if name == "tiny_v1":
+                # No voxcpm1 plugin here: the voxcpm2 model classes on a v1 config.
+                from audiocpp.families.voxcpm2.convert import load_parts
+                from audiocpp.families.voxcpm2.session import VoxCPM2Model
+
+                parts = load_parts(plugin.spec, checkpoints[name], expect_architecture="voxcpm")
+                cache[name] = VoxCPM2Model(plugin.spec, checkpoints[name], parts, {})
+            else:
+                cache[name] = plugin.load(checkpoints[name])
         return cache[name]
 
     return get

@@ -67,6 +67,20 @@ TINY_V2_MUP: dict[str, Any] = copy.deepcopy(TINY_V2)
 TINY_V2_MUP["lm_config"]["use_mup"] = True
 TINY_V2_MUP["residual_lm_no_rope"] = False
 
+# A tiny VoxCPM1 (architecture "voxcpm", model/voxcpm.py): muP on, patch 2, residual LM with rope,
+# addition fusion, summed DiT conditioning, AudioVAE v1 (16 kHz in and out, no sample-rate
+# conditioning, v1 causal padding; the odd encoder stride 5 tells v1 and v2 padding apart).
+TINY_V1: dict[str, Any] = copy.deepcopy(TINY_V2)
+TINY_V1["architecture"] = "voxcpm"
+TINY_V1["lm_config"]["use_mup"] = True
+TINY_V1["patch_size"] = 2
+del TINY_V1["residual_lm_no_rope"]
+for _key in ("encoder_config", "dit_config"):
+    del TINY_V1[_key]["kv_channels"]
+    TINY_V1[_key].update(hidden_dim=64, num_heads=4)
+TINY_V1["audio_vae_config"] = {"encoder_dim": 8, "encoder_rates": [2, 5], "latent_dim": 16, "decoder_dim": 32,
+                               "decoder_rates": [5, 2], "depthwise": True, "sample_rate": 16000}
+
 # VoxCPM2 dimensions (shared/reference/voxcpm.md section 2): 28+8 LM layers of 2048, 12+12 local
 # layers of 1024 (16 heads x 128), patch 4, latent 64, 16 kHz in, 48 kHz out.
 REAL_V2: dict[str, Any] = {
@@ -94,7 +108,7 @@ REAL_V2: dict[str, Any] = {
     "max_length": 8192, "device": "cpu", "dtype": "float32",
 }
 
-CONFIGS = {"tiny": TINY_V2, "tiny_mup": TINY_V2_MUP, "real": REAL_V2}
+CONFIGS = {"tiny": TINY_V2, "tiny_mup": TINY_V2_MUP, "tiny_v1": TINY_V1, "real": REAL_V2}
 
 
 def _value(name: str, shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:

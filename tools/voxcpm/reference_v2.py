@@ -1,4 +1,4 @@
-"""Run upstream VoxCPM2 (PyPI voxcpm 2.0.3) on a checkpoint and dump what the parity tests compare.
+"""Run upstream VoxCPM2 or VoxCPM1 (PyPI voxcpm 2.0.3) on a checkpoint and dump what the parity tests compare.
 
 Runs inside ``.ref-envs/voxcpm`` (tools/reference_envs/voxcpm.sh), never in the project venv:
 
@@ -64,11 +64,13 @@ def _record_inference(model):
         log["patches"] = []
         streaming = kwargs.get("streaming", False)
         for item in original(*args, **kwargs):
-            feat_pred, seq, ctx = item
-            log["context_len"] = int(ctx)
+            # v2 yields (feat_pred, seq, context_len); v1 (feat_pred, seq).
+            seq = item[1]
+            if len(item) == 3:
+                log["context_len"] = int(item[2])
             if streaming:
-                # feat_pred: (1, D, P), the newest patch
-                log["patches"].append(feat_pred[0].T.float().numpy().copy())
+                # seq: the list of (1, 1, P, D) patches so far; the newest is last.
+                log["patches"].append(seq[-1][0, 0].float().numpy().copy())
             else:
                 log["patches"] = [p for p in seq.float().numpy()]
             yield item
