@@ -8,9 +8,11 @@ temperature) and positions by confidence minus a per-codebook penalty (plus Gumb
 with a position temperature). Every random draw comes from the request's generator in
 upstream's order and shapes, so a seeded run reproduces upstream's tokens.
 
-Cost cutters that keep the float32 results unchanged: the mask, positions and rotary
-tables are built once per chunk; only the two target windows go through the audio heads;
-steps that unmask nothing skip the forward pass (upstream runs it and discards it).
+Cost cutters that keep the float32 results unchanged: the rows are packed (the padding of
+the unconditional row is never computed; see ``model.py``), and without guidance the
+unconditional row is not computed at all; the mask, packing and rotary tables are built
+once per chunk; only the two target windows go through the audio heads; steps that unmask
+nothing skip the forward pass (upstream runs it and discards it).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import torch.nn.functional as F
 from audiocpp.engine.nn.sampling import gumbel_noise_like
 from audiocpp.engine.progress import NullProgress, Progress
 
-from .model import OmniVoiceLM, rope_tables
+from .model import OmniVoiceLM, Packing, Rope, rope_tables
 from .prompt import Prompt
 
 
@@ -103,6 +105,20 @@ def build_batch(prompt: Prompt, mask_id: int) -> Batch:
     return Batch(input_ids, audio_mask, attention, s, t)
 
 
+@dataclass
+class PackedBatch:
+    """What the backbone sees at every step of a chunk: packed ids (1, C, N), audio mask
+    (1, N), the packing, rotary tables (N, D); ids of the target windows change per step."""
+
+    input_ids: torch.Tensor
+    audio_mask: torch.Tensor
+    packing: Packing
+    rope: Rope
+    cond_len: int
+    target_len: int
+    guided: bool
+
+
 class MaskGitDecoder:
     """Runs the MaskGIT loop of one chunk on an :class:`OmniVoiceLM`.
 
@@ -115,18 +131,22 @@ class MaskGitDecoder:
         self.cfg = lm.cfg
         self.compute_dtype = compute_dtype
 
-    def step_logits(self, batch: Batch, rope: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Float32 logits (1, C, T, V) of the conditional and unconditional target windows."""
-        hidden = self.lm.hidden(batch.input_ids, batch.audio_mask, batch.attention_mask, rope, self.compute_dtype)
-        s, t = batch.cond_len, batch.target_len
-        windows = torch.cat([hidden[0:1, s - t:s], hidden[1:2, :t]], dim=0)
-        logits = self.lm.heads(windows)
-        return logits[0:1], logits[1:2]
+    def step_logits(self, packed: PackedBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Float32 logits (1, C, T, V) of the conditional and unconditional target windows
+        (the latter None without guidance: upstream computes that row and ignores it)."""
+        hidden = self.lm.hidden(packed.input_ids, packed.audio_mask, packed.packing, packed.rope, self.compute_dtype)
+        s, t = packed.cond_len, packed.target_len
+        windows = [hidden[s - t:s]]
+        if packed.guided:
+            windows.append(hidden[s:s + t])
+        logits = self.lm.heads(torch.stack(windows))
+        return logits[0:1], (logits[1:2] if packed.guided else None)
 
-    def predict(self, c_logits: torch.Tensor, u_logits: torch.Tensor, params: MaskGitParams,
+    def predict(self, c_logits: torch.Tensor, u_logits: torch.Tensor | None, params: MaskGitParams,
                 generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Upstream ``_predict_tokens_with_scoring``: tokens and confidence scores (1, C, T)."""
         if params.guidance_scale != 0:
+            assert u_logits is not None
             c_lp = F.log_softmax(c_logits, dim=-1)
             u_lp = F.log_softmax(u_logits, dim=-1)
             log_probs = torch.log_softmax(c_lp + params.guidance_scale * (c_lp - u_lp), dim=-1)
@@ -140,6 +160,15 @@ class MaskGitDecoder:
             tokens = log_probs.argmax(dim=-1)
         return tokens, log_probs.max(dim=-1)[0]
 
+    def pack(self, batch: Batch, guided: bool) -> PackedBatch:
+        """The batch's valid positions packed (cond row, then the uncond row's T positions)."""
+        lengths = (batch.cond_len, batch.target_len) if guided else (batch.cond_len,)
+        packing = Packing(lengths, batch.cond_len, batch.attention_mask[: len(lengths)])
+        rope = rope_tables(packing.positions(), self.cfg.llm, self.compute_dtype)
+        return PackedBatch(packing.pack(batch.input_ids, dim=1).unsqueeze(0).contiguous(),
+                           packing.pack(batch.audio_mask).unsqueeze(0), packing, (rope[0][0], rope[1][0]),
+                           batch.cond_len, batch.target_len, guided)
+
     @torch.inference_mode()
     def generate(self, prompt: Prompt, params: MaskGitParams, generator: torch.Generator | None = None,
                  progress: Progress | None = None) -> torch.Tensor:
@@ -147,18 +176,15 @@ class MaskGitDecoder:
         progress = progress or NullProgress()
         cfg = self.cfg
         mask_id, num_cb, t = cfg.audio_mask_id, cfg.num_audio_codebook, prompt.num_target
-        batch = build_batch(prompt, mask_id)
-        positions = torch.arange(batch.cond_len).unsqueeze(0)
-        rope = rope_tables(positions, cfg.llm, self.compute_dtype)
+        packed = self.pack(build_batch(prompt, mask_id), guided=params.guidance_scale != 0)
         tokens = torch.full((1, num_cb, t), mask_id, dtype=torch.long)
         layer_ids = torch.arange(num_cb).view(1, -1, 1)
-        schedule = unmask_schedule(t * num_cb, params.num_step, params.t_shift)
-        s = batch.cond_len
-        for k in schedule:
+        s = packed.cond_len
+        for k in unmask_schedule(t * num_cb, params.num_step, params.t_shift):
             progress.advance()
             if k <= 0:
                 continue
-            c_logits, u_logits = self.step_logits(batch, rope)
+            c_logits, u_logits = self.step_logits(packed)
             pred, scores = self.predict(c_logits, u_logits, params, generator)
             scores = scores - (layer_ids * params.layer_penalty_factor)
             if params.position_temperature > 0.0:
@@ -168,6 +194,7 @@ class MaskGitDecoder:
             flat = tokens.flatten()
             flat[top] = pred.flatten()[top]
             tokens = flat.view_as(tokens)
-            batch.input_ids[0:1, :, s - t:s] = tokens
-            batch.input_ids[1:2, :, :t] = tokens
+            packed.input_ids[:, :, s - t:s] = tokens
+            if packed.guided:
+                packed.input_ids[:, :, s:s + t] = tokens
         return tokens[0]

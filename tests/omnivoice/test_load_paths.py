@@ -99,19 +99,17 @@ def test_codec_given_explicitly_or_paired(layouts, tmp_path):
 def step0_agreement(model, reference_model, text: str) -> float:
     """Share of step-0 greedy predictions (8 x T) that agree between two models."""
     from audiocpp.families.omnivoice.generate import MaskGitParams, build_batch
-    from audiocpp.families.omnivoice.model import rope_tables
     from audiocpp.families.omnivoice.prompt import build_prompt, estimate_target_tokens
 
     cfg = reference_model.cfg
     prompt = build_prompt(reference_model.tokenizer, text, estimate_target_tokens(text, None, None),
                           num_codebooks=cfg.num_audio_codebook, mask_id=cfg.audio_mask_id)
     batch = build_batch(prompt, cfg.audio_mask_id)
-    rope = rope_tables(torch.arange(batch.cond_len).unsqueeze(0), cfg.llm)
     preds = []
     for m in (model, reference_model):
         decoder = m.session("tts").decoder
         with torch.inference_mode():
-            c, u = decoder.step_logits(batch, rope)
+            c, u = decoder.step_logits(decoder.pack(batch, guided=True))
             preds.append(decoder.predict(c, u, MaskGitParams(class_temperature=0.0), None)[0])
     return float((preds[0] == preds[1]).float().mean())
 

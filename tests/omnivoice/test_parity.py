@@ -59,16 +59,14 @@ def test_step0_batch_and_logits(name, ov_model, ov_reference, results):
     diff = float(np.abs(logits - ref["step0_logits"]).max())
     print(f"\n{name}: step-0 logits max |diff| {diff:.3g}")
     assert diff <= LOGIT_TOL
-    # The decoder only sends the two target windows through the heads: same numbers.
-    from audiocpp.families.omnivoice.model import rope_tables
-
+    # The decoder packs the rows (no padding) and sends only the two target windows through
+    # the heads: the same numbers.
     decoder = ov_model.session("tts").decoder
-    rope = rope_tables(torch.arange(batch.cond_len).unsqueeze(0), ov_model.cfg.llm)
     with torch.inference_mode():
-        cond, uncond = decoder.step_logits(batch, rope)
+        cond, uncond = decoder.step_logits(decoder.pack(batch, guided=True))
     s, t = batch.cond_len, batch.target_len
-    assert np.abs(cond[0].numpy() - ref["step0_logits"][0, :, s - t:s]).max() <= LOGIT_TOL
-    assert np.abs(uncond[0].numpy() - ref["step0_logits"][1, :, :t]).max() <= LOGIT_TOL
+    assert np.array_equal(cond[0].numpy(), logits[0, :, s - t:s])
+    assert np.array_equal(uncond[0].numpy(), logits[1, :, :t])
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""OmniVoice benchmark: ours against upstream (PyPI omnivoice 0.2.1) in the same run.
+
+Builds (once, cached under ``$AUDIOCPP_CACHE_DIR/bench/omnivoice-full``) a full-size
+random-weight checkpoint with upstream's classes (Qwen3-0.6B dims, full-size Higgs codec),
+then synthesizes one fixed ~80-character sentence as 5 s of audio with 16 MaskGIT steps and
+guidance 2.0 (seeded default sampling) with upstream fp32, ours fp32 and ours bf16, each in
+its own process (model load excluded from the timings; one warm-up run, then ``--repeats``
+timed runs). Prints wall time (median, min..max), RTF (wall / 5 s), peak RSS, the
+ours/upstream ratio, whether ours fp32 reproduced upstream's tokens, and the bf16 drift.
+
+Usage: python tools/bench.py omnivoice [--repeats 3] [--model DIR] [--skip-upstream] [--no-bf16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+TOOLS = REPO / "tools" / "omnivoice"
+REF_PYTHON = REPO / ".ref-envs" / "omnivoice" / "bin" / "python"
+TEXT = "The old lighthouse keeper climbed the stairs slowly, counting each step he took."
+
+
+def cache_root() -> Path:
+    env = os.environ.get("AUDIOCPP_CACHE_DIR")
+    return (Path(env).expanduser() if env else Path.home() / ".cache" / "audiocpp") / "bench"
+
+
+def ensure_model(path: Path | None) -> Path:
+    if path is not None:
+        return path
+    target = cache_root() / "omnivoice-full"
+    if (target / "audio_tokenizer" / "model.safetensors").is_file():
+        return target
+    if not REF_PYTHON.exists():
+        raise SystemExit("the reference env is missing: bash tools/reference_envs/omnivoice.sh")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".omnivoice-full-", dir=target.parent))
+    print(f"building the full-size random checkpoint in {target} (once) ...", file=sys.stderr)
+    subprocess.run([str(REF_PYTHON), str(TOOLS / "build_tiny.py"), str(tmp / "m"), "--size", "full"], check=True,
+                   stdout=subprocess.DEVNULL)
+    os.replace(tmp / "m", target)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def worker(python: Path, impl: str, model: Path, args, save: Path, dtype: str = "float32") -> dict:
+    cmd = [str(python), str(TOOLS / "bench_worker.py"), "--impl", impl, "--model", str(model), "--text", TEXT,
+           "--duration", str(args.duration), "--steps", str(args.steps), "--repeats", str(args.repeats),
+           "--compute-dtype", dtype, "--save", str(save)]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise SystemExit(f"{impl} ({dtype}) failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", type=Path)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--duration", type=float, default=5.0)
+    ap.add_argument("--skip-upstream", action="store_true")
+    ap.add_argument("--no-bf16", action="store_true")
+    args = ap.parse_args(argv)
+    model = ensure_model(args.model)
+    work = Path(tempfile.mkdtemp(prefix="omnivoice-bench-"))
+    print(f"model {model}; text {len(TEXT)} chars; {args.duration} s, {args.steps} steps, guidance 2.0; "
+          f"{args.repeats} timed runs after 1 warm-up; load average before: {loadavg()}")
+    rows = []
+    if not args.skip_upstream:
+        rows.append(("upstream fp32", worker(REF_PYTHON, "upstream", model, args, work / "upstream.npz")))
+    rows.append(("ours fp32", worker(Path(sys.executable), "ours", model, args, work / "ours.npz")))
+    if not args.no_bf16:
+        rows.append(("ours bf16", worker(Path(sys.executable), "ours", model, args, work / "bf16.npz", "bfloat16")))
+    base = next((r for name, r in rows if name == "upstream fp32"), None)
+    print(f"{'implementation':15} {'median s':>9} {'min..max s':>14} {'RTF':>6} {'peak RSS MB':>12} {'ratio':>6}")
+    for name, r in rows:
+        med = statistics.median(r["walls"])
+        ratio = f"{med / statistics.median(base['walls']):.3f}" if base else "-"
+        print(f"{name:15} {med:9.2f} {min(r['walls']):6.2f}..{max(r['walls']):6.2f} {med / args.duration:6.2f} "
+              f"{r['peak_rss_mb']:12.0f} {ratio:>6}")
+    print(f"load average after: {loadavg()}")
+    ours_tokens = np.load(work / "ours.npz")["tokens"]
+    if base:
+        same = base["tokens_sha"] == next(r for n, r in rows if n == "ours fp32")["tokens_sha"]
+        up = np.load(work / "upstream.npz")
+        print(f"ours fp32 tokens == upstream tokens: {same} "
+              f"({int((up['tokens'] == ours_tokens).sum())}/{ours_tokens.size})")
+    if not args.no_bf16:
+        bf16 = np.load(work / "bf16.npz")["tokens"]
+        print(f"bf16 drift: {int((bf16 == ours_tokens).sum())}/{ours_tokens.size} final tokens equal to fp32 "
+              "(random weights: MaskGIT amplifies any difference)")
+    print(json.dumps({"rows": {n: r for n, r in rows}}))
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
