@@ -163,7 +163,8 @@ class MaskGitDecoder:
     def pack(self, batch: Batch, guided: bool) -> PackedBatch:
         """The batch's valid positions packed (cond row, then the uncond row's T positions)."""
         lengths = (batch.cond_len, batch.target_len) if guided else (batch.cond_len,)
-        packing = Packing(lengths, batch.cond_len, batch.attention_mask[: len(lengths)])
+        packing = Packing(lengths, batch.cond_len, batch.attention_mask[: len(lengths)],
+                          exact=self.compute_dtype == torch.float32)
         rope = rope_tables(packing.positions(), self.cfg.llm, self.compute_dtype)
         return PackedBatch(packing.pack(batch.input_ids, dim=1).unsqueeze(0).contiguous(),
                            packing.pack(batch.audio_mask).unsqueeze(0), packing, (rope[0][0], rope[1][0]),

@@ -6,16 +6,14 @@ Attention is bidirectional under a boolean mask, exactly as upstream runs it wit
 default SDPA backend (padded positions of the unconditional row are masked off).
 
 Rows are *packed*: the backbone sees the valid positions of every row one after the other
-(a (N, hidden) matrix), and only attention scatters them back into upstream's padded
-(B, heads, S, head_dim) batch. Every projection and norm works row by row (matrix products
-with more than one row give each row the same bits whatever the other rows), and padded
-positions never reach a valid one through the mask, so packing skips the padding of the
-unconditional row without changing any result.
+(a (N, hidden) matrix), and only attention treats rows separately (``Packing.attend``).
+Every projection and norm works row by row (matrix products with more than one row give
+each row the same bits whatever the other rows), and padded positions never reach a valid
+one through the mask, so packing skips the padding of the unconditional row without
+changing any float32 result.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -40,17 +38,28 @@ def rope_tables(positions: torch.Tensor, cfg: LMConfig, dtype: torch.dtype = tor
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
-@dataclass(frozen=True)
 class Packing:
-    """Row ``b`` of a padded (B, S) batch keeps its first ``lengths[b]`` positions."""
+    """Row ``b`` of a padded (B, S) batch keeps its first ``lengths[b]`` positions.
 
-    lengths: tuple[int, ...]
-    seq_len: int
-    mask: torch.Tensor  # (B, 1, S, S) bool, True = attend
+    ``attend`` runs attention row by row. Exact mode (float32) calls SDPA as upstream does:
+    a row that attends everywhere without a mask (the same bits as an all-True mask), a
+    packed row padded back to S under its mask (precomputed as an additive float mask, which
+    torch builds from a bool mask anyway). Fast mode (bf16/fp16) attends each row's valid
+    block with grouped matrix products and a float32 softmax, skipping padding and masks.
+    """
 
-    @property
-    def total(self) -> int:
-        return sum(self.lengths)
+    def __init__(self, lengths: tuple[int, ...], seq_len: int, mask: torch.Tensor, exact: bool = True) -> None:
+        self.lengths, self.seq_len, self.exact = tuple(lengths), seq_len, exact
+        self.starts = [sum(self.lengths[:b]) for b in range(len(self.lengths))]
+        self.row_masks: list[torch.Tensor | None] = []
+        self.block_open: list[bool] = []
+        for b, n in enumerate(self.lengths):
+            row = mask[b, 0]
+            self.block_open.append(bool(row[:n, :n].all()))
+            if n == seq_len and self.block_open[-1]:
+                self.row_masks.append(None)
+            else:
+                self.row_masks.append(torch.zeros(1, 1, seq_len, seq_len).masked_fill(~row, float("-inf")))
 
     @property
     def full(self) -> bool:
@@ -62,20 +71,42 @@ class Packing:
             return x[0]
         return torch.cat([x[b].narrow(dim, 0, n) for b, n in enumerate(self.lengths)], dim=dim)
 
-    def unpack(self, x: torch.Tensor) -> torch.Tensor:
-        """(N, ...) -> (B, S, ...), padding with zeros (never attended to)."""
-        if self.full:
-            return x.view(len(self.lengths), self.seq_len, *x.shape[1:])
-        out = x.new_zeros((len(self.lengths), self.seq_len, *x.shape[1:]))
-        start = 0
-        for b, n in enumerate(self.lengths):
-            out[b, :n] = x[start:start + n]
-            start += n
-        return out
-
     def positions(self) -> torch.Tensor:
         """(1, N): each row's positions 0..n-1, as upstream's default ``position_ids``."""
         return torch.cat([torch.arange(n) for n in self.lengths]).unsqueeze(0)
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+        """Packed (N, heads, D) q/k/v -> packed (N, heads * D) attention output."""
+        outs = []
+        for b, (start, n) in enumerate(zip(self.starts, self.lengths)):
+            qi, ki, vi = (t[start:start + n] for t in (q, k, v))
+            if not self.exact and self.block_open[b]:
+                outs.append(grouped_attention(qi, ki, vi, scale))
+                continue
+            row_mask = self.row_masks[b]
+            if row_mask is None:
+                # upstream's layout: (1, S, heads, D) viewed as (1, heads, S, D)
+                outs.append(sdpa(*(t.unsqueeze(0).transpose(1, 2) for t in (qi, ki, vi)), None, scale=scale)[0])
+                continue
+            padded = []
+            for t in (qi, ki, vi):
+                buf = t.new_zeros((1, self.seq_len, *t.shape[1:]))
+                buf[0, :n] = t
+                padded.append(buf.transpose(1, 2))
+            outs.append(sdpa(*padded, row_mask.to(q.dtype), scale=scale)[0, :n])
+        return outs[0] if len(outs) == 1 else torch.cat(outs)
+
+
+def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """Unmasked attention of one row, (n, Hq, D) / (n, Hkv, D) -> (n, Hq * D): each KV head
+    serves its group of query heads through one matrix product; softmax in float32."""
+    n, hq, d = q.shape
+    hk = k.shape[1]
+    qg = q.transpose(0, 1).reshape(hk, (hq // hk) * n, d)
+    scores = torch.bmm(qg, k.transpose(0, 1).transpose(1, 2))
+    probs = (scores.to(torch.float32) * scale).softmax(dim=-1).to(q.dtype)
+    out = torch.bmm(probs, v.transpose(0, 1))
+    return out.view(hq, n, d).transpose(0, 1).reshape(n, hq * d)
 
 
 class Qwen3Attention(nn.Module):
@@ -100,10 +131,7 @@ class Qwen3Attention(nn.Module):
         cos, sin = rope[0].unsqueeze(1), rope[1].unsqueeze(1)
         q = (q * cos) + (rotate_half(q) * sin)
         k = (k * cos) + (rotate_half(k) * sin)
-        # upstream's layout: (B, S, heads, D) viewed as (B, heads, S, D)
-        q, k, v = (packing.unpack(t).transpose(1, 2) for t in (q, k, v))
-        out = sdpa(q, k, v, packing.mask, scale=self.scale)
-        return self.o_proj(packing.pack(out))
+        return self.o_proj(packing.attend(q, k, v, self.scale))
 
 
 class Qwen3DecoderLayer(nn.Module):
@@ -174,7 +202,7 @@ class OmniVoiceLM(nn.Module):
         """Upstream's ``OmniVoice.forward(...).logits`` (B, C, S, V) for every position of a
         padded batch (parity tests); every row is kept whole."""
         b, _, s = input_ids.shape
-        packing = Packing((s,) * b, s, attention_mask)
+        packing = Packing((s,) * b, s, attention_mask, exact=self.audio_heads.weight.dtype == torch.float32)
         ids = packing.pack(input_ids, dim=1).unsqueeze(0)
         mask = packing.pack(audio_mask).unsqueeze(0)
         rope = rope_tables(packing.positions(), self.cfg.llm, self.audio_heads.weight.dtype)
