@@ -10,6 +10,7 @@ timed runs). Prints wall time (median, min..max), RTF (wall / 5 s), peak RSS, th
 ours/upstream ratio, whether ours fp32 reproduced upstream's tokens, and the bf16 drift.
 
 Usage: python tools/bench.py omnivoice [--repeats 3] [--model DIR] [--skip-upstream] [--no-bf16]
+                                       [--package omnivoice-q8_0.gguf]
 """
 
 from __future__ import annotations
@@ -55,10 +56,11 @@ def ensure_model(path: Path | None) -> Path:
     return target
 
 
-def worker(python: Path, impl: str, model: Path, args, save: Path, dtype: str = "float32") -> dict:
+def worker(python: Path, impl: str, model: Path, args, save: Path | None, dtype: str = "float32",
+           extra: tuple[str, ...] = ()) -> dict:
     cmd = [str(python), str(TOOLS / "bench_worker.py"), "--impl", impl, "--model", str(model), "--text", TEXT,
            "--duration", str(args.duration), "--steps", str(args.steps), "--repeats", str(args.repeats),
-           "--compute-dtype", dtype, "--save", str(save)]
+           "--compute-dtype", dtype, *(("--save", str(save)) if save else ()), *extra]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
@@ -81,6 +83,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--skip-upstream", action="store_true")
     ap.add_argument("--no-bf16", action="store_true")
+    ap.add_argument("--package", type=Path, help="also time ours on this package GGUF (e.g. a Q8_0 one)")
     args = ap.parse_args(argv)
     model = ensure_model(args.model)
     work = Path(tempfile.mkdtemp(prefix="omnivoice-bench-"))
@@ -92,6 +95,9 @@ def main(argv: list[str]) -> int:
     rows.append(("ours fp32", worker(Path(sys.executable), "ours", model, args, work / "ours.npz")))
     if not args.no_bf16:
         rows.append(("ours bf16", worker(Path(sys.executable), "ours", model, args, work / "bf16.npz", "bfloat16")))
+    if args.package is not None:
+        rows.append((f"ours {args.package.stem}"[:15], worker(Path(sys.executable), "ours", args.package, args,
+                                                               work / "package.npz")))
     base = next((r for name, r in rows if name == "upstream fp32"), None)
     print(f"{'implementation':15} {'median s':>9} {'min..max s':>14} {'RTF':>6} {'peak RSS MB':>12} {'ratio':>6}")
     for name, r in rows:
@@ -108,8 +114,14 @@ def main(argv: list[str]) -> int:
               f"({int((up['tokens'] == ours_tokens).sum())}/{ours_tokens.size})")
     if not args.no_bf16:
         bf16 = np.load(work / "bf16.npz")["tokens"]
-        print(f"bf16 drift: {int((bf16 == ours_tokens).sum())}/{ours_tokens.size} final tokens equal to fp32 "
+        d = worker(Path(sys.executable), "ours", model, args, None, "bfloat16", ("--drift",))
+        print(f"bf16 drift vs fp32: step-0 logits max |diff| {d['logits_max_abs_diff']}, relative RMS "
+              f"{d['logits_rel_rms']:.2e}; step-0 greedy predictions {d['step0_greedy_equal']:.4f} equal; "
+              f"final tokens {int((bf16 == ours_tokens).sum())}/{ours_tokens.size} equal "
               "(random weights: MaskGIT amplifies any difference)")
+    if args.package is not None:
+        pk = np.load(work / "package.npz")["tokens"]
+        print(f"{args.package.name}: final tokens {int((pk == ours_tokens).sum())}/{ours_tokens.size} equal to fp32")
     print(json.dumps({"rows": {n: r for n, r in rows}}))
     shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -75,6 +75,32 @@ def ours(args):
     return load_s, once
 
 
+def drift(args) -> dict:
+    """Step-0 drift of ``--compute-dtype`` against float32 on the benchmark prompt: logits
+    (max |diff| and relative RMS) and the greedy predictions (share of the 8 x T equal)."""
+    from audiocpp.engine import load
+    from audiocpp.families.omnivoice.generate import MaskGitParams, build_batch
+    from audiocpp.families.omnivoice.prompt import build_prompt
+
+    model = load(args.model, family="omnivoice")
+    cfg = model.cfg
+    target = int(args.duration * model.codec.frame_rate)
+    prompt = build_prompt(model.tokenizer, args.text, target, num_codebooks=cfg.num_audio_codebook,
+                          mask_id=cfg.audio_mask_id)
+    batch = build_batch(prompt, cfg.audio_mask_id)
+    out = {}
+    for dtype in ("float32", args.compute_dtype):
+        decoder = model.session("tts", compute_dtype=dtype).decoder
+        with torch.inference_mode():
+            c, u = decoder.step_logits(decoder.pack(batch, guided=True))
+            pred = decoder.predict(c.clone(), u, MaskGitParams(), None)[0]
+        out[dtype] = (torch.cat([c, u]), pred)
+    (a, pa), (b, pb) = out["float32"], out[args.compute_dtype]
+    return {"dtype": args.compute_dtype, "logits_max_abs_diff": round(float((a - b).abs().max()), 5),
+            "logits_rel_rms": float(((a - b).pow(2).mean() / a.pow(2).mean()).sqrt()),
+            "step0_greedy_equal": round(float((pa == pb).float().mean()), 5), "tokens": pa.numel()}
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--impl", choices=("ours", "upstream"), required=True)
@@ -87,7 +113,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--compute-dtype", default="float32")
     ap.add_argument("--save", type=Path)
+    ap.add_argument("--drift", action="store_true", help="print the step-0 drift of --compute-dtype and exit")
     args = ap.parse_args(argv)
+    if args.drift:
+        print(json.dumps(drift(args)))
+        return 0
     load_s, once = (upstream if args.impl == "upstream" else ours)(args)
     for _ in range(args.warmup):
         once()
