@@ -48,11 +48,11 @@ class VoxCPMModel(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.stop_proj.weight.dtype
+        return self.base_lm.norm.weight.dtype
 
     @property
     def device(self) -> torch.device:
-        return self.stop_proj.weight.device
+        return self.base_lm.norm.weight.device
 
     # -- the pieces of one AR step ------------------------------------------------------
     def encode_patches(self, feats: torch.Tensor) -> torch.Tensor:
