@@ -74,14 +74,21 @@ class LoadedParts:
     def model_source(self) -> TensorSource:
         return adapt(resolve_weights(self.spec, self.path).namespace("weights"), lm_adapters(self.config))
 
-    def build_model(self, dtype: torch.dtype) -> VoxCPMModel:
+    def build_model(self, dtype: torch.dtype, *, packed: bool = False) -> VoxCPMModel:
         """The generator with its weights in ``dtype`` (checkpoints are bf16; float32 is exact
-        against upstream run in float32). The weights file is opened for this and closed after,
-        so its memory map does not stay resident beside a converted copy."""
+        against upstream run in float32), its linear layers on oneDNN-packed weights if
+        ``packed``. The weights file is opened for this and unmapped after, unless parameters
+        still view it (a bf16 checkpoint loaded in bf16 without packing: zero-copy)."""
         with torch.device("meta"):
             model = VoxCPMModel(self.config)
         load_module_weights(model, self.model_source(), dtype=dtype, what="VoxCPM2 generator")
         _materialize(model, dtype)
+        if packed:
+            from audiocpp.engine.nn.packed_linear import pack_linears
+
+            pack_linears(model)
+            for param in model.parameters():  # the rest may still view the file: own them
+                param.data = param.data.clone()
         gc.collect()  # the source's memory map sits in a reference cycle: unmap it now
         return model.eval()
 

@@ -55,12 +55,7 @@ class VoxCPM2Model(LoadedModel):
         key = (dtype, packed)
         gen = self._generators.get(key)
         if gen is None:
-            model = self.parts.build_model(dtype)
-            if packed:
-                from audiocpp.engine.nn.packed_linear import pack_linears
-
-                pack_linears(model)
-            gen = VoxCPMGenerator(model, self.parts.vae)
+            gen = VoxCPMGenerator(self.parts.build_model(dtype, packed=packed), self.parts.vae)
             self._generators[key] = gen
         return gen
 
