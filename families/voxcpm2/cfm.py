@@ -31,8 +31,10 @@ class UnifiedCFM(nn.Module):
 
     def draw_noise(self, batch: int, patch_size: int, *, dtype: torch.dtype, device: torch.device,
                    generator: torch.Generator | None) -> torch.Tensor:
-        """The one random draw per patch, in upstream's shape and dtype."""
-        return torch.randn((batch, self.in_channels, patch_size), generator=generator, dtype=dtype, device=device)
+        """The one random draw per patch, in upstream's shape and dtype, on the generator's device."""
+        where = generator.device if generator is not None else device
+        noise = torch.randn((batch, self.in_channels, patch_size), generator=generator, dtype=dtype, device=where)
+        return noise.to(device)
 
     @torch.inference_mode()
     def forward(

@@ -126,3 +126,15 @@ def test_wrong_architecture_is_refused(tiny_ckpt: Path, tmp_path: Path) -> None:
     (other / "config.json").write_text(json.dumps(config))
     with pytest.raises(ModelError, match="voxcpm1"):
         plugin.load(other, None)
+
+
+def test_pytorch_model_bin_folder_loads_the_same(tiny_ckpt: Path, tmp_path: Path) -> None:
+    """Upstream falls back to ``pytorch_model.bin`` (``{"state_dict": ...}``) without safetensors."""
+    folder = tmp_path / "bin"
+    shutil.copytree(tiny_ckpt, folder)
+    state = load_file(str(folder / "model.safetensors"))
+    torch.save({"state_dict": state}, folder / "pytorch_model.bin")
+    (folder / "model.safetensors").unlink()
+    latents, audio = synth(tiny_ckpt)
+    other_latents, other_audio = synth(folder)
+    assert np.array_equal(other_latents, latents) and np.array_equal(other_audio, audio)
