@@ -47,16 +47,18 @@ class VoxCPM2Model(LoadedModel):
         self.parts = parts
         self.config = parts.config
         self.sample_rate = parts.config.sample_rate
-        self._generators: dict[tuple[torch.dtype, bool], VoxCPMGenerator] = {}
+        packed = self.load_options.get("packed_linear")
+        self.packed_linear = True if packed is None else bool(packed)
+        self._generators: dict[torch.dtype, VoxCPMGenerator] = {}
 
-    def generator_for(self, dtype: torch.dtype, packed: bool = True) -> VoxCPMGenerator:
+    def generator_for(self, dtype: torch.dtype) -> VoxCPMGenerator:
         """The AR loop computing in ``dtype``; its weights are loaded in that dtype on first use
-        (a bfloat16-only user never holds a float32 copy), on oneDNN-packed linears if ``packed``."""
-        key = (dtype, packed)
-        gen = self._generators.get(key)
+        (a bfloat16-only user never holds a float32 copy), on oneDNN-packed linears unless the
+        load option ``packed_linear`` is false."""
+        gen = self._generators.get(dtype)
         if gen is None:
-            gen = VoxCPMGenerator(self.parts.build_model(dtype, packed=packed), self.parts.vae)
-            self._generators[key] = gen
+            gen = VoxCPMGenerator(self.parts.build_model(dtype, packed=self.packed_linear), self.parts.vae)
+            self._generators[dtype] = gen
         return gen
 
     def _create_session(self, task: Task, mode: Mode, options: dict[str, Any]) -> Session:
@@ -69,8 +71,7 @@ class VoxCPM2Session(Session):
     def __init__(self, model: VoxCPM2Model, task: Task, mode: Mode, options: dict[str, Any]) -> None:
         super().__init__(model, task, mode, options)
         self.dtype = COMPUTE_DTYPES[options.get("compute_dtype") or "float32"]
-        packed = options.get("packed_linear")
-        self.generator = model.generator_for(self.dtype, True if packed is None else bool(packed))
+        self.generator = model.generator_for(self.dtype)
         cfg = model.config
         self.builder = PromptBuilder(model.parts.tokenizer, cfg.patch_size, cfg.audio_vae.latent_dim,
                                      reference_prefix=cfg.variant.reference_prefix)

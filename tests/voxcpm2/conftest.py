@@ -108,8 +108,12 @@ def loaded(checkpoints: dict[str, Path]):
     cache: dict[str, Any] = {}
 
     def get(name: str = "tiny"):
+        """``name`` is a checkpoint name, optionally with ``:unpacked`` (load option packed_linear=false)."""
         if name not in cache:
-            if name == "tiny_v1":
+            base, _, variant = name.partition(":")
+            if variant == "unpacked":
+                cache[name] = plugin.load(checkpoints[base], {"packed_linear": False})
+            elif name == "tiny_v1":
                 # No voxcpm1 plugin here: the voxcpm2 model classes on a v1 config.
                 from audiocpp.families.voxcpm2.convert import load_parts
                 from audiocpp.families.voxcpm2.session import VoxCPM2Model

@@ -121,6 +121,7 @@ BAD = [
     ("reference text without reference", ["--task", "tts", "--reference-text", "hi"], 2, "--voice-ref"),
     ("reference audio in tts", ["--task", "tts", "--voice-ref", "{ref}"], 2, "--task clon"),
     ("bad option value", ["--task", "tts", "--request-option", "num_inference_steps=zero"], 2, "integer"),
+    ("bad load option value", ["--task", "tts", "--load-option", "packed_linear=maybe"], 2, "boolean"),
 ]
 
 

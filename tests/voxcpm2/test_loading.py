@@ -101,8 +101,8 @@ def test_generator_weights_load_per_dtype_on_first_use(tiny_ckpt: Path) -> None:
     model = plugin.load(tiny_ckpt)
     assert model._generators == {}
     model.session("tts", compute_dtype="bfloat16")
-    assert set(model._generators) == {(torch.bfloat16, True)}
-    assert model._generators[(torch.bfloat16, True)].model.base_lm.norm.weight.dtype == torch.bfloat16
+    assert set(model._generators) == {torch.bfloat16}
+    assert model._generators[torch.bfloat16].model.base_lm.norm.weight.dtype == torch.bfloat16
     assert next(model.parts.vae.parameters()).dtype == torch.float32
 
 

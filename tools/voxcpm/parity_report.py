@@ -1,6 +1,6 @@
 """Print the VoxCPM2 parity figures: per case, the max latent difference to upstream, the patch
 counts, the attempts and the audio cosine, with our default kernels and with
-``packed_linear=false``. The same cases as tests/voxcpm2 (tests/voxcpm2/cases.py); the tests
+the load option ``packed_linear=false``. The same cases as tests/voxcpm2 (tests/voxcpm2/cases.py); the tests
 assert the bounds, this prints the numbers.
 
     .venv/bin/python tools/voxcpm/parity_report.py [WORKDIR]
@@ -63,17 +63,19 @@ def main(argv: list[str]) -> int:
 
     models = {}
     for name, path in ckpts.items():
-        if name == "tiny_v1":
-            models[name] = VoxCPM2Model(plugin.spec, path, load_parts(plugin.spec, path, expect_architecture="voxcpm"), {})
-        else:
-            models[name] = plugin.load(path)
+        for packed in (True, False):
+            if name == "tiny_v1":
+                parts = load_parts(plugin.spec, path, expect_architecture="voxcpm")
+                models[name, packed] = VoxCPM2Model(plugin.spec, path, parts, {"packed_linear": packed})
+            else:
+                models[name, packed] = plugin.load(path, {"packed_linear": packed})
     print(f"{'case':20s} {'patches':>9s} {'attempts':>8s} {'latent diff':>12s} {'(unpacked)':>11s} {'audio cos':>12s}")
     for case in cases:
         ref = dict(np.load(root / "out" / f"{case.name}.npz"))
         figures = []
         for packed in (True, False):
-            session = models[case.checkpoint].session(case.task, "streaming" if case.streaming else "offline",
-                                                      compute_dtype=case.compute_dtype, packed_linear=packed)
+            session = models[case.checkpoint, packed].session(
+                case.task, "streaming" if case.streaming else "offline", compute_dtype=case.compute_dtype)
             voice = VoiceReference(path=audio[case.reference]) if case.reference else None
             result = session.run(TaskRequest(text=case.text, seed=case.seed, voice=voice,
                                              options=case.our_options(audio)))
