@@ -5,8 +5,8 @@ Builds (once, cached under ``$AUDIOCPP_CACHE_DIR/bench/omnivoice-full``) a full-
 random-weight checkpoint with upstream's classes (Qwen3-0.6B dims, full-size Higgs codec),
 then synthesizes one fixed ~80-character sentence as 5 s of audio with 16 MaskGIT steps and
 guidance 2.0 (seeded default sampling) with upstream fp32, ours fp32 and ours bf16, each in
-its own process (model load excluded from the timings; one warm-up run, then ``--repeats``
-timed runs). Prints wall time (median, min..max), RTF (wall / 5 s), peak RSS, the
+its own process (model load excluded from the timings; one warm-up run each, then
+``--repeats`` timed rounds, the implementations taking turns within each round). Prints wall time (median, min..max), RTF (wall / 5 s), peak RSS, the
 ours/upstream ratio, whether ours fp32 reproduced upstream's tokens, and the bf16 drift.
 
 Usage: python tools/bench.py omnivoice [--repeats 3] [--model DIR] [--skip-upstream] [--no-bf16]
@@ -68,6 +68,43 @@ def worker(python: Path, impl: str, model: Path, args, save: Path | None, dtype:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def interleaved(plan: list, args) -> list[tuple[str, dict]]:
+    """Start one serving worker per implementation, warm each up, then time them in turns
+    (A B C A B C ...), so that the machine's other load falls on all of them alike."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    procs = []
+    for name, python, impl, model, dtype, save in plan:
+        cmd = [str(python), str(TOOLS / "bench_worker.py"), "--impl", impl, "--model", str(model), "--text", TEXT,
+               "--duration", str(args.duration), "--steps", str(args.steps), "--compute-dtype", dtype,
+               "--save", str(save), "--serve"]
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        procs.append((name, proc))
+        _reply(name, proc)  # loaded; load one at a time (memory and disk)
+
+    walls: dict[str, list[float]] = {name: [] for name, _ in procs}
+    for round_ in range(args.repeats + 1):  # round 0 is the warm-up
+        for name, proc in procs:
+            proc.stdin.write("run\n")
+            proc.stdin.flush()
+            wall = _reply(name, proc)["wall"]
+            if round_ > 0:
+                walls[name].append(wall)
+    rows = []
+    for name, proc in procs:
+        proc.stdin.write("quit\n")
+        proc.stdin.flush()
+        rows.append((name, {**_reply(name, proc), "walls": walls[name]}))
+        proc.wait()
+    return rows
+
+
+def _reply(name: str, proc: subprocess.Popen) -> dict:
+    line = proc.stdout.readline()
+    if not line:
+        raise SystemExit(f"{name}: the worker died (exit {proc.wait()})")
+    return json.loads(line)
+
+
 def loadavg() -> str:
     try:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -89,15 +126,16 @@ def main(argv: list[str]) -> int:
     work = Path(tempfile.mkdtemp(prefix="omnivoice-bench-"))
     print(f"model {model}; text {len(TEXT)} chars; {args.duration} s, {args.steps} steps, guidance 2.0; "
           f"{args.repeats} timed runs after 1 warm-up; load average before: {loadavg()}")
-    rows = []
+    plan = []
     if not args.skip_upstream:
-        rows.append(("upstream fp32", worker(REF_PYTHON, "upstream", model, args, work / "upstream.npz")))
-    rows.append(("ours fp32", worker(Path(sys.executable), "ours", model, args, work / "ours.npz")))
+        plan.append(("upstream fp32", REF_PYTHON, "upstream", model, "float32", work / "upstream.npz"))
+    plan.append(("ours fp32", Path(sys.executable), "ours", model, "float32", work / "ours.npz"))
     if not args.no_bf16:
-        rows.append(("ours bf16", worker(Path(sys.executable), "ours", model, args, work / "bf16.npz", "bfloat16")))
+        plan.append(("ours bf16", Path(sys.executable), "ours", model, "bfloat16", work / "bf16.npz"))
     if args.package is not None:
-        rows.append((f"ours {args.package.stem}"[:15], worker(Path(sys.executable), "ours", args.package, args,
-                                                               work / "package.npz")))
+        plan.append((f"ours {args.package.stem}"[:15], Path(sys.executable), "ours", args.package, "float32",
+                     work / "package.npz"))
+    rows = interleaved(plan, args)
     base = next((r for name, r in rows if name == "upstream fp32"), None)
     print(f"{'implementation':15} {'median s':>9} {'min..max s':>14} {'RTF':>6} {'peak RSS MB':>12} {'ratio':>6}")
     for name, r in rows:

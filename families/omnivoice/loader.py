@@ -136,16 +136,17 @@ class OmniVoiceModel(LoadedModel):
         return self.lm.cfg
 
     def lm_for(self, dtype: torch.dtype) -> OmniVoiceLM:
-        """The LM computing in ``dtype``: a copy whose backbone and heads are cast (the
-        embedding tables stay float32; their rows are summed there, then cast)."""
+        """The LM computing in ``dtype``, made once: the backbone and heads are cast copies,
+        the embedding tables are shared with the float32 model (their rows are summed in
+        float32, then cast)."""
         if dtype not in self._lm_variants:
-            import copy
-
-            variant = copy.deepcopy(self.lm)
-            variant.llm.layers.to(dtype)
-            variant.llm.norm.to(dtype)
-            variant.audio_heads.to(dtype)
-            self._lm_variants[dtype] = variant
+            shared = ("llm.embed_tokens.", "audio_embeddings.")
+            state = {name: (t if name.startswith(shared) else t.to(dtype))
+                     for name, t in self.lm.state_dict().items()}
+            variant = _build(OmniVoiceLM, self.cfg)
+            variant.load_state_dict(state, strict=True, assign=True)
+            variant.codebook_layer_offsets = self.lm.codebook_layer_offsets
+            self._lm_variants[dtype] = variant.eval()
         return self._lm_variants[dtype]
 
     def _create_session(self, task: Task, mode: Mode, options: dict[str, Any]):

@@ -5,6 +5,8 @@ line with the wall times, peak RSS and a digest of the tokens; save tokens and a
 
 ``--impl upstream`` runs in the reference env (``omnivoice.OmniVoice.generate``);
 ``--impl ours`` in the project venv (``audiocpp.engine.load(...).session("tts").run``).
+With ``--serve`` it loads once and times one run per ``run`` line on stdin, so the benchmark
+can interleave implementations (a shared machine's load then hits all of them alike).
 The request: ``duration`` seconds of audio, ``steps`` MaskGIT steps, guidance 2.0, the
 default sampling (position temperature 5.0) seeded with ``seed``.
 """
@@ -114,11 +116,14 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--compute-dtype", default="float32")
     ap.add_argument("--save", type=Path)
     ap.add_argument("--drift", action="store_true", help="print the step-0 drift of --compute-dtype and exit")
+    ap.add_argument("--serve", action="store_true", help="time runs on request (see serve())")
     args = ap.parse_args(argv)
     if args.drift:
         print(json.dumps(drift(args)))
         return 0
     load_s, once = (upstream if args.impl == "upstream" else ours)(args)
+    if args.serve:
+        return serve(args, load_s, once)
     for _ in range(args.warmup):
         once()
     walls = []
@@ -128,12 +133,37 @@ def main(argv: list[str]) -> int:
         walls.append(time.perf_counter() - start)
     if args.save is not None:
         np.savez(args.save, audio=audio, tokens=tokens)
-    print(json.dumps({
+    print(json.dumps({**summary(args, load_s, audio, tokens), "walls": [round(w, 3) for w in walls]}))
+    return 0
+
+
+def summary(args, load_s: float, audio: np.ndarray, tokens: np.ndarray) -> dict:
+    return {
         "impl": args.impl, "compute_dtype": args.compute_dtype, "load_s": round(load_s, 2),
-        "walls": [round(w, 3) for w in walls], "audio_s": round(audio.shape[0] / 24000, 3),
-        "peak_rss_mb": round(peak_rss_mb(), 1), "threads": torch.get_num_threads(),
+        "audio_s": round(audio.shape[0] / 24000, 3), "peak_rss_mb": round(peak_rss_mb(), 1),
+        "threads": torch.get_num_threads(),
         "tokens_sha": hashlib.sha256(np.ascontiguousarray(tokens).tobytes()).hexdigest()[:16],
-    }))
+    }
+
+
+def serve(args, load_s: float, once) -> int:
+    """Line protocol for interleaved timing: ``run`` -> one timed run, prints {"wall": s};
+    ``quit`` -> saves the last output, prints the summary and exits."""
+    print(json.dumps({"ready": True, "load_s": round(load_s, 2)}), flush=True)
+    audio = tokens = None
+    for line in sys.stdin:
+        command = line.strip()
+        if command == "run":
+            start = time.perf_counter()
+            audio, tokens = once()
+            print(json.dumps({"wall": round(time.perf_counter() - start, 3)}), flush=True)
+        elif command == "quit":
+            break
+    if audio is None:
+        return 1
+    if args.save is not None:
+        np.savez(args.save, audio=audio, tokens=tokens)
+    print(json.dumps(summary(args, load_s, audio, tokens)), flush=True)
     return 0
 
 
