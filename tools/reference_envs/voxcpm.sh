@@ -35,7 +35,12 @@ if [ ! -x "$env/bin/python" ]; then
 fi
 py="$env/bin/python"
 pipq=(-q --disable-pip-version-check)
-pip_install() { "$py" -m pip install "${pipq[@]}" "$@" 2>&1 | grep -v "^WARNING: Location" >&2 || true; }
+# voxcpm's undeclared-on-purpose dependencies make pip print "requires X, which is not
+# installed" lines; they are expected (see above) and filtered out.
+pip_install() {
+  "$py" -m pip install "${pipq[@]}" "$@" 2>&1 \
+    | grep -v -e "^WARNING: Location" -e "which is not installed" -e "^ERROR: pip's dependency resolver" >&2 || true
+}
 
 log "installing torch==2.13.0 (CPU wheel)"
 pip_install torch==2.13.0
