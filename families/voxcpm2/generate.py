@@ -105,9 +105,10 @@ class VoxCPMGenerator:
         m, cfg = self.model, self.config
         dtype = m.dtype
         max_len = opts.length_cap(prompt.target_length) if max_len is None else max_len
-        total = len(prompt) + max_len
-        if total > cfg.max_length:
-            raise_too_long(len(prompt), max_len, cfg.max_length)
+        if len(prompt) >= cfg.max_length:
+            raise_too_long(len(prompt), cfg.max_length)
+        # Upstream's caches hold max_length positions; ours only what this request can use.
+        total = min(len(prompt) + max_len, cfg.max_length)
         run = Run(context=self.context_patches(prompt))
 
         tokens = prompt.tokens.to(m.device).unsqueeze(0)
@@ -144,6 +145,8 @@ class VoxCPMGenerator:
                 break
             if i == max_len - 1:
                 break  # upstream would step the LMs once more and discard the result
+            if base_cache.length >= base_cache.max_length:
+                raise_too_long(len(prompt), cfg.max_length, generated=i + 1)
             lm_hidden = m.fsq_layer(m.base_lm.step(curr, base_cache)[:, 0, :])
             res_in = m.residual_input(lm_hidden, curr[:, 0, :])
             res_hidden = m.residual_lm.step(res_in.unsqueeze(1), res_cache)[:, 0, :]
@@ -233,12 +236,13 @@ def _window(vae: AudioVAE, history: list[torch.Tensor], size: int, patch_samples
     return step
 
 
-def raise_too_long(prompt_len: int, max_len: int, capacity: int) -> None:
+def raise_too_long(prompt_len: int, capacity: int, generated: int = 0) -> None:
+    """The sequence outgrew the model's ``max_length`` (upstream: "KV cache is full")."""
     from audiocpp.engine.errors import UsageError
 
+    what = f"the prompt ({prompt_len} positions)" + (f" plus {generated} generated patches" if generated else "")
     raise UsageError(
-        f"the prompt ({prompt_len} positions) plus up to {max_len} generated patches exceed the model's "
-        f"max_length of {capacity}",
-        hint="shorten the text (or use text_chunk_size), the prompt audio, or lower max_tokens",
+        f"{what} reached the model's max_length of {capacity} positions",
+        hint="shorten the text (use text_chunk_size for long text), the prompt or reference audio, or lower max_tokens",
     )
 

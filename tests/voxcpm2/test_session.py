@@ -115,3 +115,13 @@ def test_seeded_runs_repeat_and_seeds_differ(loaded) -> None:
     b = session.run(TaskRequest(text="Hello.", seed=5, options=SHORT)).audio.samples
     c = session.run(TaskRequest(text="Hello.", seed=6, options=SHORT)).audio.samples
     assert np.array_equal(a, b) and not np.array_equal(a, c)
+
+
+def test_generation_that_outgrows_the_context_is_a_usage_error(loaded) -> None:
+    """A prompt that fits but leaves no room for the patches (tiny max_length 512), as upstream's
+    "KV cache is full" -- raised when the sequence actually reaches the limit."""
+    session = loaded("tiny").session("tts")
+    text = "word " * 230  # ~460 prompt positions; the cap allows far more patches than fit
+    with pytest.raises(UsageError, match="generated patches reached the model's max_length"):
+        session.run(TaskRequest(text=text, seed=1, options={"min_tokens": 100, "max_tokens": 100,
+                                                            "retry_badcase": False}))
