@@ -41,6 +41,10 @@ def _base() -> dict:
     return json.loads((SPEC_DIR / "voxcpm2.json").read_text())
 
 
+_NEXT_REQUEST = len(_base()["options"]["request"])  # index an appended request option gets
+_NEXT_SESSION = len(_base()["options"]["session"])
+
+
 def _set(path: str, value):
     def mutate(spec: dict) -> None:
         node = spec
@@ -93,24 +97,24 @@ BROKEN = [
     ("unknown_task", _set("tasks", ["sing"]), "$.tasks[0]"),
     ("unknown_mode", _set("modes", ["batch"]), "$.modes[0]"),
     ("option_type", _option("request", {"name": "x", "type": "color", "description": "d", "required": False}),
-     "$.options.request[13].type"),
+     f"$.options.request[{_NEXT_REQUEST}].type"),
     ("min_on_string", _option("request", {"name": "x", "type": "string", "description": "d", "required": False, "min": 1}),
-     "$.options.request[13].type"),
+     f"$.options.request[{_NEXT_REQUEST}].type"),
     ("values_and_preset", _option("request", {"name": "x", "type": "enum", "description": "d", "required": False,
-                                               "values": ["a"], "preset": "weight_type_full"}), "$.options.request[13]"),
+                                               "values": ["a"], "preset": "weight_type_full"}), f"$.options.request[{_NEXT_REQUEST}]"),
     ("default_above_max", _option("request", {"name": "x", "type": "int", "description": "d", "required": False,
-                                               "default": 11, "max": 10}), "$.options.request[13].default"),
+                                               "default": 11, "max": 10}), f"$.options.request[{_NEXT_REQUEST}].default"),
     ("enum_default", _option("request", {"name": "x", "type": "enum", "description": "d", "required": False,
-                                          "values": ["a", "b"], "default": "c"}), "$.options.request[13].default"),
+                                          "values": ["a", "b"], "default": "c"}), f"$.options.request[{_NEXT_REQUEST}].default"),
     ("bool_default_type", _option("request", {"name": "x", "type": "bool", "description": "d", "required": False,
-                                               "default": "yes"}), "$.options.request[13].default"),
+                                               "default": "yes"}), f"$.options.request[{_NEXT_REQUEST}].default"),
     ("dotted_session_option", _option("session", {"name": "voxcpm2.mem_saver", "type": "bool", "description": "d",
-                                                   "required": False}), "$.options.session[2].name"),
+                                                   "required": False}), f"$.options.session[{_NEXT_SESSION}].name"),
     ("foreign_namespaced_option", _option("request", {"name": "omnivoice.t_shift", "type": "float",
-                                                       "description": "d", "required": False}), "$.options.request[13].name"),
-    ("missing_description", _option("request", {"name": "x", "type": "int", "required": False}), "$.options.request[13]"),
+                                                       "description": "d", "required": False}), f"$.options.request[{_NEXT_REQUEST}].name"),
+    ("missing_description", _option("request", {"name": "x", "type": "int", "required": False}), f"$.options.request[{_NEXT_REQUEST}]"),
     ("two_default_packages", _two_default_packages, "$.packages"),
-    ("duplicate_option", _duplicate_option, "$.options.request[13].name"),
+    ("duplicate_option", _duplicate_option, f"$.options.request[{_NEXT_REQUEST}].name"),
     ("unknown_top_level_key", _unknown_key, "$"),
     ("capability_without_task", _capability_without_task, "$.capabilities.design"),
     ("tensor_ref_without_root", _set("sources.0.tensors.weights", "model.safetensors"), "$.sources[0].tensors.weights"),
