@@ -1,12 +1,49 @@
-"""The ``voxcpm1`` family plugin. Light on purpose: model code is imported in ``_load``."""
+"""The ``voxcpm1`` family plugin (OpenBMB VoxCPM-0.5B and VoxCPM1.5). Light on purpose: model
+code is imported in ``_load``.
+
+VoxCPM1 runs on the VoxCPM2 family's modules, configured by ``config.json`` (architecture
+``voxcpm`` selects the v1 switches of ``voxcpm2.config.Variant``); this package adds the loading
+of every VoxCPM1 layout (``convert``: HF folders, packages, VoxCPM.cpp GGUFs through a tensor
+adapter, ``config``: GGUF metadata -> config) and the v1 request mapping (``session``).
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from audiocpp.engine.detect import STRENGTH_CONFIG, Evidence, PathFacts
 from audiocpp.engine.plugin import FamilyPlugin
+
+if TYPE_CHECKING:
+    from audiocpp.engine.model import LoadedModel
 
 
 class VoxCPM1Plugin(FamilyPlugin):
     name = "voxcpm1"
+
+    def detect(self, facts: PathFacts) -> Evidence | None:
+        """Spec-driven, plus upstream's default: a VoxCPM ``config.json`` without ``architecture``
+        is a VoxCPM1 model (``VoxCPM.__init__`` reads ``config.get("architecture", "voxcpm")``)."""
+        found = super().detect(facts)
+        config = facts.config
+        if (found is None or found.strength < STRENGTH_CONFIG) and facts.folder is not None \
+                and isinstance(config, dict) and "architecture" not in config \
+                and isinstance(config.get("lm_config"), dict) and "dit_config" in config:
+            return Evidence(self.name, STRENGTH_CONFIG, "VoxCPM config.json without 'architecture' (upstream: voxcpm)")
+        return found
+
+    def _load(self, path: Path | None, options: dict[str, Any]) -> LoadedModel:
+        from audiocpp.engine.errors import UsageError
+
+        from .convert import load_parts
+        from .session import VoxCPM1Model
+
+        if path is None:
+            raise UsageError("voxcpm1 needs a model path",
+                             hint="pass --model VoxCPM-0.5B/ (or VoxCPM1.5/), a voxcpm1 package or a VoxCPM.cpp .gguf")
+        parts = load_parts(self.spec, path)
+        return VoxCPM1Model(self.spec, path, parts, options)
 
 
 plugin = VoxCPM1Plugin()

@@ -8,10 +8,10 @@ Runs inside ``.ref-envs/voxcpm`` (tools/reference_envs/voxcpm.sh), never in the 
 Kinds: ``generate`` (``VoxCPM.generate`` with the case's arguments, under
 ``torch.manual_seed(seed)``; streaming with ``"streaming": true``), ``vae`` (encode + decode
 of a WAV), ``tokenize`` (the wrapped tokenizer on a list of strings). For every checkpoint the
-script first checks that each tensor of ``model.safetensors`` / ``audiovae.pth`` reached the
-model bit-exactly and that the model has no tensor the files lack (upstream loads with
-``strict=False``, which would hide both). Each case writes ``OUT_DIR/<name>.npz``; the last
-stdout line is a JSON summary.
+script first checks that each tensor of ``model.safetensors`` (or ``pytorch_model.bin``) and
+``audiovae.pth`` reached the model bit-exactly and that the model has no tensor the files lack
+(upstream loads with ``strict=False``, which would hide both). Each case writes
+``OUT_DIR/<name>.npz``; the last stdout line is a JSON summary.
 """
 
 from __future__ import annotations
@@ -37,7 +37,11 @@ def _load(ckpt: str):
 def _check_round_trip(model, ckpt: Path) -> int:
     from safetensors.torch import load_file
 
-    expected = dict(load_file(str(ckpt / "model.safetensors")))
+    if (ckpt / "model.safetensors").is_file():
+        expected = dict(load_file(str(ckpt / "model.safetensors")))
+    else:  # VoxCPM-0.5B layout: pytorch_model.bin, which upstream loads when safetensors is absent
+        model_bin = torch.load(ckpt / "pytorch_model.bin", map_location="cpu", weights_only=True)
+        expected = dict(model_bin.get("state_dict", model_bin))
     vae = torch.load(ckpt / "audiovae.pth", map_location="cpu", weights_only=True)
     for k, v in vae.get("state_dict", vae).items():
         expected[f"audio_vae.{k}"] = v

@@ -1,0 +1,66 @@
+"""The VoxCPM1 loaded model and session: the VoxCPM2 session with VoxCPM1's request mapping.
+
+Everything numeric (prompt building, the AR loop, decoding, streaming) is the shared VoxCPM code
+configured by ``config.variant`` (V1_VARIANT for architecture ``voxcpm``). What differs here is
+what a request may ask for (upstream ``VoxCPM.generate`` arguments in brackets):
+
+- ``tts``: text only [``text=T``].
+- ``clon``: ``--voice-ref R --reference-text RT``, prompt continuation
+  [``prompt_wav_path=R, prompt_text=RT``]. VoxCPM1 has no isolated reference prompt: a voice
+  without its transcript is refused, as upstream refuses ``reference_wav_path`` for v1 models.
+- no voice design and no ``(description)`` convention: a leading parenthesis is plain text.
+
+Long text (``text_chunk_size``) is split at punctuation; chunks are generated in order with the
+same prompt and one random stream, and concatenated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from audiocpp.engine.errors import UsageError
+from audiocpp.engine.session import PreparedRequest, Session
+from audiocpp.engine.tasks import Mode, Task
+from audiocpp.families.voxcpm2.prompt import normalize_text
+from audiocpp.families.voxcpm2.session import VoxCPM2Model, VoxCPM2Session
+
+
+class VoxCPM1Model(VoxCPM2Model):
+    """The VoxCPM2 loaded model (lazy per-dtype generators) over :class:`VoxCPM1Parts`."""
+
+    def _create_session(self, task: Task, mode: Mode, options: dict[str, Any]) -> Session:
+        return VoxCPM1Session(self, task, mode, options)
+
+
+class VoxCPM1Session(VoxCPM2Session):
+    model: VoxCPM1Model
+
+    def _validate(self, request: PreparedRequest) -> None:
+        o = request.options
+        if o.get("reference_text") and request.voice is None:
+            raise UsageError("--reference-text needs --voice-ref (the audio it transcribes)")
+        if request.task is not Task.CLONE and request.voice is not None:
+            raise UsageError(f"task {request.task.cli_name!r} takes no reference audio",
+                             hint="use --task clon --voice-ref FILE --reference-text 'its transcript'")
+        if request.voice is not None and not o.get("reference_text"):
+            raise UsageError(
+                "VoxCPM1 clones by prompt continuation: --voice-ref needs --reference-text (its transcript)",
+                hint="VoxCPM1/1.5 have no reference-only cloning (upstream refuses reference_wav_path for "
+                "them); pass --reference-text 'what is said in the reference audio'",
+            )
+
+    def _prompt_parts(self, request: PreparedRequest) -> dict[str, Any]:
+        if request.voice is None:
+            return {}
+        return {"prompt_feats": self._encode(request.voice, "left"),
+                "prompt_text": str(request.options["reference_text"])}
+
+    def _chunks(self, request: PreparedRequest) -> list[str]:
+        text = normalize_text(request.text)
+        size = int(request.options.get("text_chunk_size") or 0)
+        if size <= 0:
+            return [text]
+        from audiocpp.engine.text.chunking import chunk_text
+
+        pieces = [normalize_text(c) for c in chunk_text(text, size) if c.strip()]
+        return pieces or [text]
