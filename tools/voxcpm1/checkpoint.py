@@ -78,18 +78,32 @@ CONFIGS: dict[str, tuple[dict[str, Any], str]] = {
 
 
 def write_v1_checkpoint(out_dir: str | Path, config: dict[str, Any], *, seed: int = 1234, weights: str = "safetensors",
-                        dtype: torch.dtype = torch.float32) -> Path:
+                        dtype: torch.dtype = torch.float32, stop_tie: float = 0.0) -> Path:
     """Write a VoxCPM1 checkpoint; ``weights`` is ``safetensors`` (model.safetensors) or ``bin``
-    (pytorch_model.bin holding ``{"state_dict": ...}``, as VoxCPM-0.5B)."""
+    (pytorch_model.bin holding ``{"state_dict": ...}``, as VoxCPM-0.5B).
+
+    ``stop_tie > 0`` sets the stop head's "stop" row to its "continue" row plus ``stop_tie`` times
+    Gaussian noise: the two logits nearly tie, so the stop head fires after a few patches instead
+    of never (random weights rarely stop), which exercises the stop step."""
     if weights not in ("safetensors", "bin"):
         raise ValueError(f"weights must be 'safetensors' or 'bin', not {weights!r}")
     out = write_checkpoint(out_dir, config, seed=seed, dtype=dtype)
-    if weights == "bin":
-        from safetensors.torch import load_file
+    st = out / "model.safetensors"
+    if weights == "safetensors" and not stop_tie:
+        return out
+    from safetensors.torch import load_file, save_file
 
-        st = out / "model.safetensors"
-        torch.save({"state_dict": dict(load_file(str(st)))}, out / "pytorch_model.bin")
+    state = dict(load_file(str(st)))
+    if stop_tie:
+        head = state["stop_head.weight"].to(torch.float32)
+        noise = torch.randn(head.shape[1], generator=torch.Generator().manual_seed(seed + 1))
+        head[1] = head[0] + stop_tie * noise
+        state["stop_head.weight"] = head.to(dtype)
+    if weights == "bin":
+        torch.save({"state_dict": state}, out / "pytorch_model.bin")
         st.unlink()
+    else:
+        save_file(state, str(st))
     return out
 
 
@@ -99,9 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", choices=sorted(CONFIGS), default="tiny_05b")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--stop-tie", type=float, default=0.0, help="near-tie stop head (see write_v1_checkpoint)")
     args = parser.parse_args(argv)
     config, weights = CONFIGS[args.size]
-    write_v1_checkpoint(args.out, config, seed=args.seed, weights=weights, dtype=getattr(torch, args.dtype))
+    write_v1_checkpoint(args.out, config, seed=args.seed, weights=weights, dtype=getattr(torch, args.dtype),
+                        stop_tie=args.stop_tie)
     print(args.out)
     return 0
 
