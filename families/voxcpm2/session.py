@@ -177,7 +177,7 @@ class VoxCPM2Session(Session):
         outputs: list[AudioBuffer] = []
         details: dict[str, Any] = {"latents": [], "num_patches": [], "stopped": [], "attempts": [],
                                    "text_tokens": [], "mode": None, "seed": request.seed}
-        request.progress.start("voxcpm2", len(chunks))
+        request.progress.start(self.family, len(chunks))
         for chunk in chunks:
             prompt = self.builder.build(chunk, **parts)
             details["mode"] = prompt.mode

@@ -1,6 +1,6 @@
-"""One side of the VoxCPM2 benchmark, in its own process (tools/bench_voxcpm2.py runs it).
+"""One side of the VoxCPM benchmarks, in its own process (tools/bench_voxcpm2.py and bench_voxcpm1.py run it).
 
-    python bench_worker.py ours|upstream CKPT --dtype float32 --patches 6 --repeats 3 --text "..."
+    python bench_worker.py ours|upstream CKPT --dtype float32 --patches 6 --repeats 3 --text "..." [--family voxcpm1]
 
 ``ours`` runs in the project venv (audiocpp), ``upstream`` in .ref-envs/voxcpm (voxcpm 2.0.3;
 its compute dtype is the checkpoint config's ``dtype``, so the orchestrator hands it a config
@@ -38,12 +38,12 @@ def _reset_peak() -> bool:
 
 
 class Ours:
-    def __init__(self, ckpt: Path, dtype: str) -> None:
+    def __init__(self, ckpt: Path, dtype: str, family: str = "voxcpm2") -> None:
         from audiocpp.engine.records import TaskRequest
-        from audiocpp.families.voxcpm2 import plugin
+        from audiocpp.engine.registry import get_family
 
         self.TaskRequest = TaskRequest
-        model = plugin.load(ckpt)
+        model = get_family(family).load(ckpt)
         self.offline = model.session("tts", "offline", compute_dtype=dtype)
         self.streaming = model.session("tts", "streaming", compute_dtype=dtype)
         self.sample_rate = model.sample_rate
@@ -108,13 +108,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--text", default="The quick brown fox jumps over the lazy dog.")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--family", default="voxcpm2", help="our family plugin (voxcpm2 or voxcpm1)")
     args = parser.parse_args(argv)
     import torch
 
     if args.threads:
         torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    side = (Ours if args.side == "ours" else Upstream)(args.ckpt, args.dtype)
+    side = Ours(args.ckpt, args.dtype, args.family) if args.side == "ours" else Upstream(args.ckpt, args.dtype)
     load_s = time.perf_counter() - t0
     rss_load_mb = _status_kb("VmHWM") / 1024
     side.run(args.text, 2, args.seed)  # warm-up (first-touch of every weight page, allocator)

@@ -1,7 +1,8 @@
 """Print the VoxCPM1 parity figures: per case of tests/voxcpm1/cases.py, patch counts (ours /
 upstream incl. its context patches), attempts, the max latent difference to upstream and the
 audio cosine, with the default oneDNN-packed kernels and with ``packed_linear=false``; then the
-VAE round trips. The tests assert the bounds, this prints the numbers.
+VAE round trips; then every load path against the HF folder (our packages, VoxCPM.cpp GGUFs in
+each storage) and bfloat16 compute. The tests assert the bounds, this prints the numbers.
 
     .venv/bin/python tools/voxcpm1/parity_report.py [WORKDIR]
 """
@@ -67,7 +68,45 @@ def main(argv: list[str]) -> int:
         y = vae.decode(torch.from_numpy(ref["latents"]).unsqueeze(0))[0, 0].numpy()
         print(f"{name} VAE: encode max diff {np.abs(z - ref['latents']).max():.2e}, decode max diff "
               f"{np.abs(y - ref['audio']).max():.2e}, cosine {cosine(y, ref['audio']):.8f}")
+    load_paths(root, ckpts, audio, models)
     return 0
+
+
+def load_paths(root: Path, ckpts: dict[str, Path], audio: dict[str, Path], models: dict) -> None:
+    """Each layout of the same weights against the folder: max latent difference, audio cosine."""
+    from audiocpp.engine.packaging.cli import package_from_cli
+    from audiocpp.families.voxcpm1 import plugin
+    from tests.voxcpm1.cases import CASE_BY_NAME, tool
+
+    convert = tool("convert_voxcpm_cpp").convert
+    print(f"\n{'variant':9s} {'layout':34s} {'case':16s} {'patches':>8s} {'latent diff':>12s} {'audio cos':>11s}")
+    for ck, path in ckpts.items():
+        layouts: dict[str, tuple[Path, dict]] = {}
+        for kind in ("f32", "bf16", "f16", "q8_0"):
+            out = root / f"{ck}-package-{kind}.gguf"
+            if not out.exists():
+                package_from_cli(out=out, inputs=[str(path)], spec=None, family="voxcpm1", weight_type=kind,
+                                 keep_types=[], overwrite=False)
+            layouts[f"package {kind}"] = (out, {})
+        for label, options in (("voxcpm.cpp f32", {}), ("voxcpm.cpp f32 2-D convs", {"conv_layout": "2d"}),
+                               ("voxcpm.cpp f32 fold g*v/(|v|+1e-12)", {"fold_with": "voxcpm_cpp"}),
+                               ("voxcpm.cpp f16", {"weight_type": "f16"}),
+                               ("voxcpm.cpp q8_0 (VAE f16)", {"weight_type": "q8_0"}),
+                               ("voxcpm.cpp q8_0 (VAE q8_0 2-D)", {"weight_type": "q8_0", "vae_type": "q8_0"})):
+            out = root / f"{ck}-cpp-{len(layouts)}.gguf"
+            layouts[label] = (convert(path, out, **options), {})
+        layouts["folder, compute bfloat16"] = (path, {"compute_dtype": "bfloat16"})
+        for case_name in ("clone", "tts_seed7_steps5"):
+            case = CASE_BY_NAME[f"{ck}:{case_name}"]
+            base, _ = run_ours(models[ck, True], case, audio)
+            for label, (where, session_options) in layouts.items():
+                model = plugin.load(where)
+                session = model.session(case.task, **session_options)
+                result = session.run(case.request(audio))
+                a, b = base.details["latents"][0], result.details["latents"][0]
+                diff = float(np.abs(a - b).max()) if a.shape == b.shape else float("nan")
+                cos = cosine(base.audio.samples, result.audio.samples) if a.shape == b.shape else float("nan")
+                print(f"{ck:9s} {label:34s} {case_name:16s} {len(b):4d}/{len(a):<3d} {diff:12.2e} {cos:11.8f}")
 
 
 if __name__ == "__main__":
