@@ -20,20 +20,9 @@ def gumbel_noise_like(x: torch.Tensor, generator: torch.Generator | None, eps: f
     return -torch.log(-torch.log(u + eps) + eps)
 
 
-def top_k_filter(logits: torch.Tensor, k: int, fill: float = float("-inf")) -> torch.Tensor:
-    if k <= 0 or k >= logits.shape[-1]:
-        return logits
-    kth = torch.topk(logits, k, dim=-1).values[..., -1:]
-    return logits.masked_fill(logits < kth, fill)
-
-
-def top_p_filter(logits: torch.Tensor, p: float, fill: float = float("-inf")) -> torch.Tensor:
-    """Nucleus filter as in transformers' TopPLogitsWarper (keep at least one token)."""
-    if p >= 1.0:
-        return logits
-    sorted_logits, sorted_idx = torch.sort(logits, descending=False, dim=-1)
-    cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
-    remove_sorted = cum <= (1 - p)
-    remove_sorted[..., -1:] = False
-    remove = remove_sorted.scatter(-1, sorted_idx, remove_sorted)
-    return logits.masked_fill(remove, fill)
+def keep_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Keep exactly the ``k`` largest entries per row (ties broken as ``topk`` breaks them), -inf elsewhere."""
+    values, indices = logits.topk(k, dim=-1)
+    out = torch.full_like(logits, float("-inf"))
+    out.scatter_(-1, indices, values)
+    return out

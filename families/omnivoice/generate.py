@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from audiocpp.engine.nn.sampling import gumbel_noise_like
+from audiocpp.engine.nn.sampling import gumbel_noise_like, keep_top_k
 from audiocpp.engine.progress import NullProgress, Progress
 
 from .model import OmniVoiceLM, Packing, Rope, rope_tables
@@ -66,11 +66,7 @@ def gumbel_sample(logits: torch.Tensor, temperature: float, generator: torch.Gen
 
 def filter_top_k(logits: torch.Tensor, ratio: float = 0.1) -> torch.Tensor:
     """Keep the ``ceil(ratio * V)`` largest entries (by index, as ``topk`` returns them), -inf elsewhere."""
-    k = math.ceil(ratio * logits.shape[-1])
-    values, indices = logits.topk(k, dim=-1)
-    out = torch.full_like(logits, float("-inf"))
-    out.scatter_(-1, indices, values)
-    return out
+    return keep_top_k(logits, math.ceil(ratio * logits.shape[-1]))
 
 
 @dataclass
