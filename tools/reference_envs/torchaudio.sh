@@ -8,46 +8,17 @@
 # native libraries are renamed away: `import torchaudio` then works as pure Python, which is
 # all torchaudio.functional.resample needs (see shared/reference/omnivoice.md, section 1).
 #
-# Idempotent: a stamp holding the hash of this script makes a second run a quick no-op.
-set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-envs="${AUDIOCPP_REF_ENVS:-$root/.ref-envs}"
-env="$envs/torchaudio"
-stamp="$env/.audiocpp-ref-stamp"
-want="$(sha256sum "${BASH_SOURCE[0]}" | cut -d' ' -f1)"
-PYTHON="${PYTHON:-python3}"
-log() { echo "[ref-env torchaudio] $*" >&2; }
+# Idempotent: a stamp of this script (and _lib.sh) makes a second run a quick no-op.
+source "$(dirname "${BASH_SOURCE[0]}")/_lib.sh"
+refenv_start torchaudio "$@"
+refenv_log "installing torch==2.13.0 (CPU wheel), pydub==0.25.1, numpy, soundfile"
+refenv_pip torch==2.13.0
+refenv_pip pydub==0.25.1 numpy soundfile
+refenv_log "installing torchaudio==2.11.1, omnivoice==0.2.1 (no dependencies)"
+refenv_pip --no-deps torchaudio==2.11.1 omnivoice==0.2.1
+refenv_disable_torchaudio_native
 
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$env/bin/python" ]; then
-  exit 0
-fi
-
-mkdir -p "$envs"
-if [ ! -x "$env/bin/python" ]; then
-  log "creating $env"
-  "$PYTHON" -m venv "$env"
-fi
-py="$env/bin/python"
-pipq=(-q --disable-pip-version-check)
-pip_install() { "$py" -m pip install "${pipq[@]}" "$@" 2>&1 | grep -v "^WARNING: Location" >&2 || true; }
-
-log "installing torch==2.13.0 (CPU wheel)"
-pip_install torch==2.13.0
-log "installing pydub==0.25.1, numpy, soundfile"
-pip_install pydub==0.25.1 numpy soundfile
-log "installing torchaudio==2.11.1, omnivoice==0.2.1 (no dependencies)"
-pip_install --no-deps torchaudio==2.11.1 omnivoice==0.2.1
-
-site="$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-libdir="$site/torchaudio/lib"
-if [ -d "$libdir" ]; then
-  for so in "$libdir"/*.so; do
-    [ -e "$so" ] || continue
-    mv -f "$so" "$so.disabled"
-  done
-fi
-
-"$py" - <<'EOF' || { echo "[ref-env torchaudio] verification failed" >&2; exit 1; }
+"$REFENV_PY" - <<'EOF' || { echo "[ref-env torchaudio] verification failed" >&2; exit 1; }
 import warnings
 warnings.filterwarnings("ignore")
 import torch
@@ -63,5 +34,4 @@ assert (root / "utils" / "audio.py").is_file() and (root / "utils" / "text.py").
 print("[ref-env torchaudio] verified: torch", torch.__version__, "torchaudio", torchaudio.__version__, file=__import__("sys").stderr)
 EOF
 
-echo "$want" > "$stamp"
-log "ready: $env"
+refenv_finish

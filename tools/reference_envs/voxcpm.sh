@@ -14,42 +14,17 @@
 # at the VAE's encode rate, so no resampler is exercised on either side (v2's librosa.load
 # does not resample then either).
 #
-# Idempotent: a stamp holding the hash of this script makes a second run a quick no-op.
-set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-envs="${AUDIOCPP_REF_ENVS:-$root/.ref-envs}"
-env="$envs/voxcpm"
-stamp="$env/.audiocpp-ref-stamp"
-want="$(sha256sum "${BASH_SOURCE[0]}" | cut -d' ' -f1)"
-PYTHON="${PYTHON:-python3}"
-log() { echo "[ref-env voxcpm] $*" >&2; }
+# Idempotent: a stamp of this script (and _lib.sh) makes a second run a quick no-op.
+source "$(dirname "${BASH_SOURCE[0]}")/_lib.sh"
+refenv_start voxcpm "$@"
+refenv_log "installing torch==2.13.0 (CPU wheel)"
+refenv_pip torch==2.13.0
+refenv_log "installing voxcpm==2.0.3 (no dependencies)"
+refenv_pip --no-deps voxcpm==2.0.3
+refenv_log "installing what inference imports: transformers, einops, pydantic, safetensors, tqdm, soundfile, librosa"
+refenv_pip "transformers==5.24.0" einops pydantic safetensors tqdm soundfile "librosa==0.11.0" huggingface_hub
 
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$env/bin/python" ]; then
-  exit 0
-fi
-
-mkdir -p "$envs"
-if [ ! -x "$env/bin/python" ]; then
-  log "creating $env"
-  "$PYTHON" -m venv "$env"
-fi
-py="$env/bin/python"
-pipq=(-q --disable-pip-version-check)
-# voxcpm's undeclared-on-purpose dependencies make pip print "requires X, which is not
-# installed" lines; they are expected (see above) and filtered out.
-pip_install() {
-  "$py" -m pip install "${pipq[@]}" "$@" 2>&1 \
-    | grep -v -e "^WARNING: Location" -e "which is not installed" -e "^ERROR: pip's dependency resolver" >&2 || true
-}
-
-log "installing torch==2.13.0 (CPU wheel)"
-pip_install torch==2.13.0
-log "installing voxcpm==2.0.3 (no dependencies)"
-pip_install --no-deps voxcpm==2.0.3
-log "installing what inference imports: transformers, einops, pydantic, safetensors, tqdm, soundfile, librosa"
-pip_install "transformers==5.24.0" einops pydantic safetensors tqdm soundfile "librosa==0.11.0" huggingface_hub
-
-site="$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+site="$(refenv_site)"
 rm -rf "$site/torchaudio"
 mkdir -p "$site/torchaudio"
 cat > "$site/torchaudio/__init__.py" <<'EOF'
@@ -85,7 +60,7 @@ def resample(waveform, orig_freq, new_freq, *args, **kwargs):
     )
 EOF
 
-"$py" - <<'EOF' || { echo "[ref-env voxcpm] verification failed" >&2; exit 1; }
+"$REFENV_PY" - <<'EOF' || { echo "[ref-env voxcpm] verification failed" >&2; exit 1; }
 import warnings
 warnings.filterwarnings("ignore")
 import torch
@@ -98,5 +73,4 @@ assert torch.__version__.startswith("2.13.0"), torch.__version__
 print("ok", torch.__version__, transformers.__version__, torchaudio.__version__)
 EOF
 
-echo "$want" > "$stamp"
-log "ready: $env"
+refenv_finish
