@@ -24,22 +24,12 @@ Printed: max latent difference (and relative to the largest latent) and audio co
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-WORKER = REPO / "tools" / "voxcpm" / "bench_worker.py"
-OURS_PY = REPO / ".venv" / "bin" / "python"
-UPSTREAM_PY = REPO / ".ref-envs" / "voxcpm" / "bin" / "python"
-TEXT = "The quick brown fox jumps over the lazy dog."
-
-
-def bench_dir() -> Path:
-    return Path(os.environ.get("AUDIOCPP_BENCH_DIR", Path.home() / ".cache" / "audiocpp-bench"))
+sys.path.insert(0, str(REPO / "tools"))
+from voxcpm.bench_common import TEXT, bench_dir, dtype_folders, run_settings  # noqa: E402
 
 
 def ensure_checkpoint(root: Path) -> dict[str, Path]:
@@ -56,48 +46,7 @@ def ensure_checkpoint(root: Path) -> dict[str, Path]:
         assert spec.loader is not None
         spec.loader.exec_module(module)
         module.write_v1_checkpoint(base, module.REAL_05B, seed=2025, weights="bin", dtype=torch.bfloat16)
-    folders = {}
-    for dtype in ("float32", "bfloat16"):
-        folder = root / f"voxcpm1-0.5b-real-{dtype}"
-        folder.mkdir(parents=True, exist_ok=True)
-        for item in base.iterdir():
-            link = folder / item.name
-            if item.name != "config.json" and not link.exists():
-                link.symlink_to(item)
-        config = json.loads((base / "config.json").read_text(encoding="utf-8"))
-        config["dtype"] = dtype
-        (folder / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-        folders[dtype] = folder
-    return folders
-
-
-def run_worker(side: str, ckpt: Path, dtype: str, threads: int, args: argparse.Namespace) -> dict:
-    python = OURS_PY if side == "ours" else UPSTREAM_PY
-    if not python.exists():
-        raise SystemExit(f"{python} is missing: run tools/setup_env.sh and tools/reference_envs/voxcpm.sh")
-    cmd = [str(python), str(WORKER), side, str(ckpt), "--dtype", dtype, "--patches", str(args.patches),
-           "--repeats", str(args.repeats), "--threads", str(threads), "--text", TEXT, "--family", "voxcpm1"]
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        raise SystemExit(f"{side} worker failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def merge(runs: list[dict]) -> dict:
-    """Several worker processes of one side -> one record (all timings pooled, worst RSS)."""
-    out = dict(runs[0])
-    out["walls"] = [w for r in runs for w in r["walls"]]
-    out["ttfa"] = [t for r in runs for t in r["ttfa"]]
-    out["load_s"] = statistics.median(r["load_s"] for r in runs)
-    rss = [r["peak_rss_gen_mb"] for r in runs if r.get("peak_rss_gen_mb")]
-    out["peak_rss_gen_mb"] = max(rss) if rss else None
-    out["process_medians"] = [statistics.median(r["walls"]) for r in runs]
-    return out
-
-
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):7.2f} s ({min(values):.2f}..{max(values):.2f})"
+    return dtype_folders(base)
 
 
 def main(argv: list[str]) -> int:
@@ -114,41 +63,10 @@ def main(argv: list[str]) -> int:
     folders = ensure_checkpoint(bench_dir())
     if args.drift:
         return drift(folders["float32"], bench_dir(), args)
-    rows = []
-    for dtype in args.dtypes.split(","):
-        for threads in (int(t) for t in args.threads.split(",")):
-            runs: dict[str, list[dict]] = {"upstream": [], "ours": []}
-            for _ in range(args.rounds):
-                for side in (("ours",) if args.ours_only else ("upstream", "ours")):
-                    runs[side].append(run_worker(side, folders[dtype], dtype, threads, args))
-            result = {"dtype": dtype, "threads": threads, **{s: merge(r) for s, r in runs.items() if r}}
-            rows.append(result)
-            print_row(result, args)
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=2), encoding="utf-8")
+    run_settings(args, folders, "voxcpm1", lambda r: (
+        f"VoxCPM-0.5B-sized, {r['dtype']}, {r['threads']} thread(s), {args.patches} patches, "
+        f"{args.rounds} processes x {args.repeats} repeats per side, text {TEXT!r}"))
     return 0
-
-
-def print_row(result: dict, args: argparse.Namespace) -> None:
-    print(f"\n== VoxCPM-0.5B-sized, {result['dtype']}, {result['threads']} thread(s), {args.patches} patches, "
-          f"{args.rounds} processes x {args.repeats} repeats per side, text {TEXT!r}")
-    print(f"{'side':9s} {'wall median (min..max)':28s} {'RTF':>7s} {'first audio (stream)':28s} "
-          f"{'peak RSS gen':>13s} {'load':>8s}  per-process medians")
-    for side in ("upstream", "ours"):
-        r = result.get(side)
-        if r is None:
-            continue
-        rtf = statistics.median(r["walls"]) / r["audio_s"]
-        rss = f"{r['peak_rss_gen_mb'] / 1024:.2f} GiB" if r.get("peak_rss_gen_mb") else "n/a"
-        per = ", ".join(f"{m:.2f}" for m in r["process_medians"])
-        print(f"{side:9s} {spread(r['walls']):28s} {rtf:7.2f} {spread(r['ttfa']):28s} {rss:>13s} "
-              f"{r['load_s']:6.1f} s  {per}")
-    if "upstream" in result:
-        up, ours = result["upstream"], result["ours"]
-        wall = statistics.median(ours["walls"]) / statistics.median(up["walls"])
-        ttfa = statistics.median(ours["ttfa"]) / statistics.median(up["ttfa"])
-        print(f"ratio ours/upstream: wall {wall:.2f}, first audio {ttfa:.2f}")
-    sys.stdout.flush()
 
 
 def drift(folder: Path, root: Path, args: argparse.Namespace) -> int:

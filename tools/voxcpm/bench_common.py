@@ -1,0 +1,108 @@
+"""What the VoxCPM1 and VoxCPM2 benchmarks share: the checkpoint folders per compute dtype,
+running tools/voxcpm/bench_worker.py for one side, pooling its timings and printing a row."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+WORKER = REPO / "tools" / "voxcpm" / "bench_worker.py"
+OURS_PY = REPO / ".venv" / "bin" / "python"
+UPSTREAM_PY = REPO / ".ref-envs" / "voxcpm" / "bin" / "python"
+TEXT = "The quick brown fox jumps over the lazy dog."
+
+
+def bench_dir() -> Path:
+    return Path(os.environ.get("AUDIOCPP_BENCH_DIR", Path.home() / ".cache" / "audiocpp-bench"))
+
+
+def dtype_folders(base: Path) -> dict[str, Path]:
+    """One folder per upstream compute dtype: symlinks to ``base`` with ``config.json``'s dtype set."""
+    folders = {}
+    for dtype in ("float32", "bfloat16"):
+        folder = base.with_name(f"{base.name}-{dtype}")
+        folder.mkdir(parents=True, exist_ok=True)
+        for item in base.iterdir():
+            link = folder / item.name
+            if item.name != "config.json" and not link.exists():
+                link.symlink_to(item)
+        config = json.loads((base / "config.json").read_text(encoding="utf-8"))
+        config["dtype"] = dtype
+        (folder / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+        folders[dtype] = folder
+    return folders
+
+
+def run_worker(side: str, ckpt: Path, dtype: str, threads: int, *, patches: int, repeats: int,
+               family: str) -> dict:
+    python = OURS_PY if side == "ours" else UPSTREAM_PY
+    if not python.exists():
+        raise SystemExit(f"{python} is missing: run tools/setup_env.sh and tools/reference_envs/voxcpm.sh")
+    cmd = [str(python), str(WORKER), side, str(ckpt), "--dtype", dtype, "--patches", str(patches),
+           "--repeats", str(repeats), "--threads", str(threads), "--text", TEXT, "--family", family]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise SystemExit(f"{side} worker failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def merge(runs: list[dict]) -> dict:
+    """Several worker processes of one side -> one record (all timings pooled, worst RSS)."""
+    out = dict(runs[0])
+    out["walls"] = [w for r in runs for w in r["walls"]]
+    out["ttfa"] = [t for r in runs for t in r["ttfa"]]
+    out["load_s"] = statistics.median(r["load_s"] for r in runs)
+    rss = [r["peak_rss_gen_mb"] for r in runs if r.get("peak_rss_gen_mb")]
+    out["peak_rss_gen_mb"] = max(rss) if rss else None
+    out["process_medians"] = [statistics.median(r["walls"]) for r in runs]
+    return out
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):7.2f} s ({min(values):.2f}..{max(values):.2f})"
+
+
+def print_row(result: dict, title: str) -> None:
+    """One dtype/threads setting: both sides' medians, RTF, first audio, RSS and the ratio."""
+    print(f"\n== {title}")
+    print(f"{'side':9s} {'wall median (min..max)':28s} {'RTF':>7s} {'first audio (stream)':28s} "
+          f"{'peak RSS gen':>13s} {'load':>8s}  per-process medians")
+    for side in ("upstream", "ours"):
+        r = result.get(side)
+        if r is None:
+            continue
+        rtf = statistics.median(r["walls"]) / r["audio_s"]
+        rss = f"{r['peak_rss_gen_mb'] / 1024:.2f} GiB" if r.get("peak_rss_gen_mb") else "n/a"
+        per = ", ".join(f"{m:.2f}" for m in r["process_medians"])
+        print(f"{side:9s} {spread(r['walls']):28s} {rtf:7.2f} {spread(r['ttfa']):28s} {rss:>13s} "
+              f"{r['load_s']:6.1f} s  {per}")
+    if "upstream" in result and "ours" in result:
+        up, ours = result["upstream"], result["ours"]
+        wall = statistics.median(ours["walls"]) / statistics.median(up["walls"])
+        ttfa = statistics.median(ours["ttfa"]) / statistics.median(up["ttfa"])
+        print(f"ratio ours/upstream: wall {wall:.2f}, first audio {ttfa:.2f}")
+    sys.stdout.flush()
+
+
+def run_settings(args, folders: dict[str, Path], family: str, describe) -> list[dict]:
+    """Every dtype x threads setting: ``args.rounds`` alternating upstream/ours processes each."""
+    rows = []
+    for dtype in args.dtypes.split(","):
+        for threads in (int(t) for t in args.threads.split(",")):
+            runs: dict[str, list[dict]] = {"upstream": [], "ours": []}
+            for _ in range(args.rounds):
+                for side in ("ours",) if args.ours_only else ("upstream", "ours"):
+                    runs[side].append(run_worker(side, folders[dtype], dtype, threads, patches=args.patches,
+                                                 repeats=args.repeats, family=family))
+            result = {"dtype": dtype, "threads": threads, **{s: merge(r) for s, r in runs.items() if r}}
+            rows.append(result)
+            print_row(result, describe(result))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2), encoding="utf-8")
+    return rows
