@@ -66,3 +66,25 @@ def run_reference(name: str, script: Path, *args: str | Path, timeout: float = 1
         raise AssertionError(f"reference script {script.name} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     return json.loads(lines[-1]) if lines else {}
+
+
+def cli_ok(*args: str | Path) -> str:
+    """Run the CLI, assert success, return stdout + stderr."""
+    proc = run_cli(*args)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout + proc.stderr
+
+
+def read_wav(path: Path):
+    """(float32 samples, sample rate) of an audio file written by the CLI."""
+    import soundfile as sf
+
+    data, rate = sf.read(path, dtype="float32")
+    return data, rate
+
+
+def same_audio(a, b, tol: float = 1e-5) -> bool:
+    """Equal up to the thread-count noise between a CLI process and this one (~1e-7)."""
+    import numpy as np
+
+    return a.shape == b.shape and float(np.abs(a - b).max()) <= tol

@@ -9,31 +9,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import soundfile as sf
 
 from audiocpp.engine.records import TaskRequest, VoiceReference
-from tests.support import REPO, run_cli
+from tests.support import REPO, cli_ok, run_cli, same_audio
+from tests.support import read_wav as read
 
 from .cases import PROMPT_TEXT
 
 SHORT = ["--request-option", "max_tokens=6", "--request-option", "retry_badcase=false"]
 API_SHORT = {"max_tokens": 6, "retry_badcase": False}
-
-
-def cli_ok(*args: str | Path) -> str:
-    proc = run_cli(*args)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout + proc.stderr
-
-
-def read(path: Path) -> tuple[np.ndarray, int]:
-    data, rate = sf.read(path, dtype="float32")
-    return data, rate
-
-
-def same_audio(a: np.ndarray, b: np.ndarray) -> bool:
-    """Equal up to the thread-count noise between the CLI process and this one (~1e-7)."""
-    return a.shape == b.shape and float(np.abs(a - b).max()) <= 1e-5
 
 
 @pytest.mark.parametrize("ck,rate", [("tiny_05b", 16000), ("tiny_15", 44100)])
