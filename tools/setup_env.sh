@@ -25,7 +25,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 pipq=(-q --disable-pip-version-check)
 log "installing $TORCH_PIN"
-"$venv/bin/python" -m pip install "${pipq[@]}" "$TORCH_PIN" 2>&1 | grep -v "^WARNING: Location" >&2 || true
+"$venv/bin/python" -m pip install "${pipq[@]}" "$TORCH_PIN" numpy 2>&1 | grep -v "^WARNING: Location" >&2 || true
 "$venv/bin/python" -c "import torch" || { echo "[setup] torch failed to install" >&2; exit 1; }
 log "installing audiocpp (editable) with test extras"
 "$venv/bin/python" -m pip install "${pipq[@]}" -e ".[test]" 2>&1 | grep -v "^WARNING: Location" >&2 || true
