@@ -71,11 +71,6 @@ def broken_families() -> tuple[BrokenPlugin, ...]:
     return _discover()[1]
 
 
-def refresh() -> None:
-    """Forget discovered plugins (after installing a new family in-process)."""
-    _discover.cache_clear()
-
-
 def get_family(name: str) -> FamilyPlugin:
     plugins = families()
     plugin = plugins.get(name)

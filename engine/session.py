@@ -28,9 +28,6 @@ if TYPE_CHECKING:
 
     from .model import LoadedModel
 
-MAX_SEED = 2**63 - 1
-
-
 @dataclass
 class PreparedRequest:
     """A validated request: typed options with defaults, loaded reference audio, a seed."""
@@ -226,7 +223,3 @@ class Session(ABC):
     @abstractmethod
     def _synthesize(self, request: PreparedRequest) -> Generator[AudioBuffer, None, Synthesis]:
         """Yield audio pieces while generating (when streaming) and return the Synthesis."""
-
-
-def random_seed() -> int:
-    return secrets.randbits(63)

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -28,9 +28,6 @@ app = typer.Typer(
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
-
-OUTPUT_FORMATS = ("wav16", "wav24", "wav32", "flac", "ogg")
-
 
 @app.callback()
 def synthesize(
@@ -179,10 +176,6 @@ def _print_error(exc: AudiocppError) -> None:
     print(f"error: {exc.message}", file=sys.stderr)
     if exc.hint:
         print(f"  hint: {exc.hint}", file=sys.stderr)
-
-
-def dump_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, default=str))
 
 
 __all__ = ["UsageError", "app", "main"]

@@ -11,7 +11,6 @@ from ..records import TaskRequest, TaskResult, VoiceReference
 from ..spec.options import parse_key_values
 from ..tasks import Mode, parse_mode, parse_task
 
-OUTPUT_FORMATS = ("wav16", "wav24", "wav32", "flac", "ogg")
 _EXT_FORMAT = {".wav": "wav16", ".flac": "flac", ".ogg": "ogg"}
 
 
@@ -61,8 +60,10 @@ def read_text(args: RunArgs) -> str:
 
 def output_format(out: Path, fmt: str | None) -> str:
     if fmt is not None:
-        if fmt not in OUTPUT_FORMATS:
-            raise UsageError(f"--format {fmt!r} is not supported", hint=f"use one of: {', '.join(OUTPUT_FORMATS)}")
+        from ..audio.io import WRITE_FORMATS
+
+        if fmt not in WRITE_FORMATS:
+            raise UsageError(f"--format {fmt!r} is not supported", hint=f"use one of: {', '.join(WRITE_FORMATS)}")
         return fmt
     fmt = _EXT_FORMAT.get(out.suffix.lower())
     if fmt is None:

@@ -35,7 +35,6 @@ WRITE_TYPES: dict[str, GGMLQuantizationType] = {
     "f32": T.F32, "f16": T.F16, "bf16": T.BF16, "q8_0": T.Q8_0, "q4_0": T.Q4_0,
 }
 FLOAT_TYPES = frozenset({T.F32, T.F16, T.BF16})
-BLOCK_TYPES = frozenset({T.Q8_0, T.Q4_0})
 K_QUANTS = ("q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "q8_k", "q4_k_m", "q4_k_s", "q5_k_m", "q5_k_s", "q3_k_m")
 
 # Source dtypes as TensorInfo.dtype names them (ggml names for GGUF; safetensors / torch
