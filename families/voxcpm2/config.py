@@ -215,10 +215,6 @@ class VoxCPMConfig:
         vae = self.audio_vae
         return vae.out_sample_rate if vae.version == 2 else vae.sample_rate
 
-    @property
-    def encode_sample_rate(self) -> int:
-        return self.audio_vae.sample_rate
-
     # -- parsing ------------------------------------------------------------------------
     @classmethod
     def from_dict(cls, raw: dict[str, Any], *, where: str = "config.json") -> VoxCPMConfig:

@@ -34,7 +34,7 @@ from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.tasks import Mode, Task
 
 from .convert import LoadedParts
-from .generate import DecodeOptions, Prompt, VoxCPMGenerator
+from .generate import DecodeOptions, VoxCPMGenerator
 from .prompt import PromptBuilder, design_text, normalize_text
 
 _DESCRIPTION = re.compile(r"^\s*\(([^()]*)\)")
@@ -207,8 +207,3 @@ class VoxCPM2Session(Session):
             request.progress.advance()
         audio = np.concatenate([b.samples for b in outputs]) if outputs else np.zeros(0, np.float32)
         return Synthesis(AudioBuffer(audio, rate), chunks=outputs if len(outputs) > 1 else [], details=details)
-
-
-def prompt_of(session: VoxCPM2Session, request: PreparedRequest, text: str) -> Prompt:
-    """The prefill sequence a request builds for ``text`` (tests and tools)."""
-    return session.builder.build(text, **session._prompt_parts(request))
