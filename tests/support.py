@@ -88,3 +88,26 @@ def same_audio(a, b, tol: float = 1e-5) -> bool:
     import numpy as np
 
     return a.shape == b.shape and float(np.abs(a - b).max()) <= tol
+
+
+def voice_like_signal(seed: int, n: int, rate: int):
+    """A deterministic voice-like test signal: two harmonics with AM and a little noise (float32)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    t = np.arange(n) / rate
+    f0 = rng.uniform(120, 300)
+    wave = 0.4 * np.sin(2 * np.pi * f0 * t) + 0.2 * np.sin(2 * np.pi * 2.3 * f0 * t + 0.5)
+    wave *= 0.6 + 0.4 * np.sin(2 * np.pi * 4.0 * t)
+    return (wave + rng.normal(0, 0.02, n)).astype(np.float32)
+
+
+def one_torch_thread():
+    """Body of a module-scoped fixture: one torch thread while the module runs, as the
+    reference runs; steadier timings and sums on shared CPUs."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

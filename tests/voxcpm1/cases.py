@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from tests.support import voice_like_signal
+
 REPO = Path(__file__).resolve().parents[2]
 TEXT = "Hello world. 你好世界。"
 PROMPT_TEXT = "This is a tiny test."
@@ -112,13 +114,6 @@ TOKENIZER_TEXTS = [
 ]
 
 
-def signal(seed: int, n: int, rate: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    t = np.arange(n) / rate
-    f0 = rng.uniform(120, 300)
-    wave = 0.4 * np.sin(2 * np.pi * f0 * t) + 0.2 * np.sin(2 * np.pi * 2.3 * f0 * t + 0.5)
-    wave *= 0.6 + 0.4 * np.sin(2 * np.pi * 4.0 * t)
-    return (wave + rng.normal(0, 0.02, n)).astype(np.float32)
 
 
 def write_audio(root: Path) -> dict[str, Path]:
@@ -131,8 +126,8 @@ def write_audio(root: Path) -> dict[str, Path]:
     out = {}
     for key, (seed, n, rate) in table.items():
         out[key] = root / f"{key}.wav"
-        sf.write(out[key], signal(seed, n, rate), rate, subtype="FLOAT")
-    stereo = np.stack([signal(7, 3000, 22050), signal(8, 3000, 22050)], axis=1)
+        sf.write(out[key], voice_like_signal(seed, n, rate), rate, subtype="FLOAT")
+    stereo = np.stack([voice_like_signal(7, 3000, 22050), voice_like_signal(8, 3000, 22050)], axis=1)
     out["stereo22k"] = root / "stereo22k.wav"
     sf.write(out["stereo22k"], stereo, 22050, subtype="FLOAT")
     return out

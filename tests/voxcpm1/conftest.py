@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.support import REPO, run_reference
+from tests.support import REPO, one_torch_thread, run_reference
 
 from .cases import reference_cases, tool, write_audio, write_checkpoints
 
@@ -75,12 +75,4 @@ def cpp_gguf(tmp_path_factory: pytest.TempPathFactory, checkpoints: dict[str, Pa
     return get
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One torch thread while these modules run (as the reference): steadier on shared CPUs."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+_one_thread = pytest.fixture(autouse=True, scope="module")(one_torch_thread)

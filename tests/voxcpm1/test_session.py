@@ -102,11 +102,11 @@ def test_prompt_latents_are_cached_by_content(loaded, tmp_path: Path) -> None:
 
     import soundfile as sf
 
-    from .cases import signal
+    from tests.support import voice_like_signal
 
     session = loaded("tiny_05b").session("clon")
     first, copy = tmp_path / "unique.wav", tmp_path / "copy.wav"
-    sf.write(first, signal(123, 777, 16000), 16000, subtype="FLOAT")
+    sf.write(first, voice_like_signal(123, 777, 16000), 16000, subtype="FLOAT")
     shutil.copy(first, copy)
     calls = []
     original = session._encode_now

@@ -14,7 +14,7 @@ import pytest
 import soundfile as sf
 import torch
 
-from tests.support import REPO, run_reference
+from tests.support import REPO, one_torch_thread, run_reference, voice_like_signal
 
 from .cases import BF16_CASES, CASES, TOKENIZER_TEXTS, V1_CASES
 
@@ -55,13 +55,6 @@ def tiny_ckpt(checkpoints: dict[str, Path]) -> Path:
     return checkpoints["tiny"]
 
 
-def _signal(seed: int, n: int, rate: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    t = np.arange(n) / rate
-    f0 = rng.uniform(120, 300)
-    wave = 0.4 * np.sin(2 * np.pi * f0 * t) + 0.2 * np.sin(2 * np.pi * 2.3 * f0 * t + 0.5)
-    wave *= 0.6 + 0.4 * np.sin(2 * np.pi * 4.0 * t)
-    return (wave + rng.normal(0, 0.02, n)).astype(np.float32)
 
 
 @pytest.fixture(scope="session")
@@ -70,10 +63,10 @@ def audio_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("voxcpm2-audio")
     files = {"ref": root / "ref.wav", "prompt": root / "prompt.wav", "vae": root / "vae.wav",
              "stereo44k": root / "stereo44k.wav"}
-    sf.write(files["ref"], _signal(1, 1234, 16000), 16000, subtype="FLOAT")
-    sf.write(files["prompt"], _signal(2, 1001, 16000), 16000, subtype="FLOAT")
-    sf.write(files["vae"], _signal(3, 980, 16000), 16000, subtype="FLOAT")
-    stereo = np.stack([_signal(4, 2000, 44100), _signal(5, 2000, 44100)], axis=1)
+    sf.write(files["ref"], voice_like_signal(1, 1234, 16000), 16000, subtype="FLOAT")
+    sf.write(files["prompt"], voice_like_signal(2, 1001, 16000), 16000, subtype="FLOAT")
+    sf.write(files["vae"], voice_like_signal(3, 980, 16000), 16000, subtype="FLOAT")
+    stereo = np.stack([voice_like_signal(4, 2000, 44100), voice_like_signal(5, 2000, 44100)], axis=1)
     sf.write(files["stereo44k"], stereo, 44100, subtype="FLOAT")
     return files
 
@@ -127,12 +120,4 @@ def loaded(checkpoints: dict[str, Path]):
     return get
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One torch thread while these modules run (as the reference): steadier on shared CPUs."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+_one_thread = pytest.fixture(autouse=True, scope="module")(one_torch_thread)
