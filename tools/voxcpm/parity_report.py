@@ -8,8 +8,6 @@ assert the bounds, this prints the numbers.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -22,9 +20,10 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools"))
 
+from tests.support import voice_like_signal  # noqa: E402
 from tests.voxcpm2.cases import BF16_CASES, CASES, V1_CASES  # noqa: E402
-from tests.voxcpm2.conftest import _signal  # noqa: E402
 from voxcpm.checkpoint import TINY_V1, TINY_V2, TINY_V2_MUP, write_checkpoint  # noqa: E402
+from voxcpm.upstream import run_upstream_cases  # noqa: E402
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -43,17 +42,13 @@ def main(argv: list[str]) -> int:
         "tiny_v1": write_checkpoint(root / "tiny_v1", TINY_V1, seed=99),
     }
     audio = {"ref": root / "ref.wav", "prompt": root / "prompt.wav"}
-    sf.write(audio["ref"], _signal(1, 1234, 16000), 16000, subtype="FLOAT")
-    sf.write(audio["prompt"], _signal(2, 1001, 16000), 16000, subtype="FLOAT")
+    sf.write(audio["ref"], voice_like_signal(1, 1234, 16000), 16000, subtype="FLOAT")
+    sf.write(audio["prompt"], voice_like_signal(2, 1001, 16000), 16000, subtype="FLOAT")
     cases = CASES + BF16_CASES + V1_CASES
     spec = {"checkpoints": {k: str(v) for k, v in ckpts.items()}, "threads": 1,
             "cases": [{"name": c.name, "checkpoint": c.checkpoint, "kind": "generate", "seed": c.seed,
                        "streaming": c.streaming, "args": c.upstream_args(audio)} for c in cases]}
-    (root / "cases.json").write_text(json.dumps(spec), encoding="utf-8")
-    proc = subprocess.run([str(REPO / ".ref-envs/voxcpm/bin/python"), str(REPO / "tools/voxcpm/reference_v2.py"),
-                           str(root / "cases.json"), str(root / "out")], capture_output=True, text=True)
-    if proc.returncode:
-        print(proc.stderr[-3000:], file=sys.stderr)
+    if not run_upstream_cases(root, spec):
         return 1
     torch.set_num_threads(1)
     from audiocpp.engine.records import TaskRequest, VoiceReference

@@ -9,8 +9,6 @@ each storage) and bfloat16 compute. The tests assert the bounds, this prints the
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -20,6 +18,9 @@ import torch
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tools"))
+
+from voxcpm.upstream import run_upstream_cases  # noqa: E402
 
 from tests.voxcpm1.cases import (  # noqa: E402
     CASES,
@@ -38,11 +39,7 @@ def main(argv: list[str]) -> int:
     ckpts = write_checkpoints(root / "ckpt")
     audio = write_audio(root / "audio")
     spec = {"checkpoints": {k: str(v) for k, v in ckpts.items()}, "cases": reference_cases(audio), "threads": 1}
-    (root / "cases.json").write_text(json.dumps(spec), encoding="utf-8")
-    proc = subprocess.run([str(REPO / ".ref-envs/voxcpm/bin/python"), str(REPO / "tools/voxcpm/reference_v2.py"),
-                           str(root / "cases.json"), str(root / "out")], capture_output=True, text=True)
-    if proc.returncode:
-        print(proc.stderr[-3000:], file=sys.stderr)
+    if not run_upstream_cases(root, spec):
         return 1
     torch.set_num_threads(1)
     from audiocpp.families.voxcpm1 import plugin
