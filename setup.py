@@ -1,13 +1,15 @@
 """Maps the repository's top-level folders into the ``audiocpp`` namespace.
 
 ``engine/`` becomes ``audiocpp.engine``, ``families/`` becomes ``audiocpp.families`` and
-``model_specs/`` (JSON only) becomes ``audiocpp.model_specs``; every sub-package is found
-automatically so a new family folder needs no packaging change.
+``model_specs/`` (JSON only) becomes ``audiocpp.model_specs``; ``server/`` and ``batch/``
+(the HTTP server and batch jobs, layers over the public API that the engine never imports)
+become ``audiocpp.server`` and ``audiocpp.batch``. Every sub-package is found automatically so
+a new family folder needs no packaging change.
 """
 
 from setuptools import find_packages, setup
 
-ROOTS = ("engine", "families", "model_specs")
+ROOTS = ("engine", "families", "model_specs", "server", "batch")
 
 packages: list[str] = []
 package_dir: dict[str, str] = {}

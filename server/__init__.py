@@ -1,0 +1,1 @@
+"""audiocpp.server: the OpenAI-compatible speech server (`audiocpp serve`), over the public API."""
