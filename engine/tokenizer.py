@@ -14,6 +14,11 @@ Two BPE styles cover the families:
   GGUF adds ``token_type`` (CONTROL = added), bos/eos/unk ids and ``pre="default"``, and
   pads the token list to the model's vocab size with ``[PAD<i>]`` (UNUSED) tokens.
 
+Merges come in two encodings: ``"a b"`` strings (llama.cpp's form; omnivoice.cpp joins
+list-form merges into it) and ``["a", "b"]`` pairs, which is how ``tokenizers`` >= 0.20 saves
+``tokenizer.json`` and what VoxCPM.cpp's converter copies through verbatim (gguf-py then
+writes a GGUF array of string arrays). :func:`merge_pairs` reads both.
+
 ``gguf_tokenizer_metadata`` writes those keys the way the two converters do, so families
 can build test GGUFs in either layout; ``add_to_gguf_writer`` puts them in a gguf-py writer.
 """
@@ -125,6 +130,26 @@ def _strings(metadata: Mapping[str, Any], key: str) -> list[str]:
     return value
 
 
+def merge_pairs(metadata: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``tokenizer.ggml.merges`` as pairs; each entry is a ``"a b"`` string or a pair of
+    strings (a GGUF array of two-string arrays)."""
+    value = metadata.get(K_MERGES)
+    if value is None:
+        raise ModelError(f"the GGUF has no {K_MERGES}", hint="this GGUF carries no BPE tokenizer")
+    if not isinstance(value, list):
+        raise ModelError(f"the GGUF's {K_MERGES} is not an array")
+    pairs = []
+    for m in value:
+        if isinstance(m, str):
+            pairs.append(split_merge(m))
+        elif isinstance(m, (list, tuple)) and len(m) == 2 and all(isinstance(p, str) for p in m):
+            pairs.append((m[0], m[1]))
+        else:
+            raise ModelError(f"the GGUF's {K_MERGES} holds {m!r}, neither a \"a b\" string nor a pair of strings",
+                             hint="merges are an array of \"a b\" strings or of two-string arrays")
+    return pairs
+
+
 def split_merge(merge: str) -> tuple[str, str]:
     """``"a b"`` -> ``("a", "b")``, split at the first space after the first character
     (llama.cpp's rule, so a token starting with a space survives)."""
@@ -153,7 +178,7 @@ def tokenizer_from_gguf(metadata: Mapping[str, Any], style: str,
         raise ModelError(f"the GGUF tokenizer model is {model!r}; only BPE ('gpt2') tokenizers are supported",
                          hint="SentencePiece-unigram ('llama' with scores) GGUF tokenizers are not rebuilt here")
     tokens = _strings(metadata, K_TOKENS)
-    merge_pairs = [split_merge(m) for m in _strings(metadata, K_MERGES)]
+    pairs = merge_pairs(metadata)
     raw_types = metadata.get(K_TYPES)
     types = None if raw_types is None else [int(t) for t in raw_types]
     if types is not None and len(types) != len(tokens):
@@ -174,7 +199,7 @@ def tokenizer_from_gguf(metadata: Mapping[str, Any], style: str,
         missing = sorted((wanted or set()) - set(vocab))
         if missing:
             raise ModelError(f"special token(s) {', '.join(missing)} are not in the GGUF's token list")
-        produced = {a + b for a, b in merge_pairs}
+        produced = {a + b for a, b in pairs}
         for tok in sorted(vocab, key=vocab.__getitem__):
             base = len(tok) == 1 or tok in produced or (style == "llama_bpe" and _BYTE_TOKEN.match(tok))
             if not base or (wanted is not None and tok in wanted):
@@ -185,7 +210,7 @@ def tokenizer_from_gguf(metadata: Mapping[str, Any], style: str,
     if style == "llama_bpe" and unk_id is not None and 0 <= unk_id < len(tokens) and tokens[unk_id] in vocab:
         unk_token = tokens[unk_id]
     try:
-        tokenizer = Tokenizer(bpe_model(style, vocab, merge_pairs, unk_token))
+        tokenizer = Tokenizer(bpe_model(style, vocab, pairs, unk_token))
     except Exception as exc:
         raise ModelError(f"the GGUF tokenizer cannot be rebuilt: {exc}") from None
     (qwen2_pipeline if style == "qwen2" else llama_bpe_pipeline)(tokenizer)
@@ -235,7 +260,7 @@ def _special_names(folder: Path | None) -> dict[str, str]:
 
 
 def gguf_tokenizer_metadata(tokenizer: Tokenizer | str | Path, style: str, *,
-                            vocab_size: int | None = None) -> dict[str, Any]:
+                            vocab_size: int | None = None, merges: str = "strings") -> dict[str, Any]:
     """``tokenizer.ggml.*`` keys for ``tokenizer`` (a Tokenizer, a tokenizer.json or a folder),
     laid out as omnivoice.cpp (``qwen2``) or VoxCPM.cpp (``llama_bpe``) write them.
 
@@ -244,8 +269,14 @@ def gguf_tokenizer_metadata(tokenizer: Tokenizer | str | Path, style: str, *,
     added tokens, UNUSED for ``[PAD<i>]`` padding up to ``vocab_size``), and bos/eos/unk ids
     (from the folder's tokenizer_config.json / special_tokens_map.json, else ``<s>``,
     ``</s>``, ``<unk>``; 0 when absent, as VoxCPM.cpp writes).
+
+    ``merges``: ``"strings"`` (``"a b"``, what omnivoice.cpp always writes) or ``"pairs"``
+    (``["a", "b"]``, what VoxCPM.cpp copies through from a ``tokenizer.json`` that
+    ``tokenizers`` >= 0.20 saved).
     """
     _check_style(style)
+    if merges not in ("strings", "pairs"):
+        raise UsageError(f"unknown merge encoding {merges!r}", hint="use 'strings' or 'pairs'")
     folder = None
     if not isinstance(tokenizer, Tokenizer):
         path = tokenizer_json_path(tokenizer)
@@ -257,7 +288,11 @@ def gguf_tokenizer_metadata(tokenizer: Tokenizer | str | Path, style: str, *,
         raise ModelError(f"expected a BPE tokenizer, got {model.get('type')!r}")
     vocab: dict[str, int] = model.get("vocab", {})
     added = data.get("added_tokens", [])
-    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
+    raw_merges = model.get("merges", [])
+    if merges == "strings":
+        merge_list: list[Any] = [m if isinstance(m, str) else " ".join(m) for m in raw_merges]
+    else:
+        merge_list = [list(split_merge(m)) if isinstance(m, str) else list(m) for m in raw_merges]
     if style == "qwen2":
         size = max([*vocab.values(), *(a["id"] for a in added), -1]) + 1
         tokens = [""] * size
@@ -265,7 +300,7 @@ def gguf_tokenizer_metadata(tokenizer: Tokenizer | str | Path, style: str, *,
             tokens[i] = tok
         for a in added:
             tokens[a["id"]] = a["content"]
-        return {K_MODEL: "gpt2", K_TOKENS: tokens, K_MERGES: merges}
+        return {K_MODEL: "gpt2", K_TOKENS: tokens, K_MERGES: merge_list}
 
     full = tokenizer.get_vocab(with_added_tokens=True)
     by_id = {i: tok for tok, i in full.items()}
@@ -287,7 +322,7 @@ def gguf_tokenizer_metadata(tokenizer: Tokenizer | str | Path, style: str, *,
     for role, default in (("bos", "<s>"), ("eos", "</s>"), ("unk", "<unk>")):
         ids[role] = full.get(names.get(role, default), 0)
     return {
-        K_MODEL: "gpt2", K_PRE: "default", K_TOKENS: tokens, K_TYPES: types, K_MERGES: merges,
+        K_MODEL: "gpt2", K_PRE: "default", K_TOKENS: tokens, K_TYPES: types, K_MERGES: merge_list,
         K_BOS: ids["bos"], K_EOS: ids["eos"], K_UNK: ids["unk"],
     }
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import gguf
 import numpy as np
 import pytest
+from tokenizers import Tokenizer
+from tokenizers.models import BPE
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from audiocpp.engine.errors import ModelError, UsageError
@@ -17,6 +20,7 @@ from audiocpp.engine.tokenizer import (
     add_to_gguf_writer,
     gguf_tokenizer_metadata,
     load_tokenizer,
+    merge_pairs,
     split_merge,
     tokenizer_from_gguf,
 )
@@ -39,6 +43,10 @@ STYLES = ("qwen2", "llama_bpe")
 def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tok")
     return {"qwen2": build_qwen2(root / "qwen2"), "llama_bpe": build_llama(root / "llama", vocab_size=700)}
+
+
+def load_tokenizer_json(folder: Path) -> dict:
+    return json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
 
 
 def reference(folder: Path) -> PreTrainedTokenizerFast:
@@ -83,6 +91,41 @@ def test_gguf_round_trip_matches_transformers(style: str, folders: dict[str, Pat
         assert rebuilt.decode(want, skip_special_tokens=False) == ref.decode(want, skip_special_tokens=False)
         if style == "llama_bpe":  # qwen2 GGUFs carry no token types: which added tokens are special is lost
             assert rebuilt.decode(want, skip_special_tokens=True) == ref.decode(want, skip_special_tokens=True)
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_gguf_merges_as_strings_or_pairs(style: str, folders: dict[str, Path], tmp_path: Path) -> None:
+    """Issue #18: VoxCPM.cpp copies tokenizer.json's merges through; tokenizers >= 0.20 saves them
+    as ["a", "b"] pairs, which gguf-py writes as an array of string arrays. Both forms, written
+    to a real GGUF, give the file's ids."""
+    folder = folders[style]
+    assert isinstance(load_tokenizer_json(folder)["model"]["merges"][0], list)  # the saved form
+    ref = reference(folder)
+    size = load_tokenizer(folder).get_vocab_size(with_added_tokens=True)
+    read = {}
+    for form in ("strings", "pairs"):
+        meta = gguf_tokenizer_metadata(folder, style, merges=form, vocab_size=size)
+        read[form] = gguf_round_trip(meta, tmp_path / f"{form}.gguf")
+        merges = read[form]["tokenizer.ggml.merges"]
+        assert all(isinstance(m, str) for m in merges) if form == "strings" else \
+            all(isinstance(m, list) and len(m) == 2 for m in merges)
+        rebuilt = tokenizer_from_gguf(read[form], style)
+        for text in CORPUS:
+            assert ids(rebuilt, text) == ref.encode(text, add_special_tokens=False), (form, text)
+    assert merge_pairs(read["strings"]) == merge_pairs(read["pairs"])
+
+
+def test_merge_entries_must_be_strings_or_pairs() -> None:
+    assert merge_pairs({"tokenizer.ggml.merges": ["a b", ["a b", "c"]]}) == [("a", "b"), ("a b", "c")]
+    for bad in (["a", "b", "c"], ["a"], [1, 2], 3):
+        with pytest.raises(ModelError, match="neither"):
+            merge_pairs({"tokenizer.ggml.merges": [bad]})
+    with pytest.raises(ModelError, match="not two tokens"):
+        merge_pairs({"tokenizer.ggml.merges": ["ab"]})
+    with pytest.raises(ModelError, match="not an array"):
+        merge_pairs({"tokenizer.ggml.merges": "a b"})
+    with pytest.raises(UsageError, match="merge encoding"):
+        gguf_tokenizer_metadata(Tokenizer(BPE()), "qwen2", merges="tuples")
 
 
 def test_qwen2_round_trip_with_named_specials(folders: dict[str, Path], tmp_path: Path) -> None:
