@@ -13,9 +13,11 @@ without knowing which:
    ``positions`` ``[B, T]`` are the rotary positions (``cumsum(mask) - 1`` clamped at 0),
    ``mask`` ``[B, T]`` (long, 1 = real token) is the key padding mask. It fills the state at
    physical slots ``0..T-1`` and returns the :class:`SlowHidden` of the last position.
-4. ``step(embeds, positions, mask, cache_position)`` runs one column ``[B, 1, dim]`` at
-   physical slot ``cache_position``; ``positions`` is ``[B, 1]`` and ``mask`` ``[B, T+1]``
-   covers every slot written so far including this one.
+4. ``step(embeds, positions, valid)`` runs one column ``[B, 1, dim]`` at the next physical
+   slot (the backbone owns its write position: ``T`` after the prefill, then one more per
+   step); ``positions`` ``[B, 1]`` is its rotary position and ``valid`` ``[B, 1]`` (long, 1 =
+   real token) its padding-mask bit (upstream appends ``active_before``: 0 once a row has
+   finished). Static shapes: nothing grows from step to step.
 5. ``semantic_logits(hidden)`` scores the next semantic token. :attr:`head` says how to
    read them: ``"full_vocab"`` (tied logits over the whole vocabulary: the loop keeps the
    semantic range plus EOS, as ``ArkttsSemanticLogitsProcessor``) or ``"compact"``
@@ -64,8 +66,7 @@ class SlowAR(nn.Module):
     def prefill(self, embeds: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> SlowHidden:
         raise NotImplementedError
 
-    def step(self, embeds: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
-             cache_position: int) -> SlowHidden:
+    def step(self, embeds: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor) -> SlowHidden:
         raise NotImplementedError
 
     def semantic_logits(self, hidden: torch.Tensor, *, compact: bool = False) -> torch.Tensor:
