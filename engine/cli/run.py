@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import UsageError
 from ..records import TaskRequest, TaskResult, VoiceReference
@@ -74,6 +75,20 @@ def output_format(out: Path, fmt: str | None) -> str:
     return fmt
 
 
+def build_request(args: RunArgs, text: str, request_options: dict[str, Any]) -> TaskRequest:
+    """The request the flags describe; ``audiocpp batch`` builds each item's request with it too."""
+    return TaskRequest(
+        text=text,
+        voice=VoiceReference(path=args.voice_ref) if args.voice_ref is not None else None,
+        reference_text=args.reference_text,
+        instruct=args.instruct,
+        language=args.language,
+        seed=args.seed,
+        voice_prompt=args.voice_prompt,
+        options=request_options,
+    )
+
+
 def run_request(args: RunArgs) -> None:
     from ..progress import Progress
     from ..registry import resolve_family
@@ -108,16 +123,7 @@ def run_request(args: RunArgs) -> None:
               file=sys.stderr)
     model = plugin.load(model_path, load_options)
     session = model.create_session(task, mode, session_options)
-    request = TaskRequest(
-        text=text,
-        voice=VoiceReference(path=args.voice_ref) if args.voice_ref is not None else None,
-        reference_text=args.reference_text,
-        instruct=args.instruct,
-        language=args.language,
-        seed=args.seed,
-        voice_prompt=args.voice_prompt,
-        options=request_options,
-    )
+    request = build_request(args, text, request_options)
     from ..audio.io import write_audio
 
     progress = Progress(enabled=args.progress)
