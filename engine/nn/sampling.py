@@ -3,6 +3,10 @@
 Drawing with ``torch.rand(shape, generator=g)`` consumes the same MT19937 stream as
 upstream's ``torch.rand_like`` on the global generator seeded with the same seed, as long
 as the draws happen in the same order and shapes.
+
+- ``gumbel_noise_like`` / ``keep_top_k``: OmniVoice's forms.
+- ``legacy_top_k_top_p`` / ``exponential_race``: fish-speech / Audio8's candidate filter and
+  sampler (``argmax(p / -log u)``, one uniform per vocabulary entry).
 """
 
 from __future__ import annotations
@@ -26,3 +30,27 @@ def keep_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
     out = torch.full_like(logits, float("-inf"))
     out.scatter_(-1, indices, values)
     return out
+
+
+def legacy_top_k_top_p(scores: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+    """fish-speech / Audio8's candidate filter, in their order: sort descending, take the
+    cumulative softmax of the sorted scores, drop ranks where ``cum > top_p`` or
+    ``rank >= top_k`` (rank 0 always kept), -inf where dropped. ``scores`` is ``[B, V]``."""
+    sorted_scores, sorted_indices = torch.sort(scores, descending=True, dim=-1)
+    cumulative = torch.cumsum(torch.softmax(sorted_scores, dim=-1), dim=-1)
+    positions = torch.arange(sorted_scores.shape[-1], device=scores.device)
+    threshold = torch.tensor(top_p, dtype=cumulative.dtype, device=cumulative.device)
+    remove_sorted = (cumulative > threshold) | (positions >= top_k)
+    remove_sorted[..., 0] = False
+    remove = torch.zeros_like(remove_sorted).scatter(1, sorted_indices, remove_sorted)
+    return scores.masked_fill(remove, float("-inf"))
+
+
+def exponential_race(scores: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """Sample one index per row of ``scores`` ``[B, V]``: ``argmax(softmax(scores) / -log u)``
+    with ``u ~ U[0, 1)`` of the same shape drawn from ``generator`` (the exponential race, a
+    categorical draw; Audio8's ``_sample``)."""
+    probabilities = torch.softmax(scores, dim=-1)
+    random = torch.rand(probabilities.shape, dtype=probabilities.dtype, device=probabilities.device,
+                        generator=generator)
+    return torch.argmax(probabilities / -torch.log(random), dim=-1)
