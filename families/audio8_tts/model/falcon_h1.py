@@ -14,9 +14,14 @@ token ``semantic_begin_id + i``, index 4096 is EOS) and the fast AR. Every muP m
 config is honoured; ``lm_head_multiplier`` is not used by the wrapper (it has its own head).
 
 Caches are static: a :class:`~audiocpp.engine.nn.mamba2.Mamba2Cache` for the conv and SSM
-states and a :class:`~audiocpp.engine.nn.kv_cache.StaticKVCache` for attention. A prompt runs
-through :meth:`FalconH1Backbone.prefill` (chunked SSD scan, causal attention); every later token
-through :meth:`FalconH1Backbone.step` (recurrent state update, attention over the filled prefix).
+states (float32) and a :class:`~audiocpp.engine.nn.kv_cache.StaticKVCache` for attention, both
+allocated once per generation by :meth:`FalconH1SlowAR.setup`. A prompt runs through the
+chunked SSD scan and causal attention; every later token through the recurrent state update and
+attention over the filled prefix of the KV buffer.
+
+Left-padded batches follow ``FalconH1Model`` given ``attention_mask``: with more than one row the
+Mamba2 input and its conv output are zeroed at padded positions during the prompt (not in the
+one-token steps), and a query attends to the causal keys whose padding bit equals its own.
 """
 
 from __future__ import annotations
@@ -29,11 +34,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from audiocpp.engine.errors import ModelError
+from audiocpp.engine.nn.attention import sdpa
 from audiocpp.engine.nn.kv_cache import StaticKVCache
 from audiocpp.engine.nn.mamba2 import Mamba2Cache, Mamba2Mixer
 from audiocpp.engine.nn.mlp import SwiGLU
 from audiocpp.engine.nn.norm import RMSNorm
 from audiocpp.engine.nn.rope import apply_rotary, rope_inv_freq
+
+from .slow_ar import SlowAR, SlowHidden
 
 Rope = tuple[torch.Tensor, torch.Tensor]
 
@@ -79,8 +88,16 @@ class FalconH1Config:
     @classmethod
     def from_dict(cls, cfg: Mapping[str, Any]) -> FalconH1Config:
         """Read an arktts config dict; keys absent take the 0.1B wrapper's defaults."""
+        try:
+            return cls._from_dict(cfg)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelError(f"config.json: bad Falcon-H1 slow-AR settings ({exc})",
+                             hint="the config.json does not describe an Audio8 TTS 0.1B model") from None
+
+    @classmethod
+    def _from_dict(cls, cfg: Mapping[str, Any]) -> FalconH1Config:
         if cfg.get("hidden_act", "silu") != "silu":
-            raise ValueError(f"falcon_h1 slow AR supports hidden_act 'silu', not {cfg['hidden_act']!r}")
+            raise ValueError(f"hidden_act must be 'silu', not {cfg['hidden_act']!r}")
         d_ssm = cfg.get("mamba_d_ssm")
         if d_ssm is None:
             d_ssm = int(cfg.get("mamba_expand", 2) * cfg["dim"])
@@ -101,13 +118,45 @@ class FalconH1Config:
         config = cls(**kwargs)
         if len(config.ssm_multipliers) != 5 or len(config.mlp_multipliers) != 2:
             raise ValueError("ssm_multipliers needs 5 values and mlp_multipliers 2")
+        if config.mamba_n_heads * config.mamba_d_head != config.mamba_d_ssm:
+            raise ValueError(f"mamba_n_heads x mamba_d_head != mamba_d_ssm {config.mamba_d_ssm}")
+        if config.mamba_n_heads % config.mamba_n_groups or config.n_head % config.n_local_heads:
+            raise ValueError("heads must be a multiple of groups / KV heads")
         return config
+
+
+class FalconH1Cache:
+    """One generation's slow-AR state: SSM/conv states, K/V, key padding bits, write position."""
+
+    def __init__(self, cfg: FalconH1Config, max_length: int, *, batch_size: int = 1,
+                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> None:
+        conv_dim = cfg.mamba_d_ssm + 2 * cfg.mamba_n_groups * cfg.mamba_d_state
+        self.mamba = Mamba2Cache(cfg.n_layer, batch_size, conv_dim, cfg.mamba_d_conv, cfg.mamba_n_heads,
+                                 cfg.mamba_d_head, cfg.mamba_d_state, device=device)
+        self.kv = StaticKVCache(cfg.n_layer, cfg.n_local_heads, cfg.head_dim, max_length,
+                                batch_size=batch_size, dtype=dtype, device=device)
+        self.key_mask = torch.ones(batch_size, max_length, dtype=torch.bool, device=device)
+        self.batch_size = batch_size
+        self.length = 0
+        #: Whether attention needs the padding mask (a batch, or a padded prompt).
+        self.masked = batch_size > 1
+
+    @property
+    def max_length(self) -> int:
+        return self.kv.max_length
+
+    def reset(self) -> None:
+        self.mamba.reset()
+        self.kv.reset()
+        self.key_mask.fill_(True)
+        self.length = 0
+        self.masked = self.batch_size > 1
 
 
 class FalconH1Attention(nn.Module):
     def __init__(self, cfg: FalconH1Config) -> None:
         super().__init__()
-        self.num_heads, self.num_kv_heads, self.head_dim = cfg.n_head, cfg.n_local_heads, cfg.head_dim
+        self.head_dim = cfg.head_dim
         bias = cfg.attention_bias
         self.q_proj = nn.Linear(cfg.dim, cfg.n_head * cfg.head_dim, bias=bias)
         self.k_proj = nn.Linear(cfg.dim, cfg.n_local_heads * cfg.head_dim, bias=bias)
@@ -126,27 +175,28 @@ class FalconH1Attention(nn.Module):
         cos, sin = rope
         return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v
 
-    def _out(self, attn: torch.Tensor) -> torch.Tensor:
-        b, _, t, _ = attn.shape
-        return self.o_proj(attn.transpose(1, 2).reshape(b, t, -1))
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                causal: bool) -> torch.Tensor:
+        if mask is None:  # transformers' sdpa path without a mask: is_causal, grouped heads
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=self.scale, enable_gqa=True)
+            return self.o_proj(out.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1))
+        return self.o_proj(sdpa(q, k, v, mask, scale=self.scale))  # with a mask: K/V heads repeated
 
-    def forward(self, x: torch.Tensor, rope: Rope, cache: StaticKVCache | None, layer: int) -> torch.Tensor:
-        """Causal attention over the whole prompt (positions from 0); stores K/V in ``cache``."""
+    def forward(self, x: torch.Tensor, rope: Rope, cache: FalconH1Cache | None, layer: int,
+                mask: torch.Tensor | None) -> torch.Tensor:
+        """The prompt (positions from slot 0); ``mask`` (B, 1, T, T) bool or None (plain causal)."""
         q, k, v = self._qkv(x, rope)
         if cache is not None:
-            cache.write(layer, 0, k, v)
-        attn = F.scaled_dot_product_attention(q, k, v, is_causal=q.shape[2] > 1, scale=self.scale,
-                                              enable_gqa=True)
-        return self._out(attn)
+            cache.kv.write(layer, 0, k, v)
+        return self._attend(q, k, v, mask, causal=q.shape[2] > 1)
 
-    def step(self, x: torch.Tensor, rope: Rope, cache: StaticKVCache, layer: int, pos: int) -> torch.Tensor:
-        """One new position ``pos`` against the cached prefix."""
+    def step(self, x: torch.Tensor, rope: Rope, cache: FalconH1Cache, layer: int, pos: int,
+             mask: torch.Tensor | None) -> torch.Tensor:
+        """One new column at slot ``pos`` against the filled prefix ``0..pos``."""
         q, k, v = self._qkv(x, rope)
-        cache.write(layer, pos, k, v)
-        keys, values = cache.layer(layer)
-        attn = F.scaled_dot_product_attention(q, keys[:, :, : pos + 1], values[:, :, : pos + 1],
-                                              scale=self.scale, enable_gqa=True)
-        return self._out(attn)
+        cache.kv.write(layer, pos, k, v)
+        keys, values = cache.kv.layer(layer)
+        return self._attend(q, keys[:, :, : pos + 1], values[:, :, : pos + 1], mask, causal=False)
 
 
 class FalconH1MLP(SwiGLU):
@@ -161,6 +211,10 @@ class FalconH1MLP(SwiGLU):
             return super().forward(x)
         y = self.up_proj(x) * F.silu(self.gate_proj(x) * self.gate_multiplier)
         return self.down_proj(y) * self.down_multiplier
+
+
+def _scale(x: torch.Tensor, m: float) -> torch.Tensor:
+    return x if m == 1.0 else x * m
 
 
 class FalconH1Layer(nn.Module):
@@ -180,51 +234,27 @@ class FalconH1Layer(nn.Module):
         self.ssm_in, self.ssm_out = cfg.ssm_in_multiplier, cfg.ssm_out_multiplier
         self.attn_in, self.attn_out = cfg.attention_in_multiplier, cfg.attention_out_multiplier
 
-    @staticmethod
-    def _scale(x: torch.Tensor, m: float) -> torch.Tensor:
-        return x if m == 1.0 else x * m
-
     def _mix(self, x: torch.Tensor, mamba: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
-        h = x + (self._scale(mamba, self.ssm_out) + self._scale(attn, self.attn_out))
+        h = x + (_scale(mamba, self.ssm_out) + _scale(attn, self.attn_out))
         return h + self.feed_forward(self.pre_ff_layernorm(h))
 
-    def forward(self, x: torch.Tensor, rope: Rope, cache: FalconH1Cache | None, i: int) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope: Rope, cache: FalconH1Cache | None, i: int,
+                attn_mask: torch.Tensor | None, pad_mask: torch.Tensor | None) -> torch.Tensor:
         h = self.input_layernorm(x)
-        mamba = self.mamba(self._scale(h, self.ssm_in), None if cache is None else cache.mamba, i)
-        attn = self.self_attn(self._scale(h, self.attn_in), rope, None if cache is None else cache.kv, i)
+        mamba = self.mamba(_scale(h, self.ssm_in), None if cache is None else cache.mamba, i, pad_mask=pad_mask)
+        attn = self.self_attn(_scale(h, self.attn_in), rope, cache, i, attn_mask)
         return self._mix(x, mamba, attn)
 
-    def step(self, x: torch.Tensor, rope: Rope, cache: FalconH1Cache, i: int, pos: int) -> torch.Tensor:
+    def step(self, x: torch.Tensor, rope: Rope, cache: FalconH1Cache, i: int, pos: int,
+             attn_mask: torch.Tensor | None) -> torch.Tensor:
         h = self.input_layernorm(x)
-        mamba = self.mamba.step(self._scale(h, self.ssm_in), cache.mamba, i)
-        attn = self.self_attn.step(self._scale(h, self.attn_in), rope, cache.kv, i, pos)
+        mamba = self.mamba.step(_scale(h, self.ssm_in), cache.mamba, i)
+        attn = self.self_attn.step(_scale(h, self.attn_in), rope, cache, i, pos, attn_mask)
         return self._mix(x, mamba, attn)
-
-
-class FalconH1Cache:
-    """Everything one request's slow AR carries between steps: SSM/conv states, K/V, length."""
-
-    def __init__(self, cfg: FalconH1Config, max_length: int, *, batch_size: int = 1,
-                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> None:
-        conv_dim = cfg.mamba_d_ssm + 2 * cfg.mamba_n_groups * cfg.mamba_d_state
-        self.mamba = Mamba2Cache(cfg.n_layer, batch_size, conv_dim, cfg.mamba_d_conv, cfg.mamba_n_heads,
-                                 cfg.mamba_d_head, cfg.mamba_d_state, device=device)
-        self.kv = StaticKVCache(cfg.n_layer, cfg.n_local_heads, cfg.head_dim, max_length,
-                                batch_size=batch_size, dtype=dtype, device=device)
-        self.length = 0
-
-    @property
-    def max_length(self) -> int:
-        return self.kv.max_length
-
-    def reset(self) -> None:
-        self.mamba.reset()
-        self.kv.reset()
-        self.length = 0
 
 
 class FalconH1Backbone(nn.Module):
-    """``FalconH1Model`` entered at ``inputs_embeds``: layers, ``final_layernorm``, RoPE table."""
+    """``FalconH1Model`` entered at ``inputs_embeds`` (already scaled): layers, ``final_layernorm``."""
 
     def __init__(self, cfg: FalconH1Config) -> None:
         super().__init__()
@@ -232,77 +262,137 @@ class FalconH1Backbone(nn.Module):
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.dim)
         self.layers = nn.ModuleList(FalconH1Layer(cfg) for _ in range(cfg.n_layer))
         self.final_layernorm = RMSNorm(cfg.dim, eps=cfg.norm_eps)
-        freqs = torch.outer(torch.arange(cfg.max_seq_len, dtype=torch.float32), rope_inv_freq(cfg.head_dim, cfg.rope_base))
+        positions = torch.arange(cfg.max_seq_len, dtype=torch.float32)
+        freqs = torch.outer(positions, rope_inv_freq(cfg.head_dim, cfg.rope_base))
         emb = torch.cat((freqs, freqs), dim=-1)
         self.register_buffer("rope_cos", emb.cos(), persistent=False)
         self.register_buffer("rope_sin", emb.sin(), persistent=False)
 
     def keep_fp32(self) -> None:
-        """After a cast to a reduced compute dtype: SSM parameters and the conv back to float32."""
+        """After a cast to a reduced compute dtype: SSM parameters, the conv and RoPE back to float32."""
         for layer in self.layers:
             layer.mamba.keep_fp32()
-        self.rope_cos.data = self.rope_cos.float()
-        self.rope_sin.data = self.rope_sin.float()
+        self.rope_cos.data = self.rope_cos.data.float()
+        self.rope_sin.data = self.rope_sin.data.float()
 
     def new_cache(self, max_length: int, *, batch_size: int = 1) -> FalconH1Cache:
         if max_length > self.config.max_seq_len:
-            raise ValueError(f"cache of {max_length} positions is past max_seq_len {self.config.max_seq_len}")
+            raise ModelError(f"a generation of {max_length} positions is past max_seq_len {self.config.max_seq_len}",
+                             hint="use a shorter text or reference, or fewer max_new_tokens")
         w = self.final_layernorm.weight
         return FalconH1Cache(self.config, max_length, batch_size=batch_size, dtype=w.dtype, device=w.device)
 
-    def _rope(self, start: int, length: int, dtype: torch.dtype) -> Rope:
-        return self.rope_cos[start : start + length].to(dtype), self.rope_sin[start : start + length].to(dtype)
+    def _rope(self, positions: torch.Tensor | None, start: int, length: int, dtype: torch.dtype) -> Rope:
+        if positions is None:
+            return self.rope_cos[start : start + length].to(dtype), self.rope_sin[start : start + length].to(dtype)
+        return self.rope_cos[positions][:, None].to(dtype), self.rope_sin[positions][:, None].to(dtype)
 
-    def _scaled(self, embeds: torch.Tensor) -> torch.Tensor:
-        m = self.config.embedding_multiplier
-        return embeds if m == 1.0 else embeds * m
+    def prefill(self, h: torch.Tensor, cache: FalconH1Cache | None = None, positions: torch.Tensor | None = None,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The prompt ``h`` (B, T, dim) at slots 0..T-1 -> last_hidden_state (B, T, dim).
 
-    def prefill(self, embeds: torch.Tensor, cache: FalconH1Cache | None = None) -> torch.Tensor:
-        """The prompt (B, T, dim), unscaled embedding sums, from position 0 -> last_hidden_state."""
-        t = embeds.shape[1]
+        ``positions`` (B, T) are rotary positions (default ``0..T-1``); ``mask`` (B, T) the key
+        padding bits (default all real).
+        """
+        b, t, _ = h.shape
         if cache is not None:
             if t > cache.max_length:
-                raise RuntimeError(f"prompt of {t} positions is past the cache capacity {cache.max_length}")
+                raise ModelError(f"a prompt of {t} positions is past the slow-AR cache ({cache.max_length})")
             cache.reset()
-        h = self._scaled(embeds)
-        rope = self._rope(0, t, h.dtype)
+        keys = None if mask is None else mask.to(torch.bool)
+        # One host sync per prompt: a single unpadded row takes the plain causal kernel.
+        masked = keys is not None and (b > 1 or not bool(keys.all()))
+        attn_mask = pad_mask = None
+        if masked:
+            assert keys is not None
+            causal = torch.ones(t, t, dtype=torch.bool, device=h.device).tril()
+            attn_mask = (causal[None] & (keys[:, None, :] == keys[:, :, None]))[:, None]
+            pad_mask = keys if b > 1 else None  # transformers masks the Mamba2 input of batches only
+        if cache is not None:
+            cache.masked = cache.masked or masked
+            if keys is not None:
+                cache.key_mask[:, :t] = keys
+        rope = self._rope(positions, 0, t, h.dtype)
         for i, layer in enumerate(self.layers):
-            h = layer(h, rope, cache, i)
+            h = layer(h, rope, cache, i, attn_mask, pad_mask)
         if cache is not None:
             cache.length = t
         return self.final_layernorm(h)
 
-    def step(self, embeds: torch.Tensor, cache: FalconH1Cache) -> torch.Tensor:
-        """One new position (B, 1, dim) at ``cache.length`` -> its last_hidden_state."""
+    def step(self, h: torch.Tensor, cache: FalconH1Cache, positions: torch.Tensor | None = None,
+             valid: torch.Tensor | None = None) -> torch.Tensor:
+        """One column ``h`` (B, 1, dim) at slot ``cache.length`` -> its last_hidden_state.
+
+        ``positions`` (B, 1): rotary position (default the slot); ``valid`` (B, 1): its padding bit.
+        """
         pos = cache.length
         if pos >= cache.max_length:
-            raise RuntimeError(f"slow AR cache is full ({cache.max_length} positions)")
-        h = self._scaled(embeds)
-        rope = self._rope(pos, 1, h.dtype)
+            raise ModelError(f"the slow-AR cache is full ({cache.max_length} positions)",
+                             hint="lower max_new_tokens")
+        attn_mask = None
+        if cache.masked:
+            bit = torch.ones_like(cache.key_mask[:, :1]) if valid is None else valid.to(torch.bool)
+            cache.key_mask[:, pos : pos + 1] = bit
+            attn_mask = (cache.key_mask[:, : pos + 1] == bit)[:, None, None, :]
+        rope = self._rope(positions, pos, 1, h.dtype)
         for i, layer in enumerate(self.layers):
-            h = layer.step(h, rope, cache, i, pos)
+            h = layer.step(h, rope, cache, i, pos, attn_mask)
         cache.length = pos + 1
         return self.final_layernorm(h)
 
 
-class FalconH1SlowAR(nn.Module):
-    """Backbone (``slow``) plus the compact semantic head (``semantic_output``, codebook_size + 1 rows)."""
+class FalconH1SlowAR(SlowAR):
+    """The 0.1B slow AR behind :class:`~.slow_ar.SlowAR`: ``codebook_embeddings``, ``slow`` (the
+    Falcon-H1 backbone) and ``semantic_output`` (``num_semantic + 1`` compact scores)."""
 
-    def __init__(self, cfg: FalconH1Config) -> None:
+    head = "compact"
+
+    def __init__(self, config: Any) -> None:
         super().__init__()
-        self.config = cfg
-        self.slow = FalconH1Backbone(cfg)
-        self.semantic_output = nn.Linear(cfg.dim, cfg.codebook_size + 1, bias=False)
+        self.config = config
+        self.falcon = FalconH1Config.from_dict(config.raw or {
+            k: getattr(config, k) for k in ("vocab_size", "dim", "n_layer", "n_head", "n_local_heads", "head_dim",
+                                            "intermediate_size", "max_seq_len", "rope_base", "norm_eps")})
+        self.dim = config.dim
+        self.codebook_embeddings = nn.Embedding(config.codebook_size * config.num_codebooks, config.dim)
+        self.slow = FalconH1Backbone(self.falcon)
+        self.semantic_output = nn.Linear(config.dim, config.num_semantic + 1, bias=False)
+        offsets = torch.arange(config.num_codebooks)[:, None] * config.codebook_size
+        self.register_buffer("codebook_offsets", offsets, persistent=False)
+        self.cache: FalconH1Cache | None = None
 
-    @property
-    def text_embeddings(self) -> nn.Embedding:
-        return self.slow.embed_tokens
+    def _apply(self, fn, recurse: bool = True):  # noqa: ANN001 - torch's signature
+        # Any dtype cast (.to / .bfloat16 / .half) leaves the Mamba2 parameters and RoPE in float32.
+        out = super()._apply(fn, recurse)
+        self.slow.keep_fp32()
+        return out
 
-    def prefill(self, embeds: torch.Tensor, cache: FalconH1Cache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(compact logits, last_hidden_state) for every prompt position."""
-        hidden = self.slow.prefill(embeds, cache)
-        return self.semantic_output(hidden), hidden
+    def setup(self, batch_size: int, max_length: int) -> None:
+        self.cache = self.slow.new_cache(max_length, batch_size=batch_size)
 
-    def step(self, embeds: torch.Tensor, cache: FalconH1Cache) -> tuple[torch.Tensor, torch.Tensor]:
-        hidden = self.slow.step(embeds, cache)
-        return self.semantic_output(hidden), hidden
+    def release(self) -> None:
+        self.cache = None
+
+    def embed(self, rows: torch.Tensor) -> torch.Tensor:
+        """(text embedding + codebook sum where row 0 is semantic) x ``embedding_multiplier``."""
+        cfg = self.config
+        codebook_sum = self.codebook_embeddings(rows[:, 1:] + self.codebook_offsets).sum(dim=1)
+        semantic = (rows[:, 0] >= cfg.semantic_begin_id) & (rows[:, 0] <= cfg.semantic_end_id)
+        codebook_sum = torch.where(semantic.unsqueeze(-1), codebook_sum, 0.0)
+        return _scale(self.slow.embed_tokens(rows[:, 0]) + codebook_sum, self.falcon.embedding_multiplier)
+
+    def _need_cache(self) -> FalconH1Cache:
+        if self.cache is None:
+            raise RuntimeError("FalconH1SlowAR.setup() must run before prefill/step")
+        return self.cache
+
+    def prefill(self, embeds: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> SlowHidden:
+        hidden = self.slow.prefill(embeds, self._need_cache(), positions, mask)[:, -1]
+        return SlowHidden(hidden, hidden)
+
+    def step(self, embeds: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor) -> SlowHidden:
+        hidden = self.slow.step(embeds, self._need_cache(), positions, valid)[:, -1]
+        return SlowHidden(hidden, hidden)
+
+    def semantic_logits(self, hidden: torch.Tensor, *, compact: bool = False) -> torch.Tensor:
+        return self.semantic_output(hidden)

@@ -1,0 +1,228 @@
+"""The Audio8 TTS 0.1B slow AR as its HF wrapper runs it: ``transformers.FalconH1Model`` + compact head.
+
+Runs inside ``.ref-envs/audio8`` (transformers 4.57.x, tools/reference_envs/audio8.sh), never in
+the project venv:
+
+    .ref-envs/audio8/bin/python tools/audio8_tts/reference_falcon.py CASES.json OUT_DIR
+
+The 0.1B ``modeling_arktts.py`` is HF remote code only; :class:`FalconSlowReference` rebuilds its
+slow side from ``shared/reference/audio8_tts.md`` section 5 and the ports that replicate it
+(upstream's SGLang ``sglang_model_hybrid.py``, mlx-audio, vLLM-Omni):
+
+* ``slow = FalconH1Model(_build_falcon_config(config))`` with every Falcon field passed through;
+* the embedding is upstream's ``_embed`` with ``slow.embed_tokens`` as the text table (text
+  embedding plus the codebook-offset sum, zeroed outside the semantic range), multiplied by
+  ``embedding_multiplier`` as a whole and passed as ``inputs_embeds``;
+* ``last_hidden_state`` (after ``final_layernorm``) feeds ``semantic_output`` (4097 compact
+  logits) and the fast AR;
+* prefill passes ``attention_mask``, ``position_ids``, ``cache_position`` and a fresh
+  ``FalconHybridMambaAttentionDynamicCache``; each later token one column with the cache
+  (recurrent Mamba2 update, cached attention).
+
+``CASES.json``: ``{"checkpoints": {name: dir}, "cases": [...]}``; each checkpoint dir holds
+``config.json`` (arktts keys) and ``model.safetensors`` (``slow.*``, ``semantic_output.weight``,
+``codebook_embeddings.weight``), loaded strictly. Case kinds:
+
+* ``slow``: ``ids`` [11, T] (batch 1) and ``prefill`` P: the full-sequence forward (no cache)
+  gives ``full_logits``/``full_hidden`` for every position; prefill of the first P positions
+  then token-by-token decode of the rest gives ``step_logits``/``step_hidden``.
+* ``mixer``: layer 0's ``FalconH1Mixer.torch_forward`` alone on ``x`` [1, T, dim]: ``full``
+  (no cache), then prefill P + one-token steps (``steps``).
+* ``batch``: a left-padded prompt ``ids`` [B, 11, T] with ``mask`` [B, T], then ``columns``
+  [steps][B, 11] with their ``valid`` bits, as upstream's ``generate`` feeds them: the logits
+  and hidden states of the last position after the prefill and after each step.
+
+Each case writes ``OUT_DIR/<name>.npz``; the last stdout line is a JSON summary (tensor counts
+loaded per checkpoint, the attention implementation in use).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+warnings.filterwarnings("ignore")
+
+# Defaults of the arktts config fields the 0.1B wrapper passes to FalconH1Config (mlx-audio's
+# ModelConfig, which mirrors the reference config's names).
+FALCON_DEFAULTS: dict[str, Any] = {
+    "hidden_act": "silu", "attention_bias": False, "attention_dropout": 0.0, "attention_in_multiplier": 1.0,
+    "attention_out_multiplier": 1.0, "key_multiplier": 1.0, "embedding_multiplier": 1.0,
+    "lm_head_multiplier": 1.0, "expansion_factor": 2.0, "mlp_bias": False, "mlp_multipliers": [1.0, 1.0],
+    "projectors_bias": False, "ssm_in_multiplier": 1.0, "ssm_multipliers": [1.0] * 5, "ssm_out_multiplier": 1.0,
+    "mamba_chunk_size": 128, "mamba_conv_bias": True, "mamba_d_conv": 4, "mamba_d_head": 32, "mamba_d_ssm": 768,
+    "mamba_d_state": 64, "mamba_expand": 2, "mamba_n_groups": 1, "mamba_n_heads": 24,
+    "mamba_norm_before_gate": False, "mamba_proj_bias": False, "mamba_rms_norm": False, "mamba_use_mlp": True,
+    "initializer_range": 0.02, "tie_word_embeddings": False, "max_seq_len": 2048, "norm_eps": 1e-5,
+}
+
+
+def build_falcon_config(cfg: dict[str, Any]):
+    """``ArkttsModel._build_falcon_config`` of the 0.1B remote code (as SGLang's adapter mirrors it)."""
+    from transformers import FalconH1Config
+
+    c = SimpleNamespace(**{**FALCON_DEFAULTS, **cfg})
+    return FalconH1Config(
+        vocab_size=c.vocab_size, hidden_size=c.dim, intermediate_size=c.intermediate_size,
+        num_hidden_layers=c.n_layer, num_attention_heads=c.n_head, num_key_value_heads=c.n_local_heads,
+        head_dim=c.head_dim, hidden_act=c.hidden_act, rms_norm_eps=c.norm_eps, rope_theta=c.rope_base,
+        max_position_embeddings=c.max_seq_len, attention_bias=c.attention_bias,
+        attention_dropout=c.attention_dropout, attention_in_multiplier=c.attention_in_multiplier,
+        attention_out_multiplier=c.attention_out_multiplier, key_multiplier=c.key_multiplier,
+        embedding_multiplier=c.embedding_multiplier, lm_head_multiplier=c.lm_head_multiplier,
+        expansion_factor=c.expansion_factor, mlp_bias=c.mlp_bias, mlp_multipliers=list(c.mlp_multipliers),
+        mamba_chunk_size=c.mamba_chunk_size, mamba_conv_bias=c.mamba_conv_bias, mamba_d_conv=c.mamba_d_conv,
+        mamba_d_head=c.mamba_d_head, mamba_d_ssm=c.mamba_d_ssm, mamba_d_state=c.mamba_d_state,
+        mamba_expand=c.mamba_expand, mamba_n_groups=c.mamba_n_groups, mamba_n_heads=c.mamba_n_heads,
+        mamba_norm_before_gate=c.mamba_norm_before_gate, mamba_proj_bias=c.mamba_proj_bias,
+        mamba_rms_norm=c.mamba_rms_norm, mamba_use_mlp=c.mamba_use_mlp, projectors_bias=c.projectors_bias,
+        ssm_in_multiplier=c.ssm_in_multiplier, ssm_multipliers=list(c.ssm_multipliers),
+        ssm_out_multiplier=c.ssm_out_multiplier, initializer_range=c.initializer_range, use_cache=True,
+        tie_word_embeddings=c.tie_word_embeddings, pad_token_id=c.pad_token_id, eos_token_id=c.eos_token_id,
+    )
+
+
+class FalconSlowReference(nn.Module):
+    """The 0.1B wrapper's slow side: embedding sum, ``FalconH1Model``, compact head."""
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        super().__init__()
+        from transformers import FalconH1Model
+
+        self.cfg = {**FALCON_DEFAULTS, **cfg}
+        self.falcon_config = build_falcon_config(cfg)
+        self.slow = FalconH1Model(self.falcon_config)
+        self.codebook_embeddings = nn.Embedding(cfg["codebook_size"] * cfg["num_codebooks"], cfg["dim"])
+        self.semantic_output = nn.Linear(cfg["dim"], cfg["codebook_size"] + 1, bias=False)
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Upstream ``_embed`` with the Falcon text table; unscaled."""
+        cfg = self.cfg
+        parts = [self.codebook_embeddings(input_ids[:, i + 1] + i * cfg["codebook_size"])
+                 for i in range(cfg["num_codebooks"])]
+        codebook_sum = torch.stack(parts, dim=1).sum(dim=1)
+        semantic = (input_ids[:, 0] >= cfg["semantic_begin_id"]) & (input_ids[:, 0] <= cfg["semantic_end_id"])
+        codebook_sum = torch.where(semantic.unsqueeze(-1), codebook_sum, 0.0)
+        return self.slow.embed_tokens(input_ids[:, 0]) + codebook_sum
+
+    def new_cache(self, batch_size: int = 1):
+        from transformers.models.falcon_h1.modeling_falcon_h1 import FalconHybridMambaAttentionDynamicCache
+
+        w = self.slow.embed_tokens.weight
+        return FalconHybridMambaAttentionDynamicCache(
+            self.falcon_config, batch_size, w.dtype,
+            devices=[layer.mamba.conv1d.weight.device for layer in self.slow.layers])
+
+    def slow_forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
+                     cache=None, cache_position: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(compact logits, last_hidden_state) for every position of ``input_ids`` [B, 11, T]."""
+        embeds = self.embed(input_ids) * self.slow.embedding_multiplier
+        out = self.slow(inputs_embeds=embeds, attention_mask=attention_mask, position_ids=position_ids,
+                        past_key_values=cache, use_cache=cache is not None, cache_position=cache_position)
+        hidden = out.last_hidden_state
+        return self.semantic_output(hidden), hidden
+
+
+def load_reference(ckpt: Path) -> tuple[FalconSlowReference, int]:
+    from safetensors.torch import load_file
+
+    cfg = json.loads((ckpt / "config.json").read_text(encoding="utf-8"))
+    model = FalconSlowReference(cfg).eval()
+    state = load_file(str(ckpt / "model.safetensors"))
+    wanted = {k: v for k, v in state.items() if k.startswith(("slow.", "semantic_output.", "codebook_embeddings."))}
+    model.load_state_dict(wanted, strict=True)
+    return model, len(wanted)
+
+
+def run_slow(model: FalconSlowReference, case: dict) -> dict[str, np.ndarray]:
+    ids = torch.tensor(case["ids"], dtype=torch.long)[None]
+    total, prefill = ids.shape[-1], int(case["prefill"])
+    with torch.inference_mode():
+        mask = torch.ones(1, total, dtype=torch.long)
+        full_logits, full_hidden = model.slow_forward(ids, mask, torch.arange(total)[None])
+        cache = model.new_cache()
+        positions = torch.arange(prefill)
+        logits, hidden = model.slow_forward(ids[..., :prefill], mask[:, :prefill], positions[None], cache, positions)
+        step_logits, step_hidden = [logits[0]], [hidden[0]]
+        for pos in range(prefill, total):
+            p = torch.tensor([pos])
+            logits, hidden = model.slow_forward(ids[..., pos : pos + 1], mask[:, : pos + 1], p[None], cache, p)
+            step_logits.append(logits[0])
+            step_hidden.append(hidden[0])
+    return {
+        "full_logits": full_logits[0].numpy(), "full_hidden": full_hidden[0].numpy(),
+        "step_logits": torch.cat(step_logits).numpy(), "step_hidden": torch.cat(step_hidden).numpy(),
+    }
+
+
+def run_mixer(model: FalconSlowReference, case: dict) -> dict[str, np.ndarray]:
+    mixer = model.slow.layers[0].mamba
+    x = torch.tensor(np.asarray(case["x"], dtype=np.float32))
+    total, prefill = x.shape[1], int(case["prefill"])
+    with torch.inference_mode():
+        full = mixer.torch_forward(x)
+        cache = model.new_cache()
+        outs = [mixer.torch_forward(x[:, :prefill], cache, torch.arange(prefill))]
+        cache.has_previous_state = True
+        for pos in range(prefill, total):
+            # With mamba_rms_norm the gated norm squeezes a one-token output to (B, dim).
+            outs.append(mixer.torch_forward(x[:, pos : pos + 1], cache, torch.tensor([pos])).reshape(1, 1, -1))
+    return {"full": full[0].numpy(), "steps": torch.cat(outs, dim=1)[0].numpy(),
+            "ssm_state": cache.ssm_states[0][0].numpy(), "conv_state": cache.conv_states[0][0].numpy()}
+
+
+def run_batch(model: FalconSlowReference, case: dict) -> dict[str, np.ndarray]:
+    """A left-padded batch as upstream's ``generate`` drives the slow AR: prefill with the
+    padding mask and ``cumsum(mask) - 1`` positions, then one column per step with its
+    ``active_before`` bit appended to the mask and position ``prompt_length + step``."""
+    ids = torch.tensor(case["ids"], dtype=torch.long)
+    mask = torch.tensor(case["mask"], dtype=torch.long)
+    width = ids.shape[-1]
+    with torch.inference_mode():
+        cache = model.new_cache(ids.shape[0])
+        positions = mask.cumsum(-1).sub(1).clamp_min(0)
+        logits, hidden = model.slow_forward(ids, mask, positions, cache, torch.arange(width))
+        out_logits, out_hidden = [logits[:, -1]], [hidden[:, -1]]
+        lengths = mask.sum(-1)
+        for step, (column, valid) in enumerate(zip(case["columns"], case["valid"])):
+            mask = torch.cat((mask, torch.tensor(valid, dtype=torch.long)[:, None]), dim=1)
+            logits, hidden = model.slow_forward(torch.tensor(column, dtype=torch.long)[..., None], mask,
+                                                (lengths + step)[:, None], cache, torch.tensor([width + step]))
+            out_logits.append(logits[:, -1])
+            out_hidden.append(hidden[:, -1])
+    return {"logits": torch.stack(out_logits, 1).numpy(), "hidden": torch.stack(out_hidden, 1).numpy()}
+
+
+KINDS = {"slow": run_slow, "mixer": run_mixer, "batch": run_batch}
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    out_dir = Path(argv[1])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(int(spec.get("threads", 1)))
+    models: dict[str, FalconSlowReference] = {}
+    summary: dict[str, Any] = {"loaded": {}, "torch": torch.__version__}
+    for name, ckpt in spec["checkpoints"].items():
+        models[name], summary["loaded"][name] = load_reference(Path(ckpt))
+        summary["attn_implementation"] = models[name].slow.config._attn_implementation
+    import transformers
+
+    summary["transformers"] = transformers.__version__
+    for case in spec["cases"]:
+        result = KINDS[case["kind"]](models[case["checkpoint"]], case)
+        np.savez(out_dir / f"{case['name']}.npz", **result)
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
