@@ -34,7 +34,9 @@ def synthesize(
     ctx: typer.Context,
     family: Annotated[str | None, typer.Option("--family", "-f", help="Model family (auto-detected from --model when omitted).")] = None,
     task: Annotated[str, typer.Option("--task", help="tts, clon (voice cloning) or design (voice design).")] = "tts",
-    model: Annotated[Path | None, typer.Option("--model", "-m", help="Model path: package GGUF, HF folder or a family's GGUF. Omit to use the family's demo model.")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model path (package GGUF, HF folder or a family's GGUF), or a name: a Hugging Face repo id (org/name) or a package id, downloaded once into the HF cache. Omit to use the family's demo model.")] = None,
+    revision: Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of a --model name.")] = None,
+    cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Hugging Face cache for --model names (default: HF_HUB_CACHE or HF_HOME/hub).")] = None,
     codec: Annotated[Path | None, typer.Option("--codec", help="Separate codec GGUF where a family uses one (load option 'codec').")] = None,
     text: Annotated[str | None, typer.Option("--text", "-t", help="Text to synthesize ('-' reads stdin).")] = None,
     text_file: Annotated[Path | None, typer.Option("--text-file", help="Read the text from a UTF-8 file.")] = None,
@@ -65,7 +67,7 @@ def synthesize(
         seed=seed, mode=mode, out=out, out_dir=out_dir, fmt=fmt, voice_prompt=voice_prompt,
         voice_prompt_out=voice_prompt_out, request_options=request_option or [],
         session_options=session_option or [], load_options=load_option or [], metrics=metrics,
-        progress=progress,
+        progress=progress, revision=revision, cache_dir=cache_dir,
     )
     run_request(args)
 
@@ -123,6 +125,23 @@ def package_cmd(
 
     package_from_cli(out=out, inputs=inputs, spec=spec, family=family, weight_type=weight_type,
                      keep_types=keep_type or [], overwrite=overwrite)
+
+
+@app.command("download")
+def download_cmd(
+    name: Annotated[str | None, typer.Argument(help="A Hugging Face repo id (org/name[@revision], or org/name/FILE.gguf) or a package id.")] = None,
+    revision: Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit.")] = None,
+    cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Hugging Face cache folder (default: HF_HUB_CACHE or HF_HOME/hub).")] = None,
+    family: Annotated[str | None, typer.Option("--family", "-f", help="Fetch only the files this family reads.")] = None,
+    list_: Annotated[bool, typer.Option("--list", help="List the package ids of the installed specs: size, cached or not.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bars on stderr (default: when stderr is a terminal).")] = None,
+) -> None:
+    """Download a model by name into the Hugging Face cache (only the files a family reads)."""
+    from ..hub import download_from_cli
+
+    download_from_cli(name, list_=list_, as_json=as_json, family=family, revision=revision, cache_dir=cache_dir,
+                      progress=progress)
 
 
 def _family_help(argv: list[str]) -> str | None:

@@ -19,7 +19,7 @@ _EXT_FORMAT = {".wav": "wav16", ".flac": "flac", ".ogg": "ogg"}
 class RunArgs:
     family: str | None = None
     task: str = "tts"
-    model: Path | None = None
+    model: str | Path | None = None  # a path, or a name resolved by engine.hub (repo id, package id)
     codec: Path | None = None
     text: str | None = None
     text_file: Path | None = None
@@ -39,6 +39,8 @@ class RunArgs:
     load_options: list[str] = field(default_factory=list)
     metrics: bool = False
     progress: bool | None = None
+    revision: str | None = None  # of a model name (engine.hub)
+    cache_dir: Path | None = None  # Hugging Face cache for model names (engine.hub)
 
 
 def read_text(args: RunArgs) -> str:
@@ -109,13 +111,18 @@ def run_request(args: RunArgs) -> None:
     if args.voice_ref is not None and not args.voice_ref.is_file():
         raise UsageError(f"--voice-ref {str(args.voice_ref)!r} does not exist")
 
-    plugin = resolve_family(args.model, args.family)
+    from ..hub import resolve_model
+
+    # A model name (repo id, package id) becomes its cached or downloaded snapshot; paths stay paths.
+    model_arg = resolve_model(args.model, family=args.family, revision=args.revision, cache_dir=args.cache_dir,
+                              progress=args.progress, runnable_only=True)
+    plugin = resolve_family(model_arg, args.family)
     plugin.ensure_runnable()
     # Validate what can be validated before the (slow) model load.
     from ..spec.options import resolve_options
 
     resolve_options(plugin.spec, "session", session_options, fill_defaults=False)
-    model_path = args.model if args.model is not None else plugin.demo_model_path()
+    model_path = model_arg if model_arg is not None else plugin.demo_model_path()
     if model_path is None:
         raise UsageError(f"family {plugin.name!r} has no demo model", hint="pass --model PATH")
     if args.model is None:
