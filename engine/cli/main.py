@@ -144,6 +144,30 @@ def download_cmd(
                       progress=progress)
 
 
+@app.command("serve")
+def serve_cmd(
+    model: Annotated[list[str] | None, typer.Option("--model", "-m", help="Model to serve: PATH or NAME=PATH (repeatable; requests pick it by name). Omit to serve the demo model.")] = None,
+    family: Annotated[str | None, typer.Option("--family", "-f", help="Family of the models (auto-detected when omitted).")] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+    session_option: Annotated[list[str] | None, typer.Option("--session-option", "-s", help="Session option family.key=value for every request (repeatable).")] = None,
+    load_option: Annotated[list[str] | None, typer.Option("--load-option", "-l", help="Load option [family.]key=value (repeatable).")] = None,
+    voices_dir: Annotated[Path | None, typer.Option("--voices-dir", help="Where uploaded voices are kept (default: ~/.cache/audiocpp/voices).")] = None,
+    max_concurrency: Annotated[int, typer.Option("--max-concurrency", help="Worker threads per model (synthesis itself runs one at a time per model).")] = 1,
+    max_queue: Annotated[int, typer.Option("--max-queue", help="Requests per model that may wait; beyond, 429 at once.")] = 8,
+    max_input_chars: Annotated[int, typer.Option("--max-input-chars", help="Longest input text accepted.")] = 4096,
+    max_body_mb: Annotated[float, typer.Option("--max-body-mb", help="Largest request body (voice uploads included), MiB.")] = 16.0,
+    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level (info shows each request).")] = "warning",
+) -> None:
+    """Serve models over HTTP: OpenAI's /v1/audio/speech, stored voices, metrics and a playground page."""
+    from audiocpp.server.cli import ServeArgs, serve
+
+    serve(ServeArgs(models=model or [], family=family, host=host, port=port, session_options=session_option or [],
+                    load_options=load_option or [], voices_dir=voices_dir, max_concurrency=max_concurrency,
+                    max_queue=max_queue, max_input_chars=max_input_chars, max_body_mb=max_body_mb,
+                    log_level=log_level))
+
+
 def _family_help(argv: list[str]) -> str | None:
     """`audiocpp --family X --help`: the family's options after the general help."""
     if not any(a in ("--help", "-h") for a in argv):

@@ -1,0 +1,275 @@
+"""The FastAPI application: routes over the served models, the voice store and the metrics.
+
+Everything slow (synthesis, encoding, decoding uploads) runs on worker threads, so the event
+loop keeps answering ``/health`` and refusing over-capacity requests at once under load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import sys
+import traceback
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from audiocpp.engine.errors import AudiocppError
+
+from .asgi import JobStreamingResponse, LimitAndCount
+from .encoding import available_formats, wav_stream_header
+from .errors import ApiError, from_engine_error, internal_error
+from .metrics import ServerMetrics
+from .models import ServedModel
+from .scheduler import Cancelled, Job, ModelWorker
+from .speech import SpeechPlan, parse_body, plan_speech, result_headers, synthesize, timing
+from .voices import BUILTIN_VOICES, OPENAI_VOICES, VoiceStore
+
+POLL_S = 0.1  # how often a waiting non-streaming request checks that its client is still there
+
+
+@dataclass
+class ServerState:
+    models: dict[str, ServedModel]
+    workers: dict[str, ModelWorker]
+    voices: VoiceStore
+    metrics: ServerMetrics
+    max_input_chars: int = 4096
+    max_body_bytes: int = 16 << 20
+
+    def shutdown(self) -> None:
+        for worker in self.workers.values():
+            worker.shutdown()
+
+
+class ClientGone(Exception):
+    pass
+
+
+def _error_response(error: ApiError) -> JSONResponse:
+    return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+
+
+def _api_error(error: BaseException) -> ApiError:
+    if isinstance(error, ApiError):
+        return error
+    if isinstance(error, AudiocppError):
+        return from_engine_error(error)
+    print(f"audiocpp serve: internal error: {type(error).__name__}: {error}", file=sys.stderr)
+    traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+    return internal_error(error)
+
+
+async def _wait(future: asyncio.Future, job: Job, request: Request, *, items: bool = False) -> Any:
+    """Wait for ``future`` (or, with ``items``, the job's first streamed item); cancel the job
+    and raise ClientGone if the client disconnects meanwhile."""
+    getter = asyncio.ensure_future(job.items.get()) if items and job.items is not None else None
+    try:
+        while True:
+            waiting = {future} if getter is None else {future, getter}
+            done, _ = await asyncio.wait(waiting, timeout=POLL_S, return_when=asyncio.FIRST_COMPLETED)
+            if getter is not None and getter in done:
+                return getter.result()
+            if future in done:
+                return None
+            if await request.is_disconnected():
+                job.cancel()
+                raise ClientGone()
+    finally:
+        if getter is not None and not getter.done():
+            getter.cancel()
+
+
+def create_app(state: ServerState) -> FastAPI:
+    from .playground import PAGE
+
+    app = FastAPI(title="audiocpp", docs_url=None, redoc_url=None)
+    app.state.audiocpp = state
+    state.metrics.add_gauge("audiocpp_queue_depth", "Admitted requests waiting to synthesize.",
+                            lambda: {n: w.queued for n, w in state.workers.items()})
+    state.metrics.add_gauge("audiocpp_synthesizing", "Requests synthesizing now (at most one per model).",
+                            lambda: {n: w.synthesizing for n, w in state.workers.items()})
+
+    @app.exception_handler(ApiError)
+    async def _on_api_error(request: Request, error: ApiError) -> JSONResponse:
+        return _error_response(error)
+
+    @app.exception_handler(RequestValidationError)
+    async def _on_validation(request: Request, error: RequestValidationError) -> JSONResponse:
+        first = error.errors()[0] if error.errors() else {}
+        param = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or None
+        return _error_response(ApiError(400, f"{param}: {first.get('msg')}", param=param, code="invalid_value"))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _on_http(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code)
+        message = f"no route {request.method} {request.url.path}" if error.status_code in (404, 405) else str(error.detail)
+        return _error_response(ApiError(error.status_code, message, code=code))
+
+    @app.exception_handler(Exception)
+    async def _on_exception(request: Request, error: Exception) -> JSONResponse:
+        return _error_response(_api_error(error))
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def playground() -> HTMLResponse:
+        return HTMLResponse(PAGE)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "models": {
+            name: {"family": state.models[name].family, "queued": w.queued, "synthesizing": w.synthesizing,
+                   "capacity": w.capacity} for name, w in state.workers.items()}}
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    async def metrics() -> PlainTextResponse:
+        return PlainTextResponse(state.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    @app.get("/v1/models")
+    async def list_models() -> dict[str, Any]:
+        return {"object": "list", "data": [m.describe() for m in state.models.values()],
+                "response_formats": available_formats()}
+
+    @app.get("/v1/models/{name}")
+    async def get_model(name: str) -> dict[str, Any]:
+        served = state.models.get(name)
+        if served is None:
+            raise ApiError(404, f"model {name!r} is not served here", param="model", code="model_not_found")
+        return served.describe()
+
+    @app.get("/v1/audio/voices")
+    async def list_voices() -> dict[str, Any]:
+        stored = await run_in_threadpool(state.voices.list)
+        builtin = [{"name": "default", "type": "builtin", "description": "the model family's own voice"}]
+        return {"voices": builtin + [v.describe() for v in stored],
+                "aliases": {name: "default" for name in OPENAI_VOICES}}
+
+    @app.post("/v1/audio/voices", status_code=201)
+    async def add_voice(request: Request) -> JSONResponse:
+        if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+            raise ApiError(415, "send the voice as multipart/form-data with fields name, file and transcript",
+                           code="unsupported_media_type")
+        async with request.form(max_files=1, max_fields=8) as form:
+            name, upload, transcript = form.get("name"), form.get("file"), form.get("transcript") or ""
+            if not isinstance(name, str) or not name:
+                raise ApiError(400, "the form field 'name' is missing", param="name", code="missing_field")
+            if upload is None or isinstance(upload, str):
+                raise ApiError(400, "the form field 'file' (the audio) is missing", param="file",
+                               code="missing_field")
+            if not isinstance(transcript, str):
+                raise ApiError(400, "the form field 'transcript' must be text", param="transcript",
+                               code="invalid_value")
+            data = await upload.read()
+        voice = await run_in_threadpool(state.voices.add, name, data, transcript.strip())
+        return JSONResponse(voice.describe(), status_code=201)
+
+    @app.delete("/v1/audio/voices/{name}")
+    async def delete_voice(name: str) -> dict[str, Any]:
+        await run_in_threadpool(state.voices.delete, name)
+        return {"name": name, "deleted": True}
+
+    @app.post("/v1/audio/speech")
+    async def speech(request: Request) -> Response:
+        try:
+            data = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise ApiError(400, "the request body is not valid JSON", code="invalid_json") from None
+        plan = plan_speech(parse_body(data), state.models, state.voices, state.max_input_chars)
+        request.state.model = plan.served.name
+        worker = state.workers[plan.served.name]
+        job = Job(asyncio.get_running_loop() if plan.stream_format else None)
+        future = asyncio.wrap_future(worker.submit(lambda j: synthesize(plan, j, worker, state.voices), job))
+        try:
+            first = await _wait(future, job, request, items=plan.stream_format is not None)
+        except ClientGone:
+            return Response(status_code=499)
+        if first is None:  # finished before any streamed piece: one complete response
+            try:
+                result, audio = future.result()
+            except Cancelled:
+                return Response(status_code=499)
+            except BaseException as error:  # noqa: BLE001 - reported as an OpenAI error
+                return _error_response(_api_error(error))
+            if not plan.incremental:  # the whole file (also stream_format=audio for flac, mp3, opus)
+                _observe(state, plan, result)
+                return Response(audio, media_type=plan.fmt.media_type, headers=result_headers(result, plan.served))
+        items = [] if first is None else [first]
+        if plan.stream_format == "sse":
+            return _sse_response(state, plan, job, future, items)
+        return _audio_stream_response(state, plan, job, future, items)
+
+    app.add_middleware(LimitAndCount, limit=state.max_body_bytes, metrics=state.metrics)
+    return app
+
+
+def _observe(state: ServerState, plan: SpeechPlan, result: Any) -> None:
+    m = result.metrics
+    state.metrics.observe_synthesis(plan.served.name, m.audio_s, m.rtf if m.audio_s > 0 else None,
+                                    m.time_to_first_audio_s)
+
+
+async def _items(job: Job, future: asyncio.Future, first: list[Any]) -> AsyncIterator[Any]:
+    """The streamed pieces in order: ``first``, then the job's queue until the synthesis ends."""
+    for item in first:
+        yield item
+    assert job.items is not None
+    while True:
+        getter = asyncio.ensure_future(job.items.get())
+        done, _ = await asyncio.wait({getter, future}, return_when=asyncio.FIRST_COMPLETED)
+        if getter in done:
+            yield getter.result()
+            continue
+        getter.cancel()
+        while not job.items.empty():  # pieces put before the end are already queued
+            yield job.items.get_nowait()
+        return
+
+
+def _stream_headers(plan: SpeechPlan) -> dict[str, str]:
+    return {"X-AudioCPP-Model": plan.served.name, "X-AudioCPP-Sample-Rate": str(plan.served.model.sample_rate),
+            "X-Accel-Buffering": "no", "Cache-Control": "no-cache"}
+
+
+def _audio_stream_response(state: ServerState, plan: SpeechPlan, job: Job, future: asyncio.Future,
+                           first: list[Any]) -> Response:
+    async def body() -> AsyncIterator[bytes]:
+        if plan.fmt.name == "wav":
+            yield wav_stream_header(plan.served.model.sample_rate)
+        async for _kind, data, _n in _items(job, future, first):
+            yield data
+        result, _ = future.result()  # a failure after the first piece ends the stream abruptly
+        _observe(state, plan, result)
+
+    return JobStreamingResponse(body(), job.cancel, media_type=plan.fmt.media_type, headers=_stream_headers(plan))
+
+
+def _sse_response(state: ServerState, plan: SpeechPlan, job: Job, future: asyncio.Future,
+                  first: list[Any]) -> Response:
+    def event(payload: dict[str, Any]) -> bytes:
+        return f"data: {json.dumps(payload)}\n\n".encode()
+
+    async def body() -> AsyncIterator[bytes]:
+        async for _kind, data, _n in _items(job, future, first):
+            yield event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+        try:
+            final, _ = future.result()
+        except BaseException as error:  # noqa: BLE001 - told to the client as an event
+            if isinstance(error, Cancelled):
+                return
+            yield event({"type": "speech.audio.error", **_api_error(error).body()})
+            return
+        _observe(state, plan, final)
+        yield event({"type": "speech.audio.done", "timing": timing(final),
+                     "usage": {"input_characters": len(plan.request.text), "output_audio_seconds":
+                               round(final.metrics.audio_s, 3)}})
+
+    return JobStreamingResponse(body(), job.cancel, media_type="text/event-stream", headers=_stream_headers(plan))
+
+
+__all__ = ["BUILTIN_VOICES", "ServerState", "create_app"]

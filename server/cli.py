@@ -1,0 +1,109 @@
+"""``audiocpp serve``: load the models, build the app, run uvicorn."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from audiocpp.engine.errors import UsageError
+
+
+@dataclass
+class ServeArgs:
+    models: list[str] = field(default_factory=list)
+    family: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    session_options: list[str] = field(default_factory=list)
+    load_options: list[str] = field(default_factory=list)
+    voices_dir: Path | None = None
+    max_concurrency: int = 1
+    max_queue: int = 8
+    max_input_chars: int = 4096
+    max_body_mb: float = 16.0
+    log_level: str = "warning"
+
+
+EXTRA_MODULES = {"fastapi": "fastapi", "uvicorn": "uvicorn", "multipart": "python-multipart"}
+
+
+def require_extra() -> None:
+    """The serve extra's packages, or one clear error naming the install command."""
+    import importlib
+
+    from audiocpp.engine.errors import AudiocppError
+
+    missing = []
+    for module, package in EXTRA_MODULES.items():
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(package)
+    if missing:
+        raise AudiocppError(f"audiocpp serve needs {', '.join(missing)}, which is not installed",
+                            hint="pip install 'audiocpp[serve]' (tools/setup_env.sh installs it)")
+
+
+def default_voices_dir() -> Path:
+    from audiocpp.engine.weights.package import cache_dir
+
+    return cache_dir() / "voices"
+
+
+def build_state(args: ServeArgs):
+    """Check the arguments, load the models and make the server state (no socket yet)."""
+    from audiocpp.engine.spec.options import parse_key_values
+
+    from .app import ServerState
+    from .metrics import ServerMetrics
+    from .models import ModelArg, load_models
+    from .scheduler import ModelWorker
+    from .voices import VoiceStore
+
+    if args.max_concurrency < 1:
+        raise UsageError(f"--max-concurrency {args.max_concurrency} must be at least 1")
+    if args.max_queue < 0:
+        raise UsageError(f"--max-queue {args.max_queue} must be 0 or more")
+    if args.max_input_chars < 1:
+        raise UsageError(f"--max-input-chars {args.max_input_chars} must be at least 1")
+    if args.max_body_mb <= 0:
+        raise UsageError(f"--max-body-mb {args.max_body_mb} must be positive")
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port} is not a port number")
+    session_options = parse_key_values(args.session_options, flag="--session-option")
+    load_options = parse_key_values(args.load_options, flag="--load-option")
+    voices_dir = args.voices_dir or default_voices_dir()
+    try:
+        voices = VoiceStore(voices_dir)
+    except OSError as error:
+        raise UsageError(f"cannot use --voices-dir {str(voices_dir)!r}: {error.strerror or error}") from None
+    models = load_models([ModelArg.parse(m) for m in args.models], args.family, session_options, load_options)
+    metrics = ServerMetrics()
+    workers = {name: ModelWorker(name, args.max_concurrency, args.max_queue,
+                                 on_cancel=lambda name=name: metrics.count_cancelled(name)) for name in models}
+    return ServerState(models=models, workers=workers, voices=voices, metrics=metrics,
+                       max_input_chars=args.max_input_chars, max_body_bytes=int(args.max_body_mb * (1 << 20)))
+
+
+def serve(args: ServeArgs) -> None:
+    require_extra()
+    import uvicorn
+
+    from .app import create_app
+
+    state = build_state(args)
+    app = create_app(state)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
+                            timeout_graceful_shutdown=5, access_log=args.log_level in ("info", "debug", "trace"))
+    server = uvicorn.Server(config)
+    names = ", ".join(f"{n} ({m.family}, {m.model.sample_rate} Hz)" for n, m in state.models.items())
+    print(f"audiocpp serve: {names}; voices in {state.voices.folder}", file=sys.stderr)
+    print(f"audiocpp serve: listening on http://{args.host}:{args.port} (playground at /)", file=sys.stderr)
+    try:
+        server.run()
+    finally:
+        state.shutdown()
+    if not server.started:
+        raise UsageError(f"could not listen on {args.host}:{args.port}",
+                         hint="is the port in use? pick another with --port")

@@ -1,0 +1,105 @@
+"""Response audio: OpenAI's ``response_format`` values encoded in memory with soundfile.
+
+``wav`` is 16-bit PCM WAV written exactly as the CLI's ``wav16`` (so the bytes match a CLI
+run), ``flac`` is 16-bit FLAC, ``pcm`` is raw 16-bit little-endian mono at the model's rate
+(the same float-to-int conversion as ``wav``), ``mp3`` and ``opus`` (Ogg) only where the
+installed libsndfile can write them, which is probed once by encoding a short silence.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from audiocpp.engine.records import AudioBuffer
+
+from .errors import ApiError
+
+
+@dataclass(frozen=True)
+class AudioFormat:
+    name: str
+    media_type: str
+    major: str  # soundfile format
+    subtype: str
+    streams_incrementally: bool  # whether stream_format=audio sends it piece by piece
+
+
+FORMATS: dict[str, AudioFormat] = {
+    "wav": AudioFormat("wav", "audio/wav", "WAV", "PCM_16", True),
+    "pcm": AudioFormat("pcm", "audio/pcm", "RAW", "PCM_16", True),
+    "flac": AudioFormat("flac", "audio/flac", "FLAC", "PCM_16", False),
+    "mp3": AudioFormat("mp3", "audio/mpeg", "MP3", "MPEG_LAYER_III", False),
+    "opus": AudioFormat("opus", "audio/ogg", "OGG", "OPUS", False),
+}
+#: Sample rates the Opus encoder takes; other rates are resampled to 48 kHz for ``opus``.
+OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
+
+
+@cache
+def available(name: str) -> bool:
+    """Whether this machine's libsndfile writes ``name`` (probed once by a real encode)."""
+    fmt = FORMATS.get(name)
+    if fmt is None:
+        return False
+    try:
+        _write(np.zeros(2400, np.float32), 24000, fmt)
+    except Exception:  # libsndfile without the encoder raises one of several types
+        return False
+    return True
+
+
+def available_formats() -> list[str]:
+    return [name for name in FORMATS if available(name)]
+
+
+def check_format(name: str) -> AudioFormat:
+    """The format called ``name``, or a 400 naming the formats this server writes."""
+    fmt = FORMATS.get(name)
+    if fmt is None or not available(name):
+        why = "is not a response format" if fmt is None else "cannot be written by this machine's libsndfile"
+        raise ApiError(400, f"response_format {name!r} {why}; use one of: {', '.join(available_formats())}",
+                       param="response_format", code="unsupported_format")
+    return fmt
+
+
+def _write(samples: np.ndarray, sample_rate: int, fmt: AudioFormat) -> bytes:
+    import soundfile as sf
+
+    buffer = io.BytesIO()
+    kwargs = {"endian": "LITTLE"} if fmt.major == "RAW" else {}
+    sf.write(buffer, samples, sample_rate, subtype=fmt.subtype, format=fmt.major, **kwargs)
+    return buffer.getvalue()
+
+
+def encode(audio: AudioBuffer, fmt: AudioFormat) -> bytes:
+    """The whole audio as one file (or raw PCM) of ``fmt``."""
+    samples = np.asarray(audio.samples, dtype=np.float32)
+    if not np.isfinite(samples).all():
+        raise RuntimeError("the synthesized audio contains NaN or infinite samples")
+    rate = audio.sample_rate
+    if fmt.name == "opus" and rate not in OPUS_RATES:
+        from audiocpp.engine.audio.resample import resample
+
+        samples, rate = np.asarray(resample(samples, rate, 48000), dtype=np.float32), 48000
+    if samples.size == 0 and fmt.major == "RAW":
+        return b""
+    return _write(samples, rate, fmt)
+
+
+def pcm16(audio: AudioBuffer) -> bytes:
+    """Raw 16-bit little-endian PCM of a piece (the conversion of ``wav``, sample by sample)."""
+    return encode(audio, FORMATS["pcm"])
+
+
+def wav_stream_header(sample_rate: int) -> bytes:
+    """A 16-bit mono WAV header for a stream of unknown length (sizes 0xFFFFFFFF, as streaming
+    servers send; players read until the end of the stream)."""
+    unknown = 0xFFFFFFFF
+    return (b"RIFF" + struct.pack("<I", unknown) + b"WAVE"
+            + b"fmt " + struct.pack("<IHHIIHH", 16, 1, 1, sample_rate, sample_rate * 2, 2, 16)
+            + b"data" + struct.pack("<I", unknown))

@@ -1,0 +1,181 @@
+"""Stored voices: uploaded reference audio + transcript, and the voice prompts prepared from them.
+
+Layout under the voices folder (it survives restarts)::
+
+    <name>/voice.json              name, transcript, sample rate, duration, created
+    <name>/reference.<wav|flac|…>  the uploaded file, byte for byte (checked decodable)
+    <name>/prompts/<key>.prompt    the engine's voice-prompt file, per model and options
+
+A voice is used as a clone reference. The first request that clones with it on a model whose
+family prepares voice prompts saves the prompt (``TaskResult.voice_prompt``) under a key of
+the model's weights and the request's options (all but the seed, since a prompt depends on
+options such as reference preprocessing); later requests with the same key pass the saved
+prompt instead of the audio, and skip re-encoding the reference, also after a restart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from audiocpp.engine.errors import AudiocppError
+
+from .errors import ApiError, engine_message
+
+VOICE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+#: OpenAI's built-in voice names: they mean the family's own voice, so unmodified clients work.
+OPENAI_VOICES = ("alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova", "sage", "shimmer",
+                 "verse", "marin", "cedar")
+BUILTIN_VOICES = ("default", *OPENAI_VOICES)
+MAX_TRANSCRIPT_CHARS = 4000
+MAX_VOICE_SECONDS = 120.0
+MAX_PROMPTS_PER_VOICE = 8
+_EXTENSIONS = {"WAV": "wav", "FLAC": "flac", "OGG": "ogg", "MP3": "mp3"}
+
+
+@dataclass
+class StoredVoice:
+    name: str
+    folder: Path
+    transcript: str
+    sample_rate: int
+    duration_s: float
+    created: float
+    reference: Path
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "type": "stored", "transcript": self.transcript,
+                "sample_rate": self.sample_rate, "duration_s": round(self.duration_s, 3),
+                "created": int(self.created)}
+
+    def prompt_path(self, model_key: str, options: dict[str, Any]) -> Path:
+        blob = json.dumps({k: str(v) for k, v in sorted(options.items()) if k != "seed"})
+        digest = hashlib.sha256(blob.encode()).hexdigest()[:12]
+        return self.folder / "prompts" / f"{model_key}-{digest}.prompt"
+
+
+def check_name(name: str) -> None:
+    if not isinstance(name, str) or not VOICE_NAME_RE.match(name):
+        raise ApiError(400, f"voice name {name!r} is not allowed: use 1-64 letters, digits, '-' or '_' "
+                       "starting with a letter or digit", param="name", code="invalid_voice_name")
+    if name.lower() in BUILTIN_VOICES:
+        raise ApiError(400, f"voice name {name!r} is a built-in voice name; choose another",
+                       param="name", code="invalid_voice_name")
+
+
+class VoiceStore:
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder).expanduser()
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def _dir(self, name: str) -> Path:
+        check_name(name)
+        return self.folder / name
+
+    def get(self, name: str) -> StoredVoice | None:
+        if not isinstance(name, str) or not VOICE_NAME_RE.match(name):
+            return None
+        folder = self.folder / name
+        try:
+            meta = json.loads((folder / "voice.json").read_text(encoding="utf-8"))
+            return StoredVoice(name=name, folder=folder, transcript=str(meta.get("transcript") or ""),
+                               sample_rate=int(meta["sample_rate"]), duration_s=float(meta["duration_s"]),
+                               created=float(meta.get("created", 0)), reference=folder / str(meta["reference"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def list(self) -> list[StoredVoice]:
+        voices = []
+        for entry in sorted(self.folder.iterdir()) if self.folder.is_dir() else []:
+            if entry.is_dir() and not entry.name.startswith("."):
+                voice = self.get(entry.name)
+                if voice is not None:
+                    voices.append(voice)
+        return voices
+
+    def add(self, name: str, data: bytes, transcript: str) -> StoredVoice:
+        """Check and store an upload atomically (a temporary folder renamed into place)."""
+        target = self._dir(name)
+        if len(transcript) > MAX_TRANSCRIPT_CHARS:
+            raise ApiError(400, f"the transcript is longer than {MAX_TRANSCRIPT_CHARS} characters",
+                           param="transcript", code="invalid_value")
+        if target.exists():
+            raise ApiError(409, f"voice {name!r} already exists; delete it first", param="name",
+                           code="voice_exists")
+        if not data:
+            raise ApiError(400, "the uploaded file is empty", param="file", code="invalid_audio")
+        tmp = self.folder / f".upload-{secrets.token_hex(6)}"
+        tmp.mkdir()
+        try:
+            upload = tmp / "upload"
+            upload.write_bytes(data)
+            audio_format = _format_of(upload)
+            reference = tmp / f"reference.{audio_format}"
+            upload.rename(reference)
+            from audiocpp.engine.audio.io import read_audio
+
+            try:
+                audio = read_audio(reference)
+            except AudiocppError as error:
+                raise ApiError(400, f"the uploaded file is not decodable audio: {engine_message(error)}",
+                               param="file", code="invalid_audio") from None
+            if audio.duration > MAX_VOICE_SECONDS:
+                raise ApiError(400, f"the uploaded audio is {audio.duration:.1f} s long; voices take at most "
+                               f"{MAX_VOICE_SECONDS:g} s (a 3-20 s clip is best)", param="file",
+                               code="invalid_audio")
+            meta = {"name": name, "transcript": transcript, "sample_rate": audio.sample_rate,
+                    "duration_s": audio.duration, "created": time.time(), "reference": reference.name}
+            (tmp / "voice.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+            (tmp / "prompts").mkdir()
+            try:
+                os.rename(tmp, target)
+            except OSError:
+                raise ApiError(409, f"voice {name!r} already exists; delete it first", param="name",
+                               code="voice_exists") from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        voice = self.get(name)
+        assert voice is not None
+        return voice
+
+    def delete(self, name: str) -> None:
+        target = self._dir(name)
+        if self.get(name) is None:
+            raise ApiError(404, f"voice {name!r} does not exist", param="name", code="voice_not_found")
+        trash = self.folder / f".deleted-{secrets.token_hex(6)}"
+        os.rename(target, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def save_prompt(self, voice: StoredVoice, path: Path, prompt: Any) -> None:
+        """Save a prepared voice prompt (the family writes it atomically); keep the newest few."""
+        folder = path.parent
+        if not folder.is_dir():  # the voice was deleted meanwhile
+            return
+        prompt.save(path)
+        prompts = sorted(folder.glob("*.prompt"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in prompts[MAX_PROMPTS_PER_VOICE:]:
+            old.unlink(missing_ok=True)
+
+
+def _format_of(path: Path) -> str:
+    """The container of an upload (from its content, never from the client's file name)."""
+    import soundfile as sf
+
+    try:
+        info = sf.info(str(path))
+    except Exception:  # libsndfile raises several types for non-audio
+        raise ApiError(400, "the uploaded file is not decodable audio (use WAV, FLAC, OGG or MP3)",
+                       param="file", code="invalid_audio") from None
+    ext = _EXTENSIONS.get(info.format)
+    if ext is None:
+        raise ApiError(400, f"uploaded audio in {info.format} is not accepted; use WAV, FLAC, OGG or MP3",
+                       param="file", code="invalid_audio")
+    return ext
