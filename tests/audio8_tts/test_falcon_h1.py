@@ -191,12 +191,12 @@ def run_ours(model: FalconH1SlowAR, ids: np.ndarray, prefill: int) -> dict[str, 
         hidden = model.slow.prefill(model.embed(x[..., :prefill]), cache)
         last = model.prefill(model.embed(x[..., :prefill]), torch.arange(prefill)[None],
                              torch.ones(1, prefill, dtype=torch.long))
-        assert torch.equal(last.logits_input, hidden[:, -1]) and last.fast_input is last.logits_input
+        assert torch.equal(last.logits_input, hidden[:, -1:]) and last.fast_input is last.logits_input
         step_logits, step_hidden = [model.semantic_output(hidden)], [hidden]
         for pos in range(prefill, total):
             out = model.step(model.embed(x[..., pos : pos + 1]), torch.tensor([[pos]]), torch.ones(1, 1, dtype=torch.long))
             step_logits.append(model.semantic_logits(out.logits_input)[:, None])
-            step_hidden.append(out.logits_input[:, None])
+            step_hidden.append(out.logits_input)
         assert cache.length == total
         model.release()
     return {"full_logits": full_logits[0], "full_hidden": full_hidden[0],
@@ -264,14 +264,14 @@ def test_left_padded_batch_matches_reference(name: str, ckpt: str, lengths: tupl
         model.setup(len(lengths), width + steps)
         out = model.prefill(model.embed(ids), mask.cumsum(-1).sub(1).clamp_min(0), mask)
         logits.append(model.semantic_logits(out.logits_input))
-        hidden.append(out.fast_input)
+        hidden.append(out.fast_input[:, 0])
         prompt_lengths = mask.sum(-1)
         for step in range(steps):
             column = torch.from_numpy(case["columns"][step])[..., None]
             valid = torch.from_numpy(case["valid"][step])[:, None]
             out = model.step(model.embed(column), (prompt_lengths + step)[:, None], valid)
             logits.append(model.semantic_logits(out.logits_input))
-            hidden.append(out.fast_input)
+            hidden.append(out.fast_input[:, 0])
         model.release()
     ref = reference[name]
     assert max_diff(torch.stack(logits, 1), ref["logits"]) <= TOL

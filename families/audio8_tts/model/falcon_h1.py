@@ -387,12 +387,15 @@ class FalconH1SlowAR(SlowAR):
         return self.cache
 
     def prefill(self, embeds: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> SlowHidden:
-        hidden = self.slow.prefill(embeds, self._need_cache(), positions, mask)[:, -1]
+        """The last position's ``last_hidden_state`` ``[B, 1, dim]``, for the head and the fast AR."""
+        hidden = self.slow.prefill(embeds, self._need_cache(), positions, mask)[:, -1:]
         return SlowHidden(hidden, hidden)
 
     def step(self, embeds: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor) -> SlowHidden:
-        hidden = self.slow.step(embeds, self._need_cache(), positions, valid)[:, -1]
+        hidden = self.slow.step(embeds, self._need_cache(), positions, valid)
         return SlowHidden(hidden, hidden)
 
     def semantic_logits(self, hidden: torch.Tensor, *, compact: bool = False) -> torch.Tensor:
-        return self.semantic_output(hidden)
+        """``[B, num_semantic + 1]`` compact scores of the last position (the head is compact
+        whatever ``compact`` says)."""
+        return self.semantic_output(hidden[:, -1] if hidden.dim() == 3 else hidden)
