@@ -5,15 +5,16 @@ are ours:
 
 - ``slow_backbone``: ``"qwen"`` (0.6B, the default when the key is absent) or ``"falcon_h1"``
   (0.1B; its own keys stay in ``raw`` for ``model/falcon_h1.py``).
-- ``codec_post_*``: the codec ``post_module`` of the real ``codec.pth`` has 16 query heads,
-  8 KV heads and an FFN of 1216, although the 14468db code builds 16/16/3072 (see
-  ``shared/reference/audio8_tts.md`` section 2). They are config keys with the real values as
-  defaults, so a checkpoint built by the 14468db code sets them to 16/16/3072.
+- ``codec_*``: the codec sizes (:class:`CodecConfig`). The ``post_module`` of the real
+  ``codec.pth`` has 16 query heads, 8 KV heads and an FFN of 1216, although the 14468db code
+  builds 16/16/3072 (see ``shared/reference/audio8_tts.md`` section 2): the defaults are the
+  real values, so a checkpoint built by the 14468db code sets ``codec_post_*`` to 16/16/3072.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -25,21 +26,57 @@ SLOW_BACKBONES = ("qwen", "falcon_h1")
 
 @dataclass(frozen=True)
 class CodecConfig:
-    """The 44.1 kHz codec: fixed architecture, configurable ``post_module`` size."""
+    """The 44.1 kHz codec. Upstream hard-codes its sizes (the defaults, except ``post_*``: the
+    real ``codec.pth``'s); each field is read from the config key ``codec_<field>`` when present,
+    which is how the tiny test checkpoints describe their scaled-down codec."""
 
     sample_rate: int = 44100
     frame_size: int = 2048
-    post_n_layer: int = 8
-    post_n_head: int = 16
-    post_n_local_heads: int = 8
-    post_intermediate_size: int = 1216
-    #: The encoder / pre_module / post_module window transformers (not configurable upstream).
+    encoder_dim: int = 64
+    encoder_strides: tuple[int, ...] = (2, 4, 8, 8)
     encoder_transformer_layers: int = 4
+    encoder_head_dim: int = 64
     encoder_window: int = 512
+    latent_dim: int = 1024
+    decoder_dim: int = 1536
+    decoder_strides: tuple[int, ...] = (8, 8, 4, 2)
     quantizer_window: int = 128
     pre_n_layer: int = 8
     pre_n_head: int = 16
+    pre_n_local_heads: int = 16
+    pre_head_dim: int = 64
     pre_intermediate_size: int = 3072
+    post_n_layer: int = 8
+    post_n_head: int = 16
+    post_n_local_heads: int = 8
+    post_head_dim: int = 64
+    post_intermediate_size: int = 1216
+    semantic_codebook_size: int = 4096
+    residual_codebooks: int = 9
+    residual_codebook_size: int = 1024
+    codebook_dim: int = 8
+
+    @property
+    def num_codebooks(self) -> int:
+        return 1 + self.residual_codebooks
+
+    @property
+    def hop(self) -> int:
+        """Samples per encoder latent (the quantizer downsamples those by 4 into frames)."""
+        return math.prod(self.encoder_strides)
+
+    @classmethod
+    def from_config(cls, raw: dict[str, Any]) -> CodecConfig:
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            key = f"codec_{f.name}"
+            if key in raw:
+                default = getattr(cls, f.name)
+                if isinstance(default, tuple):
+                    values[f.name] = tuple(_coerce(v, int, key) for v in raw[key])
+                else:
+                    values[f.name] = _coerce(raw[key], type(default), key)
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -108,14 +145,7 @@ class Audio8Config:
                     continue
                 default = getattr(cls, f.name)
                 values[f.name] = _coerce(raw[f.name], type(default), f.name)
-            codec = CodecConfig(
-                sample_rate=int(raw.get("codec_sample_rate", 44100)),
-                frame_size=int(raw.get("codec_frame_size", 2048)),
-                post_n_layer=int(raw.get("codec_post_n_layer", 8)),
-                post_n_head=int(raw.get("codec_post_n_head", 16)),
-                post_n_local_heads=int(raw.get("codec_post_n_local_heads", 8)),
-                post_intermediate_size=int(raw.get("codec_post_intermediate_size", 1216)),
-            )
+            codec = CodecConfig.from_config(raw)
         except (TypeError, ValueError) as exc:
             raise ModelError(f"{where}: {exc}", hint="the config.json of the checkpoint is malformed") from None
         cfg = cls(**values, codec=codec, raw=dict(raw))
@@ -143,8 +173,12 @@ class Audio8Config:
         if self.head_dim % 2 or self.fast_head_dim % 2:
             problems.append("head dims must be even (RoPE pairs)")
         c = self.codec
-        if c.post_n_head % c.post_n_local_heads:
-            problems.append("codec_post_n_head must be a multiple of codec_post_n_local_heads")
+        if c.post_n_head % c.post_n_local_heads or c.pre_n_head % c.pre_n_local_heads:
+            problems.append("codec query heads must be a multiple of its KV heads")
+        if c.hop * 4 != c.frame_size:
+            problems.append(f"codec_frame_size {c.frame_size} is not 4 x the encoder hop {c.hop}")
+        if c.num_codebooks != self.num_codebooks or c.semantic_codebook_size != self.codebook_size:
+            problems.append("the codec's codebooks do not match num_codebooks / codebook_size")
         if problems:
             raise ModelError(f"{where}: " + "; ".join(problems), hint="the config.json does not describe an "
                              "Audio8 TTS model this version can run")

@@ -40,7 +40,7 @@ HeadKind = Literal["full_vocab", "compact"]
 
 
 class SlowHidden(NamedTuple):
-    """The slow AR's output at the last position, ``[B, dim]`` each.
+    """The slow AR's output at the last position, ``[B, 1, dim]`` each.
 
     ``logits_input`` feeds :meth:`SlowAR.semantic_logits` (the final-normed hidden state);
     ``fast_input`` feeds the fast AR (the same tensor unless the config's
