@@ -201,6 +201,181 @@ def run_batch(model: FalconSlowReference, case: dict) -> dict[str, np.ndarray]:
     return {"logits": torch.stack(out_logits, 1).numpy(), "hidden": torch.stack(out_hidden, 1).numpy()}
 
 
+def import_upstream(path: str | Path):
+    """Upstream's ``modeling_arktts`` (Audio8-AI/Audio8_TTS@14468db, ``model/audio8_tts_0_6B_preview``
+    of a checkout at ``path``), imported as the package HF remote code would be."""
+    import importlib
+    import importlib.util
+
+    folder = Path(path)
+    if (folder / "model" / "audio8_tts_0_6B_preview").is_dir():
+        folder = folder / "model" / "audio8_tts_0_6B_preview"
+    name = "arktts_upstream"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, folder / "__init__.py",
+                                                      submodule_search_locations=[str(folder)])
+        package = importlib.util.module_from_spec(spec)
+        sys.modules[name] = package
+    return importlib.import_module(f"{name}.modeling_arktts")
+
+
+def arktts_01b_class(upstream):
+    """The 0.1B ``ArkttsModel`` as section 5 reconstructs its remote code, on upstream's classes.
+
+    Everything but the slow side is upstream's own code: the fast AR, sampling (legacy top-k/top-p,
+    temperature, exponential race, RAS), the ``generate`` loop with its RNG order, the codec. The
+    slow side is ``FalconH1Model`` + ``semantic_output``; the compact head's index space is mapped
+    at the seams the loop goes through:
+
+    * ``_sample_semantic`` filters (semantic 0..4095 plus EOS 4096: a no-op on 4097 scores), samples
+      and applies RAS in compact indices, the window read back in compact indices (its zeros are
+      code 0, the quirk of the zero-initialised window); it returns the token the loop feeds back
+      and tests for EOS: ``semantic_begin_id + i``, or ``eos_token_id`` for index 4096;
+    * ``_generate_codebooks`` takes the compact index as ``c0`` (clamped to 0..4095);
+    * ``_slow_step`` embeds (upstream ``_embed`` on ``slow.embed_tokens``), scales the whole sum by
+      ``embedding_multiplier``, runs ``FalconH1Model`` with the hybrid cache, and returns the compact
+      logits of the last position and ``last_hidden_state`` for the fast AR.
+    """
+    ArkttsModel, ArkttsKVCache = upstream.ArkttsModel, upstream.ArkttsKVCache
+
+    class Arktts01BModel(ArkttsModel):
+        def __init__(self, config) -> None:
+            upstream.PreTrainedModel.__init__(self, config)
+            from transformers import FalconH1Model
+
+            raw = config.to_dict()
+            self.falcon_config = build_falcon_config(raw)
+            self.slow = FalconH1Model(self.falcon_config)
+            self.codebook_embeddings = nn.Embedding(config.codebook_size * config.num_codebooks, config.dim)
+            self.semantic_output = nn.Linear(config.dim, config.codebook_size + 1, bias=False)
+            self.fast_project_in = (nn.Linear(config.dim, config.fast_dim) if config.fast_dim != config.dim
+                                    else nn.Identity())
+            self.fast_embeddings = nn.Embedding(config.codebook_size, config.fast_dim)
+            self.fast_layers = nn.ModuleList([
+                upstream.ArkttsTransformerBlock(
+                    config.fast_dim, config.fast_intermediate_size, config.fast_n_head, config.fast_n_local_heads,
+                    config.fast_head_dim, config.fast_attention_qkv_bias, config.fast_attention_o_bias,
+                    config.fast_attention_qk_norm, config.norm_eps, config.dropout, False)
+                for _ in range(config.n_fast_layer)])
+            self.fast_norm = upstream.ArkttsRMSNorm(config.fast_dim, config.norm_eps)
+            self.fast_output = nn.Linear(config.fast_dim, config.codebook_size, bias=False)
+            self.register_buffer("fast_freqs_cis", upstream._precompute_rope(
+                config.num_codebooks, config.fast_head_dim, config.rope_base), persistent=False)
+            self.__dict__["_arktts_codec"] = None
+            self.gradient_checkpointing = False
+            self._slow_cache = None
+            self.post_init()
+
+        def _embed(self, input_ids):
+            cfg = self.config
+            parts = [self.codebook_embeddings(input_ids[:, i + 1] + i * cfg.codebook_size)
+                     for i in range(cfg.num_codebooks)]
+            codebook_sum = torch.stack(parts, dim=1).sum(dim=1)
+            semantic = (input_ids[:, 0] >= cfg.semantic_begin_id) & (input_ids[:, 0] <= cfg.semantic_end_id)
+            codebook_sum = torch.where(semantic.unsqueeze(-1), codebook_sum, 0.0)
+            return self.slow.embed_tokens(input_ids[:, 0]) + codebook_sum
+
+        def _setup_generation_caches(self, batch_size, max_length, dtype):
+            from transformers.models.falcon_h1.modeling_falcon_h1 import (
+                FalconHybridMambaAttentionDynamicCache,
+            )
+
+            self._slow_cache = FalconHybridMambaAttentionDynamicCache(
+                self.falcon_config, batch_size, dtype,
+                devices=[layer.mamba.conv1d.weight.device for layer in self.slow.layers])
+            for layer in self.fast_layers:
+                layer.attention.kv_cache = ArkttsKVCache(
+                    batch_size, self.config.num_codebooks, self.config.fast_n_local_heads,
+                    self.config.fast_head_dim, dtype, return_full=True).to(self.device)
+
+        def _slow_step(self, input_ids, cache_position, position_ids, attention_mask):
+            embeds = self._embed(input_ids) * self.slow.embedding_multiplier
+            out = self.slow(inputs_embeds=embeds, attention_mask=attention_mask, position_ids=position_ids,
+                            past_key_values=self._slow_cache, use_cache=True, cache_position=cache_position)
+            normalized = out.last_hidden_state[:, -1:]
+            return self.semantic_output(normalized)[:, -1], normalized
+
+        # -- the compact index space -------------------------------------------------------
+        def _compact(self, token):
+            cfg = self.config
+            return torch.where(token == cfg.eos_token_id, torch.full_like(token, cfg.codebook_size),
+                               torch.where(token >= cfg.semantic_begin_id, token - cfg.semantic_begin_id, token))
+
+        def _token(self, index):
+            cfg = self.config
+            return torch.where(index == cfg.codebook_size, torch.full_like(index, cfg.eos_token_id),
+                               index + cfg.semantic_begin_id)
+
+        def _sample_semantic(self, history, logits, custom_processors, top_k, top_p, temperature, previous,
+                             do_sample, generator=None):
+            cfg = self.config
+            processors = upstream.LogitsProcessorList([
+                upstream.ArkttsSemanticLogitsProcessor(0, cfg.codebook_size - 1, cfg.codebook_size),
+                *custom_processors])
+            regular = self._processed_scores(history, logits, processors, top_k, top_p, temperature)
+            if not do_sample:
+                return self._token(regular.argmax(dim=-1))
+            normal = self._sample(regular, generator=generator)
+            high_scores = self._processed_scores(history, logits, processors, top_k, cfg.ras_top_p,
+                                                 cfg.ras_temperature)
+            high = self._sample(high_scores, generator=generator)
+            if previous is None:
+                return self._token(normal)
+            repeated = (self._compact(previous) == normal[:, None]).any(dim=1)
+            return self._token(torch.where(repeated & (normal < cfg.codebook_size), high, normal))
+
+        def _generate_codebooks(self, slow_hidden, semantic, processors, top_k, top_p, temperature, do_sample,
+                                generator=None):
+            cfg = self.config
+            # Upstream's body with c0 = the compact index (clamped), not semantic - semantic_begin_id.
+            hidden = self.fast_project_in(slow_hidden)
+            self._fast_step(hidden, 0)
+            current = self._compact(semantic).clamp(0, cfg.codebook_size - 1)
+            codebooks = [current]
+            fast_history = current[:, None]
+            hidden = self.fast_embeddings(current)[:, None]
+            for position in range(1, cfg.num_codebooks):
+                scores = self._fast_step(hidden, position)
+                scores = self._processed_scores(fast_history, scores, processors, top_k, top_p, temperature)
+                current = self._sample(scores, generator=generator) if do_sample else scores.argmax(dim=-1)
+                codebooks.append(current)
+                fast_history = torch.cat((fast_history, current[:, None]), dim=1)
+                hidden = self.fast_embeddings(current)[:, None]
+            return torch.stack(codebooks, dim=1)
+
+    return Arktts01BModel
+
+
+def load_01b(upstream, ckpt: Path):
+    """The 0.1B reference model of a checkpoint folder, loaded strictly (plus its config class)."""
+    from safetensors.torch import load_file
+
+    config_module = sys.modules[upstream.__name__.rsplit(".", 1)[0] + ".configuration_arktts"]
+    raw = json.loads((ckpt / "config.json").read_text(encoding="utf-8"))
+    config = config_module.ArkttsConfig(**raw)
+    config._name_or_path = str(ckpt)
+    model = arktts_01b_class(upstream)(config).eval()
+    model.load_state_dict(load_file(str(ckpt / "model.safetensors")), strict=True)
+    return model
+
+
+def run_generate(model, case: dict) -> dict[str, np.ndarray]:
+    """Upstream ``generate`` on direct prompt rows ``ids`` [B, 11, T] (+ ``mask``), greedy or
+    seeded (``torch.Generator().manual_seed(seed)``)."""
+    ids = torch.tensor(case["ids"], dtype=torch.long)
+    mask = torch.tensor(case.get("mask") or np.ones(ids.shape[::2]).tolist(), dtype=torch.long)
+    generator = None if case.get("seed") is None else torch.Generator().manual_seed(int(case["seed"]))
+    out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=int(case["max_new_tokens"]),
+                         temperature=float(case.get("temperature", 0.7)), top_p=float(case.get("top_p", 0.9)),
+                         top_k=int(case.get("top_k", 50)), do_sample=bool(case.get("do_sample", True)),
+                         generator=generator, return_dict_in_generate=True)
+    result = {"codes": out.codes.numpy(), "code_lengths": out.code_lengths.numpy(), "finished": out.finished.numpy()}
+    if case.get("decode"):
+        wav, lengths = model.decode_audio(out.codes)
+        result.update(wav=wav.numpy(), wav_lengths=lengths.numpy())
+    return result
+
+
 KINDS = {"slow": run_slow, "mixer": run_mixer, "batch": run_batch}
 
 
@@ -211,14 +386,19 @@ def main(argv: list[str]) -> int:
     torch.set_num_threads(int(spec.get("threads", 1)))
     models: dict[str, FalconSlowReference] = {}
     summary: dict[str, Any] = {"loaded": {}, "torch": torch.__version__}
+    upstream = import_upstream(spec["upstream"]) if spec.get("upstream") else None
     for name, ckpt in spec["checkpoints"].items():
         models[name], summary["loaded"][name] = load_reference(Path(ckpt))
         summary["attn_implementation"] = models[name].slow.config._attn_implementation
+    pipelines = {name: load_01b(upstream, Path(ckpt)) for name, ckpt in spec.get("pipelines", {}).items()}
     import transformers
 
     summary["transformers"] = transformers.__version__
     for case in spec["cases"]:
-        result = KINDS[case["kind"]](models[case["checkpoint"]], case)
+        if case["kind"] == "generate":
+            result = run_generate(pipelines[case["checkpoint"]], case)
+        else:
+            result = KINDS[case["kind"]](models[case["checkpoint"]], case)
         np.savez(out_dir / f"{case['name']}.npz", **result)
     print(json.dumps(summary))
     return 0
