@@ -38,6 +38,7 @@ BASE: dict[str, Any] = {
     "embedding_multiplier": 0.10888671875, "lm_head_multiplier": 0.078125,
     "mamba_d_ssm": 64, "mamba_n_heads": 8, "mamba_d_head": 8, "mamba_d_state": 16, "mamba_n_groups": 1,
     "mamba_d_conv": 4, "mamba_chunk_size": 16, "mamba_conv_bias": True, "mamba_rms_norm": False,
+    "codec_semantic_codebook_size": 32,
 }
 CONFIGS: dict[str, dict[str, Any]] = {
     "unity": BASE,
