@@ -146,17 +146,23 @@ def create_app(state: ServerState) -> FastAPI:
     @app.get("/v1/audio/voices")
     async def list_voices() -> dict[str, Any]:
         stored = await run_in_threadpool(state.voices.list)
-        builtin = [{"name": "default", "type": "builtin", "description": "the model family's own voice"}]
+        builtin = [{"id": "default", "name": "default", "type": "builtin", "stored": False,
+                    "description": "the model family's own voice"}]
         return {"voices": builtin + [v.describe() for v in stored],
                 "aliases": {name: "default" for name in OPENAI_VOICES}}
 
     @app.post("/v1/audio/voices", status_code=201)
     async def add_voice(request: Request) -> JSONResponse:
+        """Multipart ``name``, ``file`` (or OpenAI's ``audio_sample``) and ``transcript``."""
         if not request.headers.get("content-type", "").startswith("multipart/form-data"):
             raise ApiError(415, "send the voice as multipart/form-data with fields name, file and transcript",
                            code="unsupported_media_type")
         async with request.form(max_files=1, max_fields=8) as form:
-            name, upload, transcript = form.get("name"), form.get("file"), form.get("transcript") or ""
+            name, transcript = form.get("name"), form.get("transcript") or ""
+            upload = form.get("file") or form.get("audio_sample")
+            if form.get("type") not in (None, "audio_sample"):
+                raise ApiError(400, "only voices from an audio sample are supported (type=audio_sample)",
+                               param="type", code="unsupported_voice_type")
             if not isinstance(name, str) or not name:
                 raise ApiError(400, "the form field 'name' is missing", param="name", code="missing_field")
             if upload is None or isinstance(upload, str):
@@ -172,7 +178,7 @@ def create_app(state: ServerState) -> FastAPI:
     @app.delete("/v1/audio/voices/{name}")
     async def delete_voice(name: str) -> dict[str, Any]:
         await run_in_threadpool(state.voices.delete, name)
-        return {"name": name, "deleted": True}
+        return {"id": name, "object": "audio.voice.deleted", "deleted": True}
 
     @app.post("/v1/audio/speech")
     async def speech(request: Request) -> Response:

@@ -119,7 +119,7 @@ async function init() {
     for (const f of list.response_formats) $("format").append(new Option(f, f));
     $("served").textContent = models.length + " model(s)";
     const voices = await getJSON("/v1/audio/voices");
-    for (const v of voices.voices) $("voice").append(new Option(v.name + (v.type === "stored" ? " (stored)" : ""), v.name));
+    for (const v of voices.voices) $("voice").append(new Option(v.name + (v.stored ? " (stored)" : ""), v.name));
     showOptions();
     status("ready");
   } catch (e) {

@@ -52,9 +52,10 @@ class StoredVoice:
     reference: Path
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "type": "stored", "transcript": self.transcript,
-                "sample_rate": self.sample_rate, "duration_s": round(self.duration_s, 3),
-                "created": int(self.created)}
+        """OpenAI's ``audio.voice`` object (the id is the name) plus what we store."""
+        return {"id": self.name, "object": "audio.voice", "name": self.name, "type": "audio_sample",
+                "created_at": int(self.created), "stored": True, "transcript": self.transcript,
+                "sample_rate": self.sample_rate, "duration_s": round(self.duration_s, 3)}
 
     def prompt_path(self, model_key: str, options: dict[str, Any]) -> Path:
         blob = json.dumps({k: str(v) for k, v in sorted(options.items()) if k != "seed"})
