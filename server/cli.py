@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from audiocpp.engine.errors import UsageError
+from audiocpp.engine.errors import AudiocppError, UsageError
 
 
 @dataclass
@@ -25,24 +26,47 @@ class ServeArgs:
     log_level: str = "warning"
 
 
-EXTRA_MODULES = {"fastapi": "fastapi", "uvicorn": "uvicorn", "multipart": "python-multipart"}
+#: The serve extra: importable module names (any of) -> the package to install.
+EXTRA_MODULES = {("fastapi",): "fastapi", ("uvicorn",): "uvicorn", ("python_multipart", "multipart"): "python-multipart"}
 
 
 def require_extra() -> None:
     """The serve extra's packages, or one clear error naming the install command."""
     import importlib
 
-    from audiocpp.engine.errors import AudiocppError
-
     missing = []
-    for module, package in EXTRA_MODULES.items():
-        try:
-            importlib.import_module(module)
-        except ImportError:
+    for modules, package in EXTRA_MODULES.items():
+        for module in modules:
+            try:
+                importlib.import_module(module)
+                break
+            except ImportError:
+                continue
+        else:
             missing.append(package)
     if missing:
         raise AudiocppError(f"audiocpp serve needs {', '.join(missing)}, which is not installed",
                             hint="pip install 'audiocpp[serve]' (tools/setup_env.sh installs it)")
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """Bind the listening socket before the (slow) model loads, so a taken port fails at once."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as error:
+        raise AudiocppError(f"cannot listen on {host}:{port}: {error.strerror or error}",
+                            hint="pass an address of this machine with --host (127.0.0.1, 0.0.0.0)") from None
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as error:
+        sock.close()
+        raise AudiocppError(f"cannot listen on {host}:{port}: {error.strerror or error}",
+                            hint="is another server using the port? pick another with --port") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def default_voices_dir() -> Path:
@@ -92,18 +116,21 @@ def serve(args: ServeArgs) -> None:
 
     from .app import create_app
 
-    state = build_state(args)
-    app = create_app(state)
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
-                            timeout_graceful_shutdown=5, access_log=args.log_level in ("info", "debug", "trace"))
-    server = uvicorn.Server(config)
-    names = ", ".join(f"{n} ({m.family}, {m.model.sample_rate} Hz)" for n, m in state.models.items())
-    print(f"audiocpp serve: {names}; voices in {state.voices.folder}", file=sys.stderr)
-    print(f"audiocpp serve: listening on http://{args.host}:{args.port} (playground at /)", file=sys.stderr)
+    sock = listen(args.host, args.port)
     try:
-        server.run()
+        state = build_state(args)
+        app = create_app(state)
+        config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
+                                timeout_graceful_shutdown=5,
+                                access_log=args.log_level in ("info", "debug", "trace"))
+        server = uvicorn.Server(config)
+        names = ", ".join(f"{n} ({m.family}, {m.model.sample_rate} Hz)" for n, m in state.models.items())
+        host, port = sock.getsockname()[:2]
+        print(f"audiocpp serve: {names}; voices in {state.voices.folder}", file=sys.stderr)
+        print(f"audiocpp serve: listening on http://{host}:{port} (playground at /)", file=sys.stderr)
+        try:
+            server.run(sockets=[sock])
+        finally:
+            state.shutdown()
     finally:
-        state.shutdown()
-    if not server.started:
-        raise UsageError(f"could not listen on {args.host}:{args.port}",
-                         hint="is the port in use? pick another with --port")
+        sock.close()
