@@ -59,6 +59,11 @@ class LoadedModel(ABC):
     @abstractmethod
     def _create_session(self, task: Task, mode: Mode, options: dict[str, Any]) -> Session: ...
 
+    @property
+    def supports_voice_prompts(self) -> bool:
+        """Whether this family saves and reuses prepared voices (it overrides :meth:`load_voice_prompt`)."""
+        return type(self).load_voice_prompt is not LoadedModel.load_voice_prompt
+
     def load_voice_prompt(self, path: Path) -> VoicePrompt:
         """Read a prepared voice prompt saved by this family (override where supported)."""
         raise UsageError(f"{self.family} does not support saved voice prompts (--voice-prompt)")

@@ -1,6 +1,7 @@
 """Small typed records shared by the CLI, the Python API and families.
 
-They are plain dataclasses: cheap to build, easy to print, no torch import.
+They are plain dataclasses: cheap to build, easy to print (short reprs that summarize audio
+instead of dumping samples), no torch import.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 from .tasks import Mode, Task
 
 
-@dataclass
+@dataclass(repr=False)
 class AudioBuffer:
     """Mono float32 audio. ``samples`` has shape ``(n,)``."""
 
@@ -39,6 +40,9 @@ class AudioBuffer:
     @property
     def duration(self) -> float:
         return self.num_samples / float(self.sample_rate) if self.sample_rate else 0.0
+
+    def __repr__(self) -> str:
+        return f"AudioBuffer({self.duration:.3f} s, {self.sample_rate} Hz, {self.num_samples} samples)"
 
     def content_hash(self) -> str:
         """sha256 of the samples and rate: the key of the reference caches."""
@@ -127,7 +131,7 @@ class Metrics:
         }
 
 
-@dataclass
+@dataclass(repr=False)
 class TaskResult:
     """The output of a request: the final audio, its named chunks and the metrics.
 
@@ -144,8 +148,16 @@ class TaskResult:
     voice_prompt: VoicePrompt | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        m = self.metrics
+        rtf = f"{m.rtf:.3g}" if m.audio_s > 0 else "n/a"
+        extra = f", chunks={len(self.chunks)}" if self.chunks else ""
+        extra += ", voice_prompt=yes" if self.voice_prompt is not None else ""
+        return (f"TaskResult(task={self.task.value!r}, mode={self.mode.value!r}, audio={self.audio!r}{extra}, "
+                f"wall_s={m.wall_s:.3f}, rtf={rtf}, seed={m.seed})")
 
-@dataclass
+
+@dataclass(repr=False)
 class StreamEvent:
     """An event of a streaming session: audio pieces in order, then one final event."""
 
@@ -158,6 +170,10 @@ class StreamEvent:
     @property
     def is_final(self) -> bool:
         return self.kind == "final"
+
+    def __repr__(self) -> str:
+        tail = f", result={self.result!r}" if self.result is not None else ""
+        return f"StreamEvent(kind={self.kind!r}, index={self.index}, audio={self.audio!r}{tail})"
 
 
 @dataclass

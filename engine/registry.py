@@ -126,10 +126,21 @@ def load(
     family: str | None = None,
     load_options: dict[str, Any] | None = None,
 ):
-    """Load a model: ``audiocpp.engine.load("model.gguf")``. The family is detected unless given."""
-    plugin = resolve_family(path, family)
-    if path is None:
-        path = plugin.demo_model_path()
+    """Load a model: ``audiocpp.engine.load("model.gguf")``. The family is detected unless given;
+    ``load(family="omnivoice")`` loads the family's demo model (random weights, not speech).
+    Errors name ``load()``'s arguments, not the CLI's flags."""
+    from .errors import AudiocppError, python_wording
+
+    try:
+        if path is None and family is None:
+            raise UsageError("load() needs a model path or a family",
+                             hint="load('model.gguf'), or load(family='omnivoice') for its demo model")
+        plugin = resolve_family(path, family)
         if path is None:
-            raise UsageError(f"family {plugin.name!r} has no demo model", hint="pass --model PATH")
-    return plugin.load(path, load_options)
+            path = plugin.demo_model_path()
+            if path is None:
+                raise UsageError(f"family {plugin.name!r} has no demo model",
+                                 hint=f"pass the model's path: load(PATH, family={plugin.name!r})")
+        return plugin.load(path, load_options)
+    except AudiocppError as error:
+        raise python_wording(error) from None

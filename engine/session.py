@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import UsageError
+from .errors import AudiocppWarning, UsageError
 from .metrics import Stopwatch, peak_rss_mb
 from .progress import NullProgress, Progress
 from .records import AudioBuffer, Metrics, StreamEvent, TaskRequest, TaskResult, VoicePrompt, VoiceReference
@@ -27,6 +27,68 @@ if TYPE_CHECKING:
     import torch
 
     from .model import LoadedModel
+
+#: The request option that caps reference audio, declared by every spec with cloning.
+REFERENCE_CAP_OPTION = "max_reference_seconds"
+
+
+def check_voice_inputs(task: Task, *, voice: bool, voice_prompt: bool, reference_text: bool) -> None:
+    """The rules on reference inputs that hold in every family (the CLI checks them before loading):
+    a reference voice or saved prompt only for cloning, not both, and a transcript only with audio."""
+    if voice and voice_prompt:
+        raise UsageError("give either --voice-ref or --voice-prompt, not both",
+                         hint="a saved voice prompt already holds its reference audio and transcript")
+    if task is not Task.CLONE and (voice or voice_prompt):
+        what = "reference audio (--voice-ref)" if voice else "voice prompt (--voice-prompt)"
+        raise UsageError(f"task {task.cli_name!r} takes no {what}", hint="use --task clon to clone a voice")
+    if reference_text and not voice:
+        raise UsageError(
+            "--reference-text needs --voice-ref (the audio it transcribes)",
+            hint="a --voice-prompt carries its own transcript; drop --reference-text"
+            if voice_prompt else "pass --voice-ref FILE with --task clon, or drop --reference-text",
+        )
+
+
+def check_reference_length(duration: float, cap: float | None, *, transcript: bool, name: str) -> bool:
+    """Whether a reference of ``duration`` seconds must be cut to the cap (``None`` or 0: no cap).
+
+    Upstream OmniVoice cuts references over 20 s at a pause, but only without a transcript:
+    a cut reference would no longer match its transcript, so one over the cap with a
+    transcript is refused instead.
+    """
+    if not cap or duration <= cap:
+        return False
+    if transcript:
+        raise UsageError(
+            f"the reference audio {name} is {duration:.1f} s long, over the {cap:g} s cap for references "
+            "(request option max_reference_seconds); cut with its transcript it would no longer match",
+            hint="use a 3-20 s clip of it with that clip's transcript, or raise the cap: "
+            f"--request-option {REFERENCE_CAP_OPTION}=N (0: no cap)",
+        )
+    return True
+
+
+def cap_reference(audio: AudioBuffer, cap: float, name: str) -> AudioBuffer:
+    """``audio`` cut at a pause to at most 3/4 of ``cap`` seconds (at ``cap`` = 20 s, upstream
+    OmniVoice's ``trim_long_audio``: at most 15 s, at least 3 s), with a warning."""
+    import warnings
+
+    import numpy as np
+
+    from .audio.silence import trim_long_audio
+
+    keep = 0.75 * cap
+    cut = trim_long_audio(audio.samples[np.newaxis, :], audio.sample_rate, max_duration=keep,
+                          min_duration=min(3.0, keep), trim_threshold=cap)[0]
+    trimmed = AudioBuffer(cut, audio.sample_rate)
+    warnings.warn(
+        f"the reference audio {name} is {audio.duration:.1f} s long, over the {cap:g} s cap; using its first "
+        f"{trimmed.duration:.1f} s (cut at a pause). Set --request-option {REFERENCE_CAP_OPTION}=N to change "
+        "the cap (0: no cap)",
+        AudiocppWarning,
+        stacklevel=2,
+    )
+    return trimmed
 
 @dataclass
 class PreparedRequest:
@@ -160,7 +222,12 @@ class Session(ABC):
             seed = secrets.randbits(63)
             if "seed" in options:
                 options["seed"] = seed
-        voice = self.read_voice(request.voice) if request.voice is not None else None
+        check_voice_inputs(self.task, voice=request.voice is not None, voice_prompt=request.voice_prompt is not None,
+                           reference_text=bool(str(options.get("reference_text") or "").strip()))
+        voice = None
+        if request.voice is not None:
+            voice = self.read_voice(request.voice)
+            voice = self._cap_reference(voice, options, request.voice)
         voice_prompt = self._resolve_voice_prompt(request.voice_prompt)
         prepared = PreparedRequest(
             text=text,
@@ -200,6 +267,14 @@ class Session(ABC):
         if getattr(value, "family", self.family) != self.family:
             raise UsageError(f"the voice prompt was made by {value.family!r}, not {self.family!r}")
         return value
+
+    def _cap_reference(self, audio: AudioBuffer, options: dict[str, Any], ref: VoiceReference) -> AudioBuffer:
+        cap = options.get(REFERENCE_CAP_OPTION)
+        name = repr(str(ref.path)) if ref.path is not None else "(in memory)"
+        transcript = bool(str(options.get("reference_text") or "").strip())
+        if check_reference_length(audio.duration, cap, transcript=transcript, name=name):
+            return cap_reference(audio, float(cap), name)
+        return audio
 
     def read_voice(self, voice: VoiceReference) -> AudioBuffer:
         """Reference audio as mono float32 at its own sample rate."""

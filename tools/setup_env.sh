@@ -19,6 +19,8 @@ want="$(cat pyproject.toml setup.py tools/setup_env.sh | sha256sum | cut -d' ' -
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/audiocpp" ]; then
   exit 0
 fi
+# One line even with --quiet (bin/audiocpp): the first run is otherwise silent for about a minute.
+echo "[setup] setting up $venv (first run, or the dependencies changed): installing $TORCH_PIN and audiocpp, about a minute..." >&2
 if [ ! -x "$venv/bin/python" ]; then
   log "creating $venv"
   "$PYTHON" -m venv "$venv"

@@ -49,6 +49,14 @@ def print_families(as_json: bool) -> None:
         print(f"broken: {b['name']} ({b['target']}): {b['error']}")
 
 
+def _cli_summary(summary) -> dict:  # noqa: ANN001
+    """A spec summary with tasks in the CLI's words (``clon``), as ``families`` prints them."""
+    out = dict(summary)
+    if "tasks" in out:
+        out["tasks"] = [Task(t).cli_name for t in out["tasks"]]
+    return out
+
+
 def print_inspection(path: Path, family: str | None, as_json: bool) -> None:
     from ..errors import ModelError
     from ..inspect import embedded_spec, inspect_path
@@ -70,7 +78,7 @@ def print_inspection(path: Path, family: str | None, as_json: bool) -> None:
         "family": info.family,
         "path": str(info.path),
         "format": info.format,
-        "spec": dict(info.spec_summary),
+        "spec": _cli_summary(info.spec_summary),
         "num_tensors": info.num_tensors,
         "namespaces": info.namespaces,
         "dtypes": info.dtype_counts,

@@ -40,7 +40,7 @@ def synthesize(
     codec: Annotated[Path | None, typer.Option("--codec", help="Separate codec GGUF where a family uses one (load option 'codec').")] = None,
     text: Annotated[str | None, typer.Option("--text", "-t", help="Text to synthesize ('-' reads stdin).")] = None,
     text_file: Annotated[Path | None, typer.Option("--text-file", help="Read the text from a UTF-8 file.")] = None,
-    voice_ref: Annotated[Path | None, typer.Option("--voice-ref", help="Reference audio for cloning (wav/flac/ogg).")] = None,
+    voice_ref: Annotated[Path | None, typer.Option("--voice-ref", help="Reference audio for cloning (wav/flac/ogg/mp3; any rate, stereo is mixed down).")] = None,
     reference_text: Annotated[str | None, typer.Option("--reference-text", help="Transcript of --voice-ref.")] = None,
     instruct: Annotated[str | None, typer.Option("--instruct", help="Voice design description.")] = None,
     language: Annotated[str | None, typer.Option("--language", help="Language name or code.")] = None,

@@ -1,18 +1,34 @@
-"""The synthesis command: build a TaskRequest from flags, run it, write audio atomically."""
+"""The synthesis command: build a TaskRequest from flags, run it, write audio atomically.
+
+Everything that can be checked without the model is checked before it is loaded (outputs,
+inputs, options); inputs that would be ignored are errors. Warnings of the engine print as
+``warning: ...`` on stderr; Ctrl-C says what was kept.
+"""
 
 from __future__ import annotations
 
 import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import AudiocppWarning, UsageError
 from ..records import TaskRequest, TaskResult, VoiceReference
 from ..spec.options import parse_key_values
-from ..tasks import Mode, parse_mode, parse_task
-
-_EXT_FORMAT = {".wav": "wav16", ".flac": "flac", ".ogg": "ogg"}
+from ..tasks import Mode, Task, parse_mode, parse_task
+from .checks import (
+    USAGE,
+    check_input_file,
+    check_out_dir,
+    check_out_file,
+    check_session_prefixes,
+    check_supported,
+    output_format,
+    reference_duration,
+)
 
 
 @dataclass
@@ -46,35 +62,22 @@ class RunArgs:
 def read_text(args: RunArgs) -> str:
     sources = [s for s in (args.text is not None and args.text != "-", args.text_file is not None) if s]
     if len(sources) > 1:
-        raise UsageError("give the text once: --text or --text-file, not both")
+        raise UsageError("give the text once: --text or --text-file, not both", hint="drop one of the two")
     if args.text_file is not None:
         try:
             return args.text_file.read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise UsageError(f"--text-file {str(args.text_file)!r} does not exist") from None
+            raise UsageError(f"--text-file {str(args.text_file)!r} does not exist", hint="check the path") from None
+        except IsADirectoryError:
+            raise UsageError(f"--text-file {str(args.text_file)!r} is a folder", hint="pass a text file") from None
         except UnicodeDecodeError:
-            raise UsageError(f"--text-file {str(args.text_file)!r} is not UTF-8 text") from None
+            raise UsageError(f"--text-file {str(args.text_file)!r} is not UTF-8 text",
+                             hint="convert it, e.g. `iconv -t UTF-8 FILE`") from None
     if args.text is not None and args.text != "-":
         return args.text
     if args.text == "-" or not sys.stdin.isatty():
         return sys.stdin.read()
     raise UsageError("no text given", hint="pass --text \"...\", --text-file FILE, or pipe text on stdin")
-
-
-def output_format(out: Path, fmt: str | None) -> str:
-    if fmt is not None:
-        from ..audio.io import WRITE_FORMATS
-
-        if fmt not in WRITE_FORMATS:
-            raise UsageError(f"--format {fmt!r} is not supported", hint=f"use one of: {', '.join(WRITE_FORMATS)}")
-        return fmt
-    fmt = _EXT_FORMAT.get(out.suffix.lower())
-    if fmt is None:
-        raise UsageError(
-            f"cannot tell the audio format of {str(out)!r} from its extension",
-            hint="use .wav, .flac or .ogg, or pass --format",
-        )
-    return fmt
 
 
 def build_request(args: RunArgs, text: str, request_options: dict[str, Any]) -> TaskRequest:
@@ -91,25 +94,87 @@ def build_request(args: RunArgs, text: str, request_options: dict[str, Any]) -> 
     )
 
 
-def run_request(args: RunArgs) -> None:
-    from ..progress import Progress
-    from ..registry import resolve_family
+@contextmanager
+def _warnings_on_stderr() -> Iterator[None]:
+    """The engine's warnings (e.g. a reference it cut) as one ``warning: ...`` line each."""
 
+    def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        if issubclass(category, AudiocppWarning):
+            print(f"warning: {message}", file=sys.stderr)
+        else:
+            previous(message, category, filename, lineno, file, line)
+
+    previous = warnings.showwarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", AudiocppWarning)
+        warnings.showwarning = show
+        yield
+
+
+def _check_outputs(args: RunArgs, task: Task) -> str:
+    """The output format; raises before any work if an output cannot be written."""
     if args.out is None:
         raise UsageError("no output file", hint="pass --out FILE.wav")
     fmt = output_format(args.out, args.fmt)
-    if not args.out.parent.exists():
-        raise UsageError(f"the folder of --out {str(args.out)!r} does not exist")
+    check_out_file(args.out, "--out")
+    if args.out_dir is not None:
+        check_out_dir(args.out_dir)
+    if args.voice_prompt_out is not None:
+        if task is not Task.CLONE or (args.voice_ref is None and args.voice_prompt is None):
+            raise UsageError("--voice-prompt-out saves the voice of a clone",
+                             hint="use it with --task clon --voice-ref FILE --reference-text '...'")
+        check_out_file(args.voice_prompt_out, "--voice-prompt-out")
+    return fmt
+
+
+def _check_inputs(args: RunArgs, task: Task) -> None:
+    from ..session import check_voice_inputs
+
+    if args.voice_ref is not None:
+        check_input_file(args.voice_ref, "--voice-ref")
+    if args.voice_prompt is not None:
+        check_input_file(args.voice_prompt, "--voice-prompt")
+    check_voice_inputs(task, voice=args.voice_ref is not None, voice_prompt=args.voice_prompt is not None,
+                       reference_text=bool((args.reference_text or "").strip()))
+
+
+def _is_bare(args: RunArgs) -> bool:
+    return args == RunArgs(progress=args.progress)
+
+
+def run_request(args: RunArgs) -> None:
+    if _is_bare(args):
+        print(USAGE, file=sys.stderr)
+        raise SystemExit(2)
     task = parse_task(args.task)
     mode = parse_mode(args.mode)
+    fmt = _check_outputs(args, task)
+    _check_inputs(args, task)
     text = read_text(args)
+    if not text.strip():
+        raise UsageError("the text to synthesize is empty", hint="pass --text, --text-file or text on stdin")
+    kept: list[Path] = []
+    try:
+        with _warnings_on_stderr():
+            _synthesize(args, task, mode, fmt, text, kept)
+    except KeyboardInterrupt:
+        _report_interrupt(args, kept)
+        raise SystemExit(130) from None
+
+
+def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str, kept: list[Path]) -> None:
+    from ..audio.io import write_audio
+    from ..progress import Progress
+    from ..registry import resolve_family
+    from ..session import REFERENCE_CAP_OPTION, check_reference_length
+    from ..spec.options import resolve_options
+
     request_options = parse_key_values(args.request_options, flag="--request-option")
     session_options = parse_key_values(args.session_options, flag="--session-option")
     load_options = parse_key_values(args.load_options, flag="--load-option")
     if args.codec is not None:
         load_options["codec"] = str(args.codec)
-    if args.voice_ref is not None and not args.voice_ref.is_file():
-        raise UsageError(f"--voice-ref {str(args.voice_ref)!r} does not exist")
+    request = build_request(args, text, request_options)
 
     from ..hub import resolve_model
 
@@ -119,9 +184,19 @@ def run_request(args: RunArgs) -> None:
     plugin = resolve_family(model_arg, args.family)
     plugin.ensure_runnable()
     # Validate what can be validated before the (slow) model load.
-    from ..spec.options import resolve_options
-
+    check_supported(plugin.spec, task, mode)
+    check_session_prefixes(session_options, plugin.name)
     resolve_options(plugin.spec, "session", session_options, fill_defaults=False)
+    options = resolve_options(plugin.spec, "request", {**request_options, **request.first_class_options()})
+    if args.voice_ref is not None:
+        duration = reference_duration(args.voice_ref)
+        if duration is None:  # an unreadable header: reading the file says why, with a hint
+            from ..audio.io import read_audio
+
+            duration = read_audio(args.voice_ref).duration
+        if duration is not None:
+            check_reference_length(duration, options.get(REFERENCE_CAP_OPTION), name=repr(str(args.voice_ref)),
+                                   transcript=bool((args.reference_text or "").strip()))
     model_path = model_arg if model_arg is not None else plugin.demo_model_path()
     if model_path is None:
         raise UsageError(f"family {plugin.name!r} has no demo model", hint="pass --model PATH")
@@ -129,14 +204,20 @@ def run_request(args: RunArgs) -> None:
         print(f"note: no --model given; using the {plugin.name} demo model (random weights: the audio is not speech)",
               file=sys.stderr)
     model = plugin.load(model_path, load_options)
+    if args.voice_prompt_out is not None and not model.supports_voice_prompts:
+        raise UsageError(f"{plugin.name} does not save voice prompts", hint="drop --voice-prompt-out")
     session = model.create_session(task, mode, session_options)
-    request = build_request(args, text, request_options)
-    from ..audio.io import write_audio
 
     progress = Progress(enabled=args.progress)
     result: TaskResult | None = None
-    if args.out_dir is not None:
+
+    def keep_chunk(index: int, audio) -> None:  # noqa: ANN001
+        assert args.out_dir is not None
         args.out_dir.mkdir(parents=True, exist_ok=True)
+        path = args.out_dir / f"chunk_{index}.wav"
+        write_audio(path, audio, "wav16")
+        kept.append(path)
+
     for event in session.stream(request, progress=progress):
         if event.is_final:
             result = event.result
@@ -144,22 +225,36 @@ def run_request(args: RunArgs) -> None:
         if mode is Mode.STREAMING:
             print(f"event=audio index={event.index} samples={event.audio.num_samples}", file=sys.stderr)
         if args.out_dir is not None:
-            write_audio(args.out_dir / f"chunk_{event.index}.wav", event.audio, "wav16")
+            keep_chunk(event.index, event.audio)
     assert result is not None
     if args.out_dir is not None and mode is Mode.OFFLINE:
         for i, chunk in enumerate(result.chunks):
-            write_audio(args.out_dir / f"chunk_{i}.wav", chunk, "wav16")
-    write_audio(args.out, result.audio, fmt)
+            keep_chunk(i, chunk)
     if args.voice_prompt_out is not None:
         if result.voice_prompt is None:
-            raise UsageError(
-                "--voice-prompt-out needs a request that prepares a voice (a clone with --voice-ref)"
-            )
+            raise UsageError("this request prepared no voice to save", hint="drop --voice-prompt-out")
         result.voice_prompt.save(args.voice_prompt_out)
+        kept.append(args.voice_prompt_out)
         print(f"voice_prompt_out={args.voice_prompt_out}")
+    write_audio(args.out, result.audio, fmt)
+    kept.append(args.out)
     print(f"audio_out={args.out}")
     print(f"sample_rate={result.audio.sample_rate}")
     print(f"duration_s={result.audio.duration:.3f}")
     if args.metrics:
         for key, value in result.metrics.as_dict().items():
             print(f"{key}={value}")
+
+
+def _report_interrupt(args: RunArgs, kept: list[Path]) -> None:
+    """One line on stderr: interrupted, and which files were written before it."""
+    chunks = [p for p in kept if args.out_dir is not None and p.parent == args.out_dir]
+    others = [p for p in kept if p not in chunks]
+    parts = []
+    if chunks:
+        names = chunks[0].name if len(chunks) == 1 else f"{chunks[0].name} to {chunks[-1].name}"
+        parts.append(f"kept {len(chunks)} chunk{'s' if len(chunks) > 1 else ''} in {args.out_dir} ({names})")
+    parts.extend(f"kept {p}" for p in others)
+    if args.out is not None and args.out not in kept:
+        parts.append(f"--out {args.out} was not written")
+    print("interrupted: " + ("; ".join(parts) if parts else "nothing was written"), file=sys.stderr)

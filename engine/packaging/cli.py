@@ -117,4 +117,21 @@ def package_from_cli(*, out: Path, inputs: list[str], spec: Path | None, family:
     plan = build_plan(parsed, model_spec, spec_json, plugin, spec_given=spec is not None)
     summary = write_package(plan, out, wtype, rules, overwrite=overwrite, progress=Progress())
     print(summary.format())
+    note = demo_note(parsed)
+    if note:
+        print(note)
     return summary
+
+
+def demo_note(inputs: dict[str, Path]) -> str | None:
+    """The caveat for packaging a demo checkpoint (a folder with a ``demo.json``, like the one
+    ``audiocpp --family omnivoice`` builds): random weights, so quantization changes everything."""
+    for path in inputs.values():
+        folder = path if path.is_dir() else path.parent
+        if (folder / "demo.json").is_file():
+            return (f"note: {folder} is a demo checkpoint with random weights: its audio is not speech, and a "
+                    "package of it in another type (q8_0, q4_0, bf16) can sound completely different from the "
+                    "folder (audio cosine about 0.3 for q8_0). That is expected: with random weights the small "
+                    "rounding of quantization flips token choices, and each flip changes all later steps. "
+                    "Judge quantized packages on a real checkpoint.")
+    return None

@@ -34,8 +34,8 @@ class OptionSpec(_Model):
     description: str
     required: bool = False
     default: Any = None
-    min: float | None = None
-    max: float | None = None
+    min: int | float | None = None  # ints stay exact (a seed's 2**63 - 1 is not a float)
+    max: int | float | None = None
     values: tuple[str, ...] | None = None
     preset: str | None = None
 
@@ -47,13 +47,17 @@ class OptionSpec(_Model):
             return PRESETS[self.preset]
         return None
 
+    def show_number(self, value: float) -> str:
+        """A bound as users type it: ints in full (not 9.22337e+18), floats short."""
+        return str(int(value)) if self.type == "int" else f"{value:g}"
+
     def describe_type(self) -> str:
         allowed = self.allowed_values
         if allowed:
             return "|".join(allowed)
         if self.min is not None or self.max is not None:
-            lo = "" if self.min is None else f"{self.min:g}"
-            hi = "" if self.max is None else f"{self.max:g}"
+            lo = "" if self.min is None else self.show_number(self.min)
+            hi = "" if self.max is None else self.show_number(self.max)
             return f"{self.type} [{lo}..{hi}]"
         return self.type
 

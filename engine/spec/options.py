@@ -59,9 +59,9 @@ def parse_value(opt: OptionSpec, raw: Any, *, where: str) -> Any:
 
     if kind in ("int", "float"):
         if opt.min is not None and value < opt.min:
-            raise UsageError(f"{where}: {value} is below the minimum {opt.min:g}", hint=opt.description)
+            raise UsageError(f"{where}: {value} is below the minimum {opt.show_number(opt.min)}", hint=opt.description)
         if opt.max is not None and value > opt.max:
-            raise UsageError(f"{where}: {value} is above the maximum {opt.max:g}", hint=opt.description)
+            raise UsageError(f"{where}: {value} is above the maximum {opt.show_number(opt.max)}", hint=opt.description)
     allowed = opt.allowed_values
     if kind == "enum" and allowed and value not in allowed:
         raise UsageError(f"{where}: {value!r} is not allowed", hint=f"use one of: {', '.join(allowed)}")

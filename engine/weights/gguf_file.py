@@ -49,6 +49,9 @@ class GGUFTensorInfo:
         return tuple(reversed(self.ne))
 
 
+_CORRUPT_HINT = "the file is damaged or was written by a broken converter; fetch or convert it again"
+
+
 class _Cursor:
     def __init__(self, buf: memoryview, path: Path) -> None:
         self.buf, self.pos, self.path = buf, 0, path
@@ -76,7 +79,8 @@ class _Cursor:
         try:
             return bytes(raw).decode("utf-8")
         except UnicodeDecodeError:
-            raise ModelError(f"{self.path} is corrupt: a GGUF string is not UTF-8 (offset {self.pos - n})") from None
+            raise ModelError(f"{self.path} is corrupt: a GGUF string is not UTF-8 (offset {self.pos - n})",
+                             hint=_CORRUPT_HINT) from None
 
     def value(self, vtype: int) -> Any:
         if vtype == _STRING:
@@ -90,12 +94,13 @@ class _Cursor:
                 return [self.value(_ARRAY) for _ in range(count)]
             dtype = _SCALAR.get(item_type)
             if dtype is None:
-                raise ModelError(f"{self.path} is corrupt: unknown GGUF array item type {item_type}")
+                raise ModelError(f"{self.path} is corrupt: unknown GGUF array item type {item_type}",
+                                 hint=_CORRUPT_HINT)
             arr = np.frombuffer(self.take(count * dtype.itemsize), dtype=dtype)
             return arr.astype(bool) if item_type == _BOOL else arr
         dtype = _SCALAR.get(vtype)
         if dtype is None:
-            raise ModelError(f"{self.path} is corrupt: unknown GGUF value type {vtype}")
+            raise ModelError(f"{self.path} is corrupt: unknown GGUF value type {vtype}", hint=_CORRUPT_HINT)
         scalar = np.frombuffer(self.take(dtype.itemsize), dtype=dtype)[0].item()
         return bool(scalar) if vtype == _BOOL else scalar
 
@@ -115,11 +120,12 @@ class GGUFFile:
                     )
                 self._mmap = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
         except FileNotFoundError:
-            raise ModelError(f"{self.path} does not exist") from None
+            raise ModelError(f"{self.path} does not exist", hint="check the path") from None
         except IsADirectoryError:
-            raise ModelError(f"{self.path} is a folder, not a GGUF file") from None
+            raise ModelError(f"{self.path} is a folder, not a GGUF file", hint="pass the .gguf file") from None
         except PermissionError:
-            raise ModelError(f"{self.path} cannot be read (permission denied)") from None
+            raise ModelError(f"{self.path} cannot be read (permission denied)",
+                             hint="check the file's permissions") from None
         buf = memoryview(self._mmap)
         cur = _Cursor(buf, self.path)
         magic = bytes(cur.take(4))
@@ -130,10 +136,12 @@ class GGUFFile:
             )
         self.version = cur.u32()
         if self.version not in (2, 3):
-            raise ModelError(f"{self.path}: GGUF version {self.version} is not supported (2 and 3 are)")
+            raise ModelError(f"{self.path}: GGUF version {self.version} is not supported (2 and 3 are)",
+                             hint="rewrite it with a current gguf-py or llama.cpp converter (they write version 3)")
         n_tensors, n_kv = cur.u64(), cur.u64()
         if n_tensors > 10_000_000 or n_kv > 10_000_000:
-            raise ModelError(f"{self.path} is corrupt: implausible counts ({n_tensors} tensors, {n_kv} keys)")
+            raise ModelError(f"{self.path} is corrupt: implausible counts ({n_tensors} tensors, {n_kv} keys)",
+                             hint=_CORRUPT_HINT)
         self.metadata: dict[str, Any] = {}
         for _ in range(n_kv):
             key = cur.string()
@@ -143,7 +151,7 @@ class GGUFFile:
             name = cur.string()
             n_dims = cur.u32()
             if n_dims > 8:
-                raise ModelError(f"{self.path} is corrupt: tensor {name!r} has {n_dims} dimensions")
+                raise ModelError(f"{self.path} is corrupt: tensor {name!r} has {n_dims} dimensions", hint=_CORRUPT_HINT)
             ne = tuple(cur.u64() for _ in range(n_dims))
             ggml_type = cur.u32()
             rel = cur.u64()
@@ -204,12 +212,14 @@ def tensor_nbytes(ggml_type: int, ne: tuple[int, ...], *, name: str = "", path: 
         qtype = GGMLQuantizationType(ggml_type)
         block, type_size = GGML_QUANT_SIZES[qtype]
     except (ValueError, KeyError):
-        raise ModelError(f"{path}: tensor {name!r} has unknown ggml type {ggml_type}") from None
+        raise ModelError(f"{path}: tensor {name!r} has unknown ggml type {ggml_type}",
+                         hint="a newer ggml type than gguf-py knows, or a corrupt file") from None
     count = 1
     for d in ne:
         count *= int(d)
     if ne and ne[0] % block:
-        raise ModelError(f"{path}: tensor {name!r} row length {ne[0]} is not a multiple of the {qtype.name} block {block}")
+        raise ModelError(f"{path}: tensor {name!r} row length {ne[0]} is not a multiple of the {qtype.name} block {block}",
+                         hint=_CORRUPT_HINT)
     return count // block * type_size
 
 

@@ -1,4 +1,4 @@
-"""Malformed inputs give one clear error, a non-zero exit and no output file (real CLI)."""
+"""Malformed inputs give one clear error with a hint, a non-zero exit and no output file (real CLI)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ def _env(site: Path) -> dict[str, str]:
 def _assert_clean_failure(proc, out: Path, code: int, *needles: str) -> None:
     assert proc.returncode == code, (proc.returncode, proc.stderr)
     assert "Traceback" not in proc.stderr
-    assert proc.stderr.startswith("error: ")
+    assert proc.stderr.startswith("error: "), f"not checked before the model loads:\n{proc.stderr}"
+    assert "\n  hint: " in proc.stderr, f"no hint line (docs/cli.md promises one):\n{proc.stderr}"
+    assert "internal error" not in proc.stderr
     for needle in needles:
         assert needle in proc.stderr, (needle, proc.stderr)
     assert not out.exists()
@@ -70,12 +72,25 @@ def test_safetensors_header_that_lies_about_sizes(toy_site: Path, toy_model_dir:
     _assert_clean_failure(proc, out, 1, "model.safetensors")
 
 
-def test_voice_reference_that_is_not_audio(toy_site: Path, toy_model_dir: Path, tmp_path: Path) -> None:
+def test_voice_reference_that_is_not_audio(tmp_path: Path) -> None:
     fake = tmp_path / "voice.wav"
     fake.write_text("RIFF? no, just text")
     out = tmp_path / "x.wav"
-    proc = run_cli("--model", toy_model_dir, "--text", "hi", "--voice-ref", fake, "--out", out, env=_env(toy_site))
+    proc = run_cli("--family", "omnivoice", "--task", "clon", "--text", "hi", "--voice-ref", fake,
+                   "--reference-text", "hello", "--out", out)
     _assert_clean_failure(proc, out, 1, "voice.wav")
+    # the hint names the formats --help names
+    assert "WAV, FLAC, OGG or MP3" in proc.stderr
+    assert "wav/flac/ogg/mp3" in " ".join(run_cli("--help").stdout.split())
+
+
+def test_unsupported_gguf_version(tmp_path: Path) -> None:
+    good = _small_gguf(tmp_path / "good.gguf").read_bytes()
+    bad = tmp_path / "v9.gguf"
+    bad.write_bytes(good[:4] + struct.pack("<I", 9) + good[8:])
+    out = tmp_path / "x.wav"
+    proc = run_cli("--family", "omnivoice", "--model", bad, "--text", "hi", "--out", out)
+    _assert_clean_failure(proc, out, 1, "GGUF version 9 is not supported", "version 3")
 
 
 @pytest.mark.parametrize(
@@ -89,6 +104,8 @@ def test_voice_reference_that_is_not_audio(toy_site: Path, toy_model_dir: Path, 
         (["--text", "hi", "--mode", "batch"], "unknown mode"),
         (["--text", "hi", "--format", "mp3"], "--format 'mp3'"),
         (["--text", "hi", "--text-file", "x.txt"], "not both"),
+        (["--text", "hi", "--voice-ref", "missing.wav"], "--voice-ref 'missing.wav' does not exist"),
+        (["--text", "hi", "--seed", "-1"], "below the minimum 0"),
     ],
 )
 def test_usage_errors_exit_2(toy_site: Path, toy_model_dir: Path, tmp_path: Path, args, needle) -> None:
@@ -108,7 +125,15 @@ def test_unknown_family_and_wip_family(tmp_path: Path) -> None:
 def test_output_folder_must_exist(toy_site: Path, toy_model_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "missing" / "x.wav"
     proc = run_cli("--model", toy_model_dir, "--text", "hi", "--out", out, env=_env(toy_site))
-    assert proc.returncode == 2 and "does not exist" in proc.stderr
+    _assert_clean_failure(proc, out, 2, "does not exist", f"mkdir -p {out.parent}")
+
+
+def test_seed_range_prints_whole_numbers(tmp_path: Path) -> None:
+    out = tmp_path / "x.wav"
+    proc = run_cli("--family", "omnivoice", "--text", "hi", "--seed", str(2**64), "--out", out)
+    _assert_clean_failure(proc, out, 2, "above the maximum 9223372036854775807")
+    listing = run_cli("options", "--family", "omnivoice").stdout
+    assert "int [0..9223372036854775807]" in listing and "e+18" not in listing
 
 
 def test_text_from_stdin_and_file(toy_site: Path, toy_model_dir: Path, tmp_path: Path) -> None:

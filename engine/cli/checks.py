@@ -1,0 +1,128 @@
+"""What the synthesis command checks before it loads a model (seconds to minutes of work):
+every output can be written where asked, and no input the user gave would be ignored."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from ..errors import UsageError
+from ..spec.model import ModelSpec
+from ..tasks import Mode, Task
+
+#: --out's extension -> the format it implies; --format must agree with it.
+EXT_FORMAT = {".wav": "wav16", ".flac": "flac", ".ogg": "ogg"}
+_CONTAINER = {"wav16": ".wav", "wav24": ".wav", "wav32": ".wav", "flac": ".flac", "ogg": ".ogg"}
+
+USAGE = """\
+usage: audiocpp [--family F] [--task tts|clon|design] [--model PATH]
+                (--text TEXT | --text-file FILE | stdin) --out FILE [options]
+       audiocpp families | options --family F | inspect PATH | package ...
+
+try:   audiocpp --family omnivoice --text "Hello." --out hello.wav   (demo model, random weights)
+       audiocpp --help            every flag and subcommand
+       audiocpp --family F --help  the family's options too"""
+
+
+def output_format(out: Path, fmt: str | None) -> str:
+    """The format to write ``out`` in: ``--format``, or the one its extension implies."""
+    implied = EXT_FORMAT.get(out.suffix.lower())
+    if fmt is None:
+        if implied is None:
+            raise UsageError(
+                f"cannot tell the audio format of {str(out)!r} from its extension",
+                hint="use .wav, .flac or .ogg, or pass --format",
+            )
+        return implied
+    from ..audio.io import WRITE_FORMATS
+
+    if fmt not in WRITE_FORMATS:
+        raise UsageError(f"--format {fmt!r} is not supported", hint=f"use one of: {', '.join(WRITE_FORMATS)}")
+    if implied is not None and _CONTAINER[fmt] != _CONTAINER[implied]:
+        raise UsageError(
+            f"--format {fmt} does not match the extension of --out {str(out)!r}",
+            hint=f"name the file {out.with_suffix(_CONTAINER[fmt]).name}, or drop --format "
+            "(the extension picks the format)",
+        )
+    return fmt
+
+
+def _probe_writable(folder: Path, flag: str, path: Path) -> None:
+    """Create and remove a file in ``folder``: the only check that holds for read-only mounts,
+    /proc, permissions and root alike."""
+    probe = folder / f".audiocpp-probe-{secrets.token_hex(6)}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as error:
+        raise UsageError(f"cannot write {flag} {str(path)!r}: {error.strerror or error} in {str(folder)!r}",
+                         hint="choose a folder you can write to") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def check_out_file(path: Path, flag: str) -> None:
+    """``path`` names a file (not a folder) whose folder exists and is writable."""
+    if path.is_dir():
+        raise UsageError(f"{flag} {str(path)!r} is a folder", hint=f"pass a file name, e.g. {path / 'out.wav'}"
+                         if flag == "--out" else f"pass a file name, e.g. {path / 'voice.pt'}")
+    folder = path.parent
+    if not folder.exists():
+        raise UsageError(f"the folder of {flag} {str(path)!r} does not exist",
+                         hint=f"create it first (mkdir -p {folder}) or choose another path")
+    if not folder.is_dir():
+        raise UsageError(f"the folder of {flag} {str(path)!r} is a file", hint="choose another path")
+    _probe_writable(folder, flag, path)
+
+
+def check_out_dir(path: Path) -> None:
+    """``--out-dir`` is a folder, or can be created (it is created when the first chunk is written)."""
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--out-dir {str(path)!r} is a file, not a folder",
+                         hint="pass a folder for the chunk files (it is created if missing)")
+    existing = path
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"--out-dir {str(path)!r} cannot be created: {str(existing)!r} is a file",
+                         hint="choose another folder")
+    _probe_writable(existing, "--out-dir", path)
+
+
+def check_input_file(path: Path, flag: str) -> None:
+    if not path.exists():
+        raise UsageError(f"{flag} {str(path)!r} does not exist", hint="check the path")
+    if path.is_dir():
+        raise UsageError(f"{flag} {str(path)!r} is a folder, not a file", hint="pass the path of a file")
+
+
+def check_session_prefixes(session_options: dict[str, str], family: str) -> None:
+    """The CLI takes session options as ``family.name=value`` only, as its help says (the
+    Python API takes plain keyword names)."""
+    for key, value in session_options.items():
+        if "." not in key:
+            raise UsageError(f"--session-option {key}={value} lacks its family prefix",
+                             hint=f"write it as --session-option {family}.{key}={value}")
+
+
+def reference_duration(path: Path) -> float | None:
+    """Seconds of audio in ``path`` from its header, or None when the header cannot be read
+    (reading it for real reports why, with its own hint)."""
+    import soundfile as sf
+
+    try:
+        info = sf.info(str(path))
+    except Exception:  # noqa: BLE001 - any unreadable header is reported by the real read
+        return None
+    return float(info.frames) / info.samplerate if info.samplerate > 0 else None
+
+
+
+def check_supported(spec: ModelSpec, task: Task, mode: Mode) -> None:
+    """The family offers ``task`` in ``mode`` (as ``create_session`` checks, before loading)."""
+    if task.value not in spec.tasks:
+        raise UsageError(f"{spec.family} does not support task {task.cli_name!r}",
+                         hint=f"{spec.family} supports: {', '.join(Task(t).cli_name for t in spec.tasks)}")
+    if mode.value not in spec.modes:
+        raise UsageError(f"{spec.family} does not support mode {mode.value!r}",
+                         hint=f"{spec.family} supports: {', '.join(spec.modes)}")
