@@ -150,11 +150,11 @@ def run_request(args: RunArgs) -> None:
     mode = parse_mode(args.mode)
     fmt = _check_outputs(args, task)
     _check_inputs(args, task)
-    text = read_text(args)
-    if not text.strip():
-        raise UsageError("the text to synthesize is empty", hint="pass --text, --text-file or text on stdin")
     kept: list[Path] = []
     try:
+        text = read_text(args)
+        if not text.strip():
+            raise UsageError("the text to synthesize is empty", hint="pass --text, --text-file or text on stdin")
         with _warnings_on_stderr():
             _synthesize(args, task, mode, fmt, text, kept)
     except KeyboardInterrupt:
