@@ -1,12 +1,35 @@
-"""The ``audio8_tts`` family plugin. Light on purpose: model code is imported in ``_load``."""
+"""The ``audio8_tts`` family plugin. Light on purpose: model code is imported in ``_load``.
+
+Module map (read top to bottom): ``config`` (typed config.json), ``model/`` (the slow-AR
+interface, the 0.6B Qwen slow AR, the 0.1B Falcon-H1 slow AR, the fast AR), ``codec/`` (the
+44.1 kHz codec, streaming decoder), ``prompt`` (prompt layout, text chunks), ``generate`` (the
+DualAR loop, sampling, RAS), ``weights`` (layouts, adapters, ``load_parts``), ``session``.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 from audiocpp.engine.plugin import FamilyPlugin
+
+if TYPE_CHECKING:
+    from audiocpp.engine.model import LoadedModel
 
 
 class Audio8TtsPlugin(FamilyPlugin):
     name = "audio8_tts"
+
+    def _load(self, path: Path | None, options: dict[str, Any]) -> LoadedModel:
+        from audiocpp.engine.errors import UsageError
+
+        from .session import Audio8LoadedModel
+        from .weights import load_parts
+
+        if path is None:
+            raise UsageError("audio8_tts needs a model path",
+                             hint="pass --model Audio8-TTS-Preview-0.6b/ (the HF snapshot) or an audio8_tts .gguf")
+        return Audio8LoadedModel(self.spec, path, load_parts(self.spec, path, options), options)
 
 
 plugin = Audio8TtsPlugin()

@@ -1,0 +1,209 @@
+"""The Audio8 TTS loaded model and session: request -> prompt -> DualAR frames -> codec audio.
+
+Tasks and options:
+
+- ``tts``: text only (prompt without reference).
+- ``clon``: ``--voice-ref`` with its transcript ``--reference-text`` (required), or the request
+  option ``multi_reference_cond`` (a JSON list of ``{"audio": path, "text": transcript}``, in order).
+  Reference audio is mixed to mono, resampled to 44.1 kHz and encoded by the codec (cached by
+  content hash).
+- ``do_sample=false`` decodes greedily (upstream ``do_sample=False``); otherwise sampling with
+  ``temperature``, ``top_p``, ``top_k`` and RAS, seeded by ``seed``.
+- Long text (``text_chunk_size`` > 0, longer than it): audio.cpp's word-budget chunks, generated
+  in order with one random stream, each chunk after the first prompted with the previous chunk as
+  a finished turn (its text and codes), decoded separately and concatenated.
+- ``--mode streaming``: frames are decoded as they are generated, every
+  ``streaming_chunk_frames`` frames, by the causal codec's incremental decoder; the
+  concatenation equals the offline output.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from audiocpp.engine.errors import UsageError
+from audiocpp.engine.model import LoadedModel
+from audiocpp.engine.records import AudioBuffer
+from audiocpp.engine.session import PreparedRequest, Session, Synthesis
+from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.tasks import Mode, Task
+
+from .codec import StreamingDecoder
+from .generate import DualARGenerator, SamplingOptions, prompt_tensor
+from .model.dual_ar import DualAR
+from .prompt import PromptBuilder, Reference, Turn, word_budget_chunks
+from .weights import Audio8Parts
+
+COMPUTE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class Audio8LoadedModel(LoadedModel):
+    def __init__(self, spec: ModelSpec, path: Path, parts: Audio8Parts, load_options: dict[str, Any]) -> None:
+        super().__init__(spec, path, load_options)
+        self.parts = parts
+        self.config = parts.config
+        self.sample_rate = parts.config.sample_rate
+        self._models: dict[torch.dtype, DualAR] = {}
+
+    def model_for(self, dtype: torch.dtype) -> DualAR:
+        """The DualAR computing in ``dtype``, loaded on first use."""
+        model = self._models.get(dtype)
+        if model is None:
+            model = self.parts.build_model(dtype)
+            self._models[dtype] = model
+        return model
+
+    def _create_session(self, task: Task, mode: Mode, options: dict[str, Any]) -> Session:
+        return Audio8Session(self, task, mode, options)
+
+
+class Audio8Session(Session):
+    model: Audio8LoadedModel
+
+    def __init__(self, model: Audio8LoadedModel, task: Task, mode: Mode, options: dict[str, Any]) -> None:
+        super().__init__(model, task, mode, options)
+        self.dtype = COMPUTE_DTYPES[options.get("compute_dtype") or "float32"]
+        self.network = model.model_for(self.dtype)
+        self.generator = DualARGenerator(self.network)
+        self.builder = PromptBuilder(model.parts.tokenizer, model.config)
+        self.codec = model.parts.codec
+
+    # -- validation -------------------------------------------------------------------------------
+    def _has_audio_option(self, options: dict[str, Any]) -> bool:
+        return bool(options.get("multi_reference_cond")) or super()._has_audio_option(options)
+
+    def _validate(self, request: PreparedRequest) -> None:
+        o = request.options
+        multi = o.get("multi_reference_cond")
+        if multi and request.task is not Task.CLONE:
+            raise UsageError(f"task {request.task.cli_name!r} takes no references (multi_reference_cond)",
+                             hint="use --task clon to condition on reference voices")
+        if multi and request.voice is not None:
+            raise UsageError("give either --voice-ref or multi_reference_cond, not both",
+                             hint="list every reference in multi_reference_cond")
+        if request.voice is not None and not str(o.get("reference_text") or "").strip():
+            raise UsageError("Audio8 TTS cloning needs the transcript of the reference audio",
+                             hint="pass --reference-text 'the exact words spoken in --voice-ref'")
+        if multi:
+            self._multi_references(str(multi))  # parse errors before any work
+
+    def _multi_references(self, value: str) -> list[tuple[Path, str]]:
+        hint = 'e.g. --request-option \'multi_reference_cond=[{"audio": "a.wav", "text": "its words"}]\''
+        try:
+            items = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"multi_reference_cond is not valid JSON: {exc}", hint=hint) from None
+        if not isinstance(items, list) or not items:
+            raise UsageError("multi_reference_cond must be a non-empty JSON list", hint=hint)
+        refs = []
+        for i, item in enumerate(items):
+            if not isinstance(item, dict) or not isinstance(item.get("audio"), str) \
+                    or not isinstance(item.get("text"), str):
+                raise UsageError(f"multi_reference_cond[{i}] must be an object with string 'audio' and 'text'",
+                                 hint=hint)
+            path = Path(item["audio"]).expanduser()
+            if not path.is_file():
+                raise UsageError(f"multi_reference_cond[{i}]: audio file {str(path)!r} does not exist")
+            if not item["text"].strip():
+                raise UsageError(f"multi_reference_cond[{i}]: the transcript is empty", hint=hint)
+            refs.append((path, item["text"]))
+        return refs
+
+    # -- references --------------------------------------------------------------------------------
+    def encode_reference(self, audio: AudioBuffer) -> torch.Tensor:
+        """Codec codes ``[10, ceil(n / 2048)]`` of reference audio (44.1 kHz mono; cached)."""
+        return self.cached(("codes", audio.content_hash()), lambda: self._encode_now(audio))
+
+    def _encode_now(self, audio: AudioBuffer) -> torch.Tensor:
+        samples = np.asarray(audio.samples, dtype=np.float32)
+        if samples.size == 0:
+            raise UsageError("the reference audio is empty")
+        rate = self.codec.sample_rate
+        if audio.sample_rate != rate:
+            from audiocpp.engine.audio.resample import resample
+
+            samples = resample(samples, audio.sample_rate, rate)
+        return self.codec.encode(torch.from_numpy(np.ascontiguousarray(samples))[None, None])[0]
+
+    def _references(self, request: PreparedRequest) -> list[Reference]:
+        o = request.options
+        if request.voice is not None:
+            return [Reference(str(o["reference_text"]), self.encode_reference(request.voice))]
+        if o.get("multi_reference_cond"):
+            return [Reference(text, self.encode_reference(self.read_audio(path)))
+                    for path, text in self._multi_references(str(o["multi_reference_cond"]))]
+        return []
+
+    # -- synthesis ---------------------------------------------------------------------------------
+    def _chunks(self, request: PreparedRequest) -> list[str]:
+        size = int(request.options.get("text_chunk_size") or 0)
+        if size <= 0:
+            return [request.text]
+        return word_budget_chunks(request.text, size) or [request.text]
+
+    def sampling_options(self, request: PreparedRequest) -> SamplingOptions:
+        o = request.options
+        return SamplingOptions(max_new_tokens=int(o["max_new_tokens"]), temperature=float(o["temperature"]),
+                               top_p=float(o["top_p"]), top_k=int(o["top_k"]), do_sample=bool(o["do_sample"]))
+
+    def _synthesize(self, request: PreparedRequest) -> Generator[AudioBuffer, None, Synthesis]:
+        references = self._references(request)
+        opts = self.sampling_options(request)
+        chunks = self._chunks(request)
+        rng = request.generator()
+        rate = self.sample_rate
+        step = int(request.options.get("streaming_chunk_frames") or 4)
+        outputs: list[AudioBuffer] = []
+        details: dict[str, Any] = {"codes": [], "prompts": [], "finished": [], "seed": request.seed,
+                                   "chunks": chunks}
+        previous: Turn | None = None
+        request.progress.start(self.family, len(chunks))
+        for chunk in chunks:
+            prompt, mask = prompt_tensor([self.builder.build(chunk, references, previous)], self.model.config)
+            details["prompts"].append(prompt[0].numpy())
+            frames: list[torch.Tensor] = []
+            pieces: list[np.ndarray] = []
+            decoder = StreamingDecoder(self.codec) if request.streaming else None
+            pending = 0
+            finished = False
+            for frame, emitted in self.generator.frames(prompt, mask, opts, rng):
+                if not bool(emitted[0]):
+                    finished = True
+                    continue
+                frames.append(frame[0].cpu())
+                pending += 1
+                if decoder is not None and pending >= step:
+                    pieces.append(self._push(decoder, frames[-pending:]))
+                    pending = 0
+                    yield AudioBuffer(pieces[-1], rate)
+            if decoder is not None and pending:
+                pieces.append(self._push(decoder, frames[-pending:]))
+                yield AudioBuffer(pieces[-1], rate)
+            codes = torch.stack(frames, dim=1) if frames else torch.zeros((self.model.config.num_codebooks, 0),
+                                                                          dtype=torch.long)
+            if decoder is not None:
+                audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+            else:
+                audio = self._decode(codes)
+            outputs.append(AudioBuffer(audio, rate))
+            details["codes"].append(codes.numpy())
+            details["finished"].append(finished)
+            if codes.shape[1]:
+                previous = Turn(chunk, codes)
+            request.progress.advance()
+        audio = np.concatenate([b.samples for b in outputs]) if outputs else np.zeros(0, np.float32)
+        return Synthesis(AudioBuffer(audio, rate), chunks=outputs if len(outputs) > 1 else [], details=details)
+
+    def _decode(self, codes: torch.Tensor) -> np.ndarray:
+        if codes.shape[1] == 0:
+            return np.zeros(0, np.float32)
+        return self.codec.decode(codes[None])[0, 0].to(torch.float32).numpy().copy()
+
+    def _push(self, decoder: StreamingDecoder, frames: list[torch.Tensor]) -> np.ndarray:
+        return decoder.push(torch.stack(frames, dim=1)[None])[0, 0].to(torch.float32).numpy().copy()

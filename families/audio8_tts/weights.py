@@ -1,0 +1,121 @@
+"""Weights of every Audio8 TTS layout, their adapters and :func:`load_parts`.
+
+Layouts (resolved by the spec's ``sources``; all detected automatically):
+
+- the HF snapshot folder: ``model.safetensors`` (the DualAR, upstream names, bf16), ``codec.pth``
+  (read with ``torch.load(weights_only=True)``: conv weight norm as
+  ``*.parametrizations.weight.original0/1``, VQ projections as ``*.weight_g/_v``; a
+  ``state_dict`` wrapper or a ``generator.`` prefix is unwrapped as upstream's ``load_codec``
+  does, ``freqs_cis`` / ``causal_mask`` buffers dropped), tokenizer and config files;
+- our package GGUF (``audiocpp package``): the same tensors under ``model_weights/`` and
+  ``codec_weights/``, sidecar files embedded;
+- audio.cpp's package: the same namespaces, the codec's weight norm already fused
+  (``*.conv.weight``, ``*.in_proj.weight``), long names stored as ``_audiocpp.<i>`` (resolved by
+  the engine's package reader), ``config.json`` / tokenizer files embedded.
+
+One adapter list serves them all: weight-norm pairs are folded (``torch._weight_norm``, what
+upstream computes every forward); fused weights pass through.
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer
+
+from audiocpp.engine.errors import ModelError
+from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.tokenizer import load_tokenizer
+from audiocpp.engine.weights import (
+    Drop,
+    FoldWeightNorm,
+    Keep,
+    Op,
+    Rename,
+    TensorSource,
+    adapt,
+    check_module_weights,
+    load_module_weights,
+    resolve_weights,
+)
+
+from .codec import ArkttsCodec
+from .config import Audio8Config
+from .model.dual_ar import DualAR
+
+
+def codec_adapters(source: TensorSource) -> list[Op]:
+    ops: list[Op] = []
+    if any("generator." in n for n in source.names()):  # upstream keeps only the generator's keys
+        ops += [Keep("*generator.*"), Rename(lambda n: n.replace("generator.", ""))]
+    return ops + [Drop("*freqs_cis", "*causal_mask"), FoldWeightNorm(dim=0)]
+
+
+def model_adapters(source: TensorSource) -> list[Op]:
+    """The DualAR's names are upstream's in every layout."""
+    return [Drop("freqs_cis", "fast_freqs_cis")]
+
+
+@dataclass
+class Audio8Parts:
+    """A loaded checkpoint: config, tokenizer and codec ready; the DualAR checked and built per
+    compute dtype on demand (:meth:`build_model`)."""
+
+    config: Audio8Config
+    tokenizer: Tokenizer
+    codec: ArkttsCodec
+    spec: ModelSpec
+    path: Path
+    source_id: str
+    layout: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def model_source(self) -> TensorSource:
+        source = resolve_weights(self.spec, self.path).namespace("model_weights")
+        return adapt(source, model_adapters(source))
+
+    def build_model(self, dtype: torch.dtype = torch.float32) -> DualAR:
+        """The DualAR with its weights in ``dtype`` (float32 is exact against upstream)."""
+        with torch.device("meta"):
+            model = DualAR(self.config)
+        source = self.model_source()
+        load_module_weights(model.slow, adapt(source, [Drop("fast_*")]), dtype=dtype, what="Audio8 TTS slow AR")
+        load_module_weights(model.fast, adapt(source, [Keep("fast_*")]), dtype=dtype, what="Audio8 TTS fast AR")
+        _materialize(model, dtype)
+        for p in model.parameters():  # own the weights: do not keep the file mapped
+            p.data = p.data.clone() if p.data.data_ptr() else p.data
+        gc.collect()
+        return model.eval()
+
+
+def load_parts(spec: ModelSpec, path: Path, options: dict[str, Any] | None = None) -> Audio8Parts:
+    """Resolve ``path`` with the spec; read the config and tokenizer, load the codec (float32,
+    as upstream runs it on CPU) and check the DualAR's tensors (names and shapes) strictly."""
+    resolved = resolve_weights(spec, path)
+    cfg = Audio8Config.from_file(resolved.file("config"))
+    tokenizer = load_tokenizer(resolved.file("tokenizer_json"))
+    with torch.device("meta"):
+        model = DualAR(cfg)
+        codec = ArkttsCodec(cfg.codec)
+    source = resolved.namespace("model_weights")
+    source = adapt(source, model_adapters(source))
+    check_module_weights(model.slow, adapt(source, [Drop("fast_*")]), what="Audio8 TTS slow AR")
+    check_module_weights(model.fast, adapt(source, [Keep("fast_*")]), what="Audio8 TTS fast AR")
+    raw = resolved.namespace("codec_weights")
+    load_module_weights(codec, adapt(raw, codec_adapters(raw)), dtype=torch.float32, what="Audio8 TTS codec")
+    _materialize(codec, torch.float32)
+    return Audio8Parts(cfg, tokenizer, codec.eval(), spec, Path(path), resolved.source_id, resolved.layout,
+                       dict(resolved.metadata))
+
+
+def _materialize(module: torch.nn.Module, dtype: torch.dtype) -> None:
+    for name, tensor in list(module.named_parameters()):
+        if tensor.device.type == "meta":
+            raise ModelError(f"tensor {name!r} was not loaded")
+    for p in module.parameters():
+        if p.is_floating_point() and p.dtype != dtype:
+            p.data = p.data.to(dtype)
