@@ -137,7 +137,7 @@ def options_listing(spec: ModelSpec, scope: OptionScope) -> str:
     rows = spec.options.scope(scope)
     if not rows:
         return f"{spec.family} has no {scope} options"
-    prefix = f"{spec.family}." if scope != "request" else ""
+    prefix = f"{spec.family}." if scope == "session" else ""  # as --session-option / --load-option take them
     return ", ".join(f"{prefix}{row.name}" for row in rows)
 
 
@@ -184,7 +184,7 @@ def format_options(spec: ModelSpec) -> str:
         if not rows:
             continue
         lines.append("")
-        lines.append(f"{scope} options ({flag[scope]} {'' if scope == 'request' else spec.family + '.'}NAME=VALUE):")
+        lines.append(f"{scope} options ({flag[scope]} {spec.family + '.' if scope == 'session' else ''}NAME=VALUE):")
         width = max(len(r.name) for r in rows) + 2
         for row in rows:
             default = "" if row.default is None else f" (default: {_show(row.default)})"
