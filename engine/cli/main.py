@@ -110,6 +110,15 @@ def inspect_cmd(
     print_inspection(path, family, as_json)
 
 
+@app.command("batch", add_help_option=False,
+             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def batch_cmd(ctx: typer.Context) -> None:
+    """Synthesize every line of a JSONL manifest, locally or on Ray (`audiocpp batch --help`)."""
+    from audiocpp.batch.cli import main as batch_main
+
+    batch_main(list(ctx.args))
+
+
 @app.command("package")
 def package_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output .gguf file.")],

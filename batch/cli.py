@@ -1,0 +1,258 @@
+"""``audiocpp batch``: its flags, and the job from manifest check to summary.
+
+The flags that mean what they mean for ``audiocpp`` keep its names and become every item's
+defaults. The job checks the whole manifest, skips what an earlier run finished, runs the rest
+on local worker processes or on Ray, and prints a summary (key=value lines on stdout).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from audiocpp.engine.errors import AudiocppError, UsageError
+from audiocpp.engine.records import AudioBuffer
+
+from .manifest import FORMAT_EXT, Defaults, Item, read_manifest
+from .output import OutputDir
+from .progress import BatchProgress
+from .synth import JobSpec
+
+app = typer.Typer(add_completion=False, context_settings={"help_option_names": ["--help", "-h"]},
+                  rich_markup_mode=None, pretty_exceptions_enable=False)
+
+
+@dataclass
+class BatchArgs:
+    manifest: Path
+    out_dir: Path | None = None
+    family: str | None = None
+    model: str | None = None
+    revision: str | None = None
+    cache_dir: Path | None = None
+    codec: Path | None = None
+    defaults: Defaults = field(default_factory=Defaults)
+    request_options: list[str] = field(default_factory=list)
+    session_options: list[str] = field(default_factory=list)
+    load_options: list[str] = field(default_factory=list)
+    workers: int = 1
+    threads: int | None = None
+    overwrite: bool = False
+    check: bool = False
+    progress: bool | None = None
+    ray: bool = False
+    ray_address: str | None = None
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    batch_size: int = 4
+
+
+@app.command(help="Synthesize every line of a JSONL manifest into --out-dir, on local worker processes "
+             "or on Ray. Lines: {\"id\", \"text\", and optionally task, voice_ref, reference_text, voice, "
+             "instruct, language, seed, options, out}; flags give the defaults. See docs/batch.md.")
+def batch(
+    manifest: Annotated[Path, typer.Argument(help="JSONL manifest, one utterance a line.")],
+    out_dir: Annotated[Path | None, typer.Option("--out-dir", "-o", help="Folder for <id>.<ext> files and manifest.jsonl (created if missing).")] = None,
+    family: Annotated[str | None, typer.Option("--family", "-f", help="Model family (auto-detected from --model when omitted).")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model path, or a name (Hugging Face repo id or package id) as for `audiocpp`; omit to use the family's demo model.")] = None,
+    revision: Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of a --model name.")] = None,
+    cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Hugging Face cache for --model names.")] = None,
+    codec: Annotated[Path | None, typer.Option("--codec", help="Separate codec GGUF where a family uses one (load option 'codec').")] = None,
+    task: Annotated[str, typer.Option("--task", help="Default task: tts, clon or design.")] = "tts",
+    voice_ref: Annotated[Path | None, typer.Option("--voice-ref", help="Default reference audio (field voice_ref).")] = None,
+    reference_text: Annotated[str | None, typer.Option("--reference-text", help="Default transcript of the reference.")] = None,
+    voice_prompt: Annotated[Path | None, typer.Option("--voice-prompt", help="Default saved voice prompt (field voice).")] = None,
+    instruct: Annotated[str | None, typer.Option("--instruct", help="Default voice design description.")] = None,
+    language: Annotated[str | None, typer.Option("--language", help="Default language name or code.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Default seed (unset: a random seed per item, recorded in its row).")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="wav16 (default), wav24, wav32, flac or ogg.")] = None,
+    request_option: Annotated[list[str] | None, typer.Option("--request-option", "-r", help="Default request option key=value (repeatable).")] = None,
+    session_option: Annotated[list[str] | None, typer.Option("--session-option", "-s", help="Session option family.key=value (repeatable).")] = None,
+    load_option: Annotated[list[str] | None, typer.Option("--load-option", "-l", help="Load option key=value (repeatable).")] = None,
+    workers: Annotated[int, typer.Option("--workers", "-w", help="Worker processes (Ray: actors), each loading the model once.")] = 1,
+    threads: Annotated[int | None, typer.Option("--threads", help="Torch threads per worker (default: cores / workers; Ray: --num-cpus).")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Redo items an earlier run finished.")] = False,
+    check: Annotated[bool, typer.Option("--check", help="Only check the manifest (every line) and exit.")] = False,
+    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bar on stderr (default: when stderr is a terminal).")] = None,
+    ray: Annotated[bool, typer.Option("--ray", help="Run on a local Ray instance (pip install 'audiocpp[ray]').")] = False,
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="Run on the Ray cluster at this address.")] = None,
+    num_cpus: Annotated[float, typer.Option("--num-cpus", help="Ray: CPUs reserved per actor.")] = 1.0,
+    num_gpus: Annotated[float, typer.Option("--num-gpus", help="Ray: GPUs reserved per actor.")] = 0.0,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Ray: items per actor call (items in flight per actor).")] = 4,
+) -> None:
+    defaults = Defaults(task=task, voice_ref=voice_ref, reference_text=reference_text, voice=voice_prompt,
+                        instruct=instruct, language=language, seed=seed, fmt=fmt)
+    args = BatchArgs(
+        manifest=manifest, out_dir=out_dir, family=family, model=model, revision=revision, cache_dir=cache_dir,
+        codec=codec, defaults=defaults,
+        request_options=request_option or [], session_options=session_option or [],
+        load_options=load_option or [], workers=workers, threads=threads, overwrite=overwrite, check=check,
+        progress=progress, ray=ray, ray_address=ray_address, num_cpus=num_cpus, num_gpus=num_gpus,
+        batch_size=batch_size,
+    )
+    run_batch(args)
+
+
+def main(argv: list[str]) -> None:
+    """Entry from ``audiocpp batch ...`` (engine/cli/main.py passes the remaining arguments)."""
+    app(args=argv, prog_name="audiocpp batch")
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _check_flags(args: BatchArgs) -> None:
+    from audiocpp.engine.audio.io import WRITE_FORMATS
+
+    if args.workers < 1:
+        raise UsageError(f"--workers {args.workers} must be at least 1")
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads {args.threads} must be at least 1")
+    if args.batch_size < 1:
+        raise UsageError(f"--batch-size {args.batch_size} must be at least 1")
+    if args.num_cpus <= 0 or args.num_gpus < 0:
+        raise UsageError("--num-cpus must be above 0 and --num-gpus at least 0")
+    if args.defaults.fmt is not None and args.defaults.fmt not in WRITE_FORMATS:
+        raise UsageError(f"--format {args.defaults.fmt!r} is not supported", hint=f"use one of: {', '.join(FORMAT_EXT)}")
+    if args.out_dir is None and not args.check:
+        raise UsageError("no output folder", hint="pass --out-dir DIR (or --check to only check the manifest)")
+    if args.defaults.voice_ref is not None and not args.defaults.voice_ref.is_file():
+        raise UsageError(f"--voice-ref {str(args.defaults.voice_ref)!r} does not exist")
+    if args.defaults.voice is not None and not args.defaults.voice.is_file():
+        raise UsageError(f"--voice-prompt {str(args.defaults.voice)!r} does not exist")
+
+
+def run_batch(args: BatchArgs) -> None:
+    """The whole job; raises AudiocppError for bad input and when items failed (exit 1)."""
+    from audiocpp.engine.hub import resolve_model
+    from audiocpp.engine.registry import resolve_family
+    from audiocpp.engine.spec.options import parse_key_values, resolve_options
+
+    clock = time.perf_counter()
+    _check_flags(args)
+    if args.ray or args.ray_address:  # before the (long) checks: a missing extra is said at once
+        from .ray_runner import import_ray
+
+        import_ray()
+    load_options = parse_key_values(args.load_options, flag="--load-option")
+    session_options = parse_key_values(args.session_options, flag="--session-option")
+    args.defaults.options = parse_key_values(args.request_options, flag="--request-option")
+    if args.codec is not None:
+        load_options["codec"] = str(args.codec)
+    # A model name (repo id, package id) becomes its cached or downloaded snapshot, as for `audiocpp`.
+    model_arg = resolve_model(args.model, family=args.family, revision=args.revision, cache_dir=args.cache_dir,
+                              progress=args.progress, runnable_only=True)
+    plugin = resolve_family(model_arg, args.family)
+    plugin.ensure_runnable()
+    resolve_options(plugin.spec, "session", session_options, fill_defaults=False)
+    resolve_options(plugin.spec, "load", load_options, fill_defaults=False)
+    items = read_manifest(args.manifest, plugin.spec, args.defaults)
+    if args.check:
+        _report_check(items, args)
+        return
+    assert args.out_dir is not None
+    out = OutputDir(args.out_dir)
+    todo = items if args.overwrite else [item for item in items if not out.finished(item)]
+    out.tally.skipped = len(items) - len(todo)
+    out.remove_stale_temporaries(todo)
+    model_path = model_arg if model_arg is not None else plugin.demo_model_path()
+    if model_path is None:
+        raise UsageError(f"family {plugin.name!r} has no demo model", hint="pass --model PATH")
+    if args.model is None:
+        print(f"note: no --model given; using the {plugin.name} demo model (random weights: the audio is not speech)",
+              file=sys.stderr)
+    on_ray = args.ray or bool(args.ray_address)
+    workers = min(args.workers, max(len(todo), 1))
+    # One local worker keeps torch's default, as `audiocpp` does: float sums (so the audio, slightly)
+    # depend on the thread count, and a seeded item then equals the CLI's audio exactly.
+    threads = args.threads or (max(1, int(args.num_cpus)) if on_ray else
+                               (None if workers == 1 else max(1, _cores() // workers)))
+    job = JobSpec(family=plugin.name, model_path=str(Path(model_path).resolve()), load_options=load_options,
+                  session_options=session_options, threads=threads)
+    where = (f"Ray at {args.ray_address}" if args.ray_address else "a local Ray instance") if on_ray else "local"
+    print(f"batch: {len(items)} items, {out.tally.skipped} already done, {len(todo)} to run on {where} "
+          f"({workers} worker{'s' if workers > 1 else ''}, {threads or 'default'} torch threads each)",
+          file=sys.stderr)
+    bar = BatchProgress(len(todo), enabled=args.progress)
+    prepared: dict[str, int] = {}
+    ready_at: list[float] = []
+
+    def record(item: Item, row: dict[str, Any], audio: AudioBuffer | None, worker: str, voices: int) -> None:
+        kept = out.record(item, row, audio)
+        prepared[worker] = max(prepared.get(worker, 0), voices)
+        bar.advance(kept["status"] == "ok")
+
+    def on_ready() -> None:
+        if not ready_at:
+            ready_at.append(time.perf_counter())
+        bar.start()
+
+    try:
+        if todo and on_ray:
+            from .ray_runner import run_ray
+
+            run_ray(job, todo, record, on_ready, address=args.ray_address, workers=workers,
+                    num_cpus=args.num_cpus, num_gpus=args.num_gpus, batch_size=args.batch_size)
+        elif todo:
+            from .local import LocalPool
+
+            LocalPool(job, workers).run(todo, record, on_ready)
+    except KeyboardInterrupt:
+        bar.close()
+        out.compact(items)
+        _summary(out, items, clock, ready_at, prepared)
+        print(f"batch interrupted: {out.tally.done + out.tally.failed} items finished in this run; "
+              "rerun the same command to resume", file=sys.stderr)
+        raise SystemExit(130) from None
+    bar.close()
+    out.compact(items)
+    _summary(out, items, clock, ready_at, prepared)
+    if out.tally.failed:
+        for item_id, error in out.tally.failures[:10]:
+            print(f"failed: {item_id}: {error}", file=sys.stderr)
+        raise AudiocppError(
+            f"{out.tally.failed} of {len(items)} items failed; the others are done",
+            hint=f"each error is in {out.path}; fix the items and rerun the same command to redo only those",
+        )
+
+
+def _report_check(items: list[Item], args: BatchArgs) -> None:
+    voices = {item.voice_key for item in items if any(item.voice_key)}
+    print(f"manifest ok: {len(items)} items, {len(voices)} distinct voices")
+    if args.out_dir is not None and args.out_dir.is_dir():
+        out = OutputDir(args.out_dir)
+        done = sum(1 for item in items if out.finished(item))
+        print(f"already done in {args.out_dir}: {done} (a run would skip them{'' if not args.overwrite else ', but --overwrite redoes them'})")
+
+
+def _summary(out: OutputDir, items: list[Item], clock: float, ready_at: list[float], prepared: dict[str, int]) -> None:
+    elapsed = time.perf_counter() - clock
+    tally = out.tally
+    finished = tally.done + tally.failed
+    lines = {
+        "items": len(items),
+        "done": tally.done,
+        "skipped": tally.skipped,
+        "failed": tally.failed,
+        "audio_h": f"{tally.audio_s / 3600:.4f}",
+        "audio_s": f"{tally.audio_s:.2f}",
+        "elapsed_s": f"{elapsed:.2f}",
+        "load_s": f"{ready_at[0] - clock:.2f}" if ready_at else "",
+        "items_per_s": f"{finished / elapsed:.3f}" if elapsed > 0 else "",
+        "rtf": f"{elapsed / tally.audio_s:.3f}" if tally.audio_s > 0 else "",
+        "voices_prepared": sum(prepared.values()),
+        "manifest": out.path,
+    }
+    for key, value in lines.items():
+        print(f"{key}={value}")
+    sys.stdout.flush()

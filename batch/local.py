@@ -1,0 +1,219 @@
+"""Local worker processes: each loads the model once and synthesizes one item at a time.
+
+The driver hands out items one by one over a pipe per worker, so it always knows which item
+each worker holds. A worker keeps to one voice while that voice has items left (its prepared
+voice stays in its cache) and takes a voice no other worker has started before helping with
+another's. Workers ignore SIGINT (the driver decides what Ctrl-C stops) and exit when the
+driver's end of their pipe closes, so a killed driver leaves no worker behind. A worker that
+dies on an item gets that item recorded as failed and is replaced.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from audiocpp.engine import errors as engine_errors
+from audiocpp.engine.records import AudioBuffer
+
+from .manifest import Item
+from .synth import JobSpec, Synthesizer, error_row
+
+Record = Callable[[Item, dict[str, Any], AudioBuffer | None, str, int], None]
+
+
+def _worker_main(conn: Connection, job_json: str) -> None:
+    """The body of a worker process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        synth = Synthesizer(JobSpec.from_json(job_json))
+    except BaseException as error:
+        hint = getattr(error, "hint", None)
+        conn.send(("load_error", type(error).__name__, getattr(error, "message", str(error)), hint))
+        return
+    conn.send(("ready",))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        item = Item.from_json(message)
+        row, audio = synth.run(item)
+        try:
+            conn.send(("result", row, audio, synth.voices_prepared))
+        except (BrokenPipeError, OSError):
+            return
+
+
+class Dispatcher:
+    """Which item a free worker takes next: the same voice first, then an untouched voice."""
+
+    def __init__(self, items: list[Item]) -> None:
+        self.groups: list[deque[Item]] = []
+        for item in sorted(items, key=Item.sort_key):
+            if self.groups and self.groups[-1][0].voice_key == item.voice_key and self.groups[-1][0].task == item.task:
+                self.groups[-1].append(item)
+            else:
+                self.groups.append(deque([item]))
+        self.started: set[int] = set()
+
+    def next(self, current: int | None) -> tuple[int, Item] | None:
+        if current is not None and self.groups[current]:
+            return current, self.groups[current].popleft()
+        fresh = [g for g, queue in enumerate(self.groups) if queue and g not in self.started]
+        if fresh:
+            group = fresh[0]
+        else:
+            busy = [g for g, queue in enumerate(self.groups) if queue]
+            if not busy:
+                return None
+            group = max(busy, key=lambda g: len(self.groups[g]))
+        self.started.add(group)
+        return group, self.groups[group].popleft()
+
+
+@dataclass
+class _Worker:
+    name: str
+    process: Any
+    conn: Connection
+    ready: bool = False
+    item: Item | None = None
+    group: int | None = None
+    prepared: int = field(default=0)
+
+
+class LocalPool:
+    """N worker processes (spawned: torch and fork do not mix) fed by one Dispatcher."""
+
+    def __init__(self, job: JobSpec, workers: int) -> None:
+        self.job_json = job.to_json()
+        self.size = workers
+        self.context = multiprocessing.get_context("spawn")
+        self.workers: list[_Worker] = []
+        self.retired: list[_Worker] = []
+        self.spawned = 0
+
+    def _spawn(self) -> _Worker:
+        parent, child = self.context.Pipe()
+        self.spawned += 1
+        name = f"audiocpp-batch-{self.spawned}"
+        process = self.context.Process(target=_worker_main, args=(child, self.job_json), name=name, daemon=True)
+        process.start()
+        child.close()
+        worker = _Worker(name, process, parent)
+        self.workers.append(worker)
+        return worker
+
+    def run(self, items: list[Item], record: Record, on_ready: Callable[[], None]) -> None:
+        """Synthesize ``items``, calling ``record(item, row, audio, worker, voices_prepared)`` for each."""
+        dispatcher = Dispatcher(items)
+        pending = len(items)
+        try:
+            for _ in range(min(self.size, len(items))):
+                self._spawn()
+            while pending:
+                handles = [w.conn for w in self.workers] + [w.process.sentinel for w in self.workers]
+                for handle in wait(handles):
+                    worker = next((w for w in self.workers if handle in (w.conn, w.process.sentinel)), None)
+                    if worker is None:
+                        continue
+                    pending -= self._serve(worker, handle, dispatcher, record, on_ready)
+        finally:
+            self.close()
+
+    def _serve(self, worker: _Worker, handle: Any, dispatcher: Dispatcher, record: Record,
+               on_ready: Callable[[], None]) -> int:
+        """Handle one message (or the death) of ``worker``; returns the number of items finished."""
+        finished = 0
+        message = None
+        try:  # a result sent just before the process died is still read first
+            if handle is worker.conn or worker.conn.poll():
+                message = worker.conn.recv()
+        except (EOFError, OSError):
+            message = None
+        if message is None:
+            return self._lost(worker, record)
+        if message[0] == "load_error":
+            _, kind, text, hint = message
+            error_type = getattr(engine_errors, kind, None)
+            if isinstance(error_type, type) and issubclass(error_type, engine_errors.AudiocppError):
+                raise error_type(text, hint=hint)
+            raise RuntimeError(f"a batch worker could not load the model: {kind}: {text}")
+        if message[0] == "result":
+            _, row, audio, worker.prepared = message
+            item, worker.item = worker.item, None
+            assert item is not None
+            record(item, row, audio, worker.name, worker.prepared)
+            finished = 1
+        else:
+            worker.ready = True
+            on_ready()
+        self._feed(worker, dispatcher)
+        return finished
+
+    def _feed(self, worker: _Worker, dispatcher: Dispatcher) -> None:
+        """Send ``worker`` its next item, or tell it to stop (a dead worker is noticed by its sentinel)."""
+        chosen = dispatcher.next(worker.group)
+        if chosen is None:
+            try:
+                worker.conn.send(None)
+            except OSError:
+                pass
+            self._retire(worker)
+            return
+        worker.group, worker.item = chosen
+        try:
+            worker.conn.send(worker.item.to_json())
+        except OSError:
+            pass
+
+    def _lost(self, worker: _Worker, record: Record) -> int:
+        """A worker died: fail its item, and replace it if it had loaded the model."""
+        worker.process.join(timeout=5)
+        code = worker.process.exitcode
+        self._retire(worker)
+        if not worker.ready:
+            raise RuntimeError(f"a batch worker exited while loading the model (exit code {code})")
+        if worker.item is None:
+            return 0
+        record(worker.item, error_row(worker.item, f"the worker process died on this item (exit code {code})"),
+               None, worker.name, worker.prepared)
+        self._spawn()
+        return 1
+
+    def _retire(self, worker: _Worker) -> None:
+        if worker in self.workers:
+            self.workers.remove(worker)
+            self.retired.append(worker)
+        worker.conn.close()
+
+    def close(self) -> None:
+        """Stop every worker: ask, then terminate those still busy (their items are lost)."""
+        for worker in list(self.workers):
+            try:
+                worker.conn.send(None)
+            except OSError:
+                pass
+        for worker in list(self.workers):
+            worker.process.join(timeout=0.5 if worker.item is None else 0)
+            if worker.process.is_alive():
+                worker.process.terminate()
+                worker.process.join(timeout=5)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join()
+            self._retire(worker)
+        for worker in self.retired:
+            worker.process.join(timeout=5)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join()
+        self.retired.clear()

@@ -1,0 +1,275 @@
+"""The JSONL manifest: one utterance a line, every line checked before anything runs.
+
+A line is a JSON object with ``id`` and ``text`` and optionally ``task``, ``voice_ref``,
+``reference_text``, ``voice`` (a saved voice prompt), ``instruct``, ``language``, ``seed``,
+``options`` (any request option of the family's spec) and ``out`` (the output file name).
+Fields a line leaves out (or sets to null) take the command line's defaults. Relative paths
+in a line are relative to the manifest's folder; relative paths given on the command line are
+relative to the working directory, as for ``audiocpp``. Every problem is collected with its
+line number and reported at once as one UsageError.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from audiocpp.engine.errors import AudiocppError, UsageError
+from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.spec.options import resolve_options
+from audiocpp.engine.tasks import Task, parse_task
+
+FIELDS = ("id", "text", "task", "voice_ref", "reference_text", "voice", "instruct", "language", "seed",
+          "options", "out")
+_STRINGS = ("text", "task", "voice_ref", "reference_text", "voice", "instruct", "language", "out")
+# File extension of each output format, and the format an extension implies.
+FORMAT_EXT = {"wav16": ".wav", "wav24": ".wav", "wav32": ".wav", "flac": ".flac", "ogg": ".ogg"}
+EXT_FORMAT = {".wav": "wav16", ".flac": "flac", ".ogg": "ogg"}
+MANIFEST_OUT = "manifest.jsonl"
+_ID = re.compile(r"\w[\w.\-]*")
+_MAX_LISTED = 20
+
+
+@dataclass
+class Defaults:
+    """What the command line gives every item that does not say otherwise."""
+
+    task: str = "tts"
+    voice_ref: Path | None = None
+    reference_text: str | None = None
+    voice: Path | None = None
+    instruct: str | None = None
+    language: str | None = None
+    seed: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    fmt: str | None = None
+
+
+@dataclass
+class Item:
+    """One validated utterance, with defaults applied and paths made absolute (JSON-safe)."""
+
+    id: str
+    line: int
+    index: int
+    text: str
+    task: str
+    out: str
+    fmt: str
+    voice_ref: str | None = None
+    reference_text: str | None = None
+    voice: str | None = None
+    instruct: str | None = None
+    language: str | None = None
+    seed: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> Item:
+        return cls(**json.loads(text))
+
+    @property
+    def voice_key(self) -> tuple[str, str, str]:
+        """Items with the same key share a prepared voice."""
+        return (self.voice or "", self.voice_ref or "", self.reference_text or "")
+
+    def sort_key(self) -> tuple[Any, ...]:
+        return (self.task, self.voice_key, len(self.text), self.index)
+
+
+def _absolute(value: str | Path, base: Path) -> str:
+    path = Path(value).expanduser()
+    return str(path if path.is_absolute() else (base / path).resolve())
+
+
+def _path_options(spec: ModelSpec) -> dict[str, bool]:
+    """Request options holding paths: name -> whether it is a list."""
+    return {row.name: row.type.endswith("_list") for row in spec.options.request
+            if row.type in ("path", "audio_path", "path_list", "audio_path_list")}
+
+
+def _absolute_options(options: Mapping[str, Any], spec: ModelSpec, base: Path) -> dict[str, Any]:
+    paths = _path_options(spec)
+    fixed: dict[str, Any] = {}
+    for name, value in options.items():
+        if name in paths and value is not None:
+            if paths[name]:
+                parts = value.split(",") if isinstance(value, str) else list(value)
+                value = [_absolute(p.strip() if isinstance(p, str) else p, base) for p in parts
+                         if str(p).strip()]
+            elif isinstance(value, (str, Path)):
+                value = _absolute(value, base)
+        fixed[name] = value
+    return fixed
+
+
+def output_format(out: str, fmt: str | None) -> str:
+    """The format of a line's ``out``: its extension picks the container (the line's own choice
+    wins over the --format default), and --format the sample type when it is that container."""
+    ext = Path(out).suffix.lower()
+    implied = EXT_FORMAT.get(ext)
+    if implied is None:
+        raise ValueError(f"out {out!r}: use a .wav, .flac or .ogg file name")
+    return fmt if fmt is not None and FORMAT_EXT[fmt] == ext else implied
+
+
+class _Checker:
+    """Validates lines one by one; problems are collected, not raised."""
+
+    def __init__(self, spec: ModelSpec, defaults: Defaults, base: Path) -> None:
+        self.spec = spec
+        self.defaults = defaults
+        self.base = base
+        self.ids: dict[str, int] = {}
+        self.outs: dict[str, int] = {}
+        self.default_options = _absolute_options(defaults.options, spec, Path.cwd())
+
+    def item(self, raw: Any, line: int, index: int) -> Item:
+        if not isinstance(raw, dict):
+            raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
+        unknown = sorted(set(raw) - set(FIELDS))
+        if unknown:
+            raise ValueError(f"unknown field {', '.join(map(repr, unknown))} (fields: {', '.join(FIELDS)})")
+        given = {k: v for k, v in raw.items() if v is not None}
+        for name in _STRINGS:
+            if name in given and not isinstance(given[name], str):
+                raise ValueError(f"{name} must be a string, got {json.dumps(given[name])}")
+        item_id = self._id(given)
+        text = given.get("text")
+        if text is None or not text.strip():
+            raise ValueError("text is missing or empty")
+        task = self._task(given.get("task", self.defaults.task))
+        seed = given.get("seed", self.defaults.seed)
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ValueError(f"seed must be an integer, got {json.dumps(seed)}")
+        voice_ref = self._file(given, "voice_ref", self.defaults.voice_ref)
+        voice = self._file(given, "voice", self.defaults.voice)
+        options = self._options(given.get("options", {}))
+        item = Item(
+            id=item_id, line=line, index=index, text=text, task=task.value, out="", fmt="",
+            voice_ref=voice_ref, reference_text=given.get("reference_text", self.defaults.reference_text),
+            voice=voice, instruct=given.get("instruct", self.defaults.instruct),
+            language=given.get("language", self.defaults.language), seed=seed, options=options,
+        )
+        self._check_options(item)
+        item.out, item.fmt = self._out(given.get("out"), item_id, line)
+        self.ids[item_id] = line
+        return item
+
+    def _id(self, given: dict[str, Any]) -> str:
+        raw = given.get("id")
+        if raw is None:
+            raise ValueError("id is missing")
+        if isinstance(raw, bool) or not isinstance(raw, (str, int)):
+            raise ValueError(f"id must be a string or an integer, got {json.dumps(raw)}")
+        item_id = str(raw)
+        if not _ID.fullmatch(item_id) or len(item_id) > 200:
+            raise ValueError(f"id {item_id!r} cannot name a file: use letters, digits, '_', '-' and '.' "
+                             "(not first), at most 200 characters")
+        if item_id in self.ids:
+            raise ValueError(f"id {item_id!r} is already used on line {self.ids[item_id]}")
+        return item_id
+
+    def _task(self, value: str) -> Task:
+        task = parse_task(value)
+        if task.value not in self.spec.tasks:
+            names = ", ".join(Task(t).cli_name for t in self.spec.tasks)
+            raise ValueError(f"{self.spec.family} does not support task {task.cli_name!r} (it supports: {names})")
+        return task
+
+    def _file(self, given: dict[str, Any], name: str, default: Path | None) -> str | None:
+        if name in given:
+            path = Path(_absolute(given[name], self.base))
+            shown = given[name]
+        elif default is not None:
+            path = Path(_absolute(default, Path.cwd()))
+            shown = str(default)
+        else:
+            return None
+        if not path.is_file():
+            raise ValueError(f"{name} {shown!r} does not exist" + ("" if shown == str(path) else f" ({path})"))
+        return str(path)
+
+    def _options(self, raw: Any) -> dict[str, Any]:
+        if not isinstance(raw, dict):
+            raise ValueError(f"options must be a JSON object, got {json.dumps(raw)}")
+        return {**self.default_options, **_absolute_options(raw, self.spec, self.base)}
+
+    def _check_options(self, item: Item) -> None:
+        """The checks Session.prepare makes on options, before any model is loaded."""
+        merged = dict(item.options)
+        first_class = {"reference_text": item.reference_text, "instruct": item.instruct,
+                       "language": item.language, "seed": item.seed}
+        for name, value in first_class.items():
+            if value is None:
+                continue
+            if name in merged and str(merged[name]) != str(value):
+                raise ValueError(f"{name} is given twice with different values ({merged[name]!r} and {value!r})")
+            merged[name] = value
+        try:
+            resolve_options(self.spec, "request", merged, fill_defaults=False)
+        except UsageError as error:
+            raise ValueError(error.message + (f" ({error.hint})" if error.hint else "")) from None
+
+    def _out(self, out: str | None, item_id: str, line: int) -> tuple[str, str]:
+        if out is None:
+            fmt = self.defaults.fmt or "wav16"
+            out = f"{item_id}{FORMAT_EXT[fmt]}"
+        else:
+            if Path(out).name != out or out.startswith(".") or "\\" in out:
+                raise ValueError(f"out {out!r} must be a plain file name (no folders, not hidden)")
+            fmt = output_format(out, self.defaults.fmt)
+        if out == MANIFEST_OUT:
+            raise ValueError(f"out {out!r} is the batch's own manifest file")
+        if out in self.outs:
+            raise ValueError(f"out {out!r} is already written by line {self.outs[out]}")
+        self.outs[out] = line
+        return out, fmt
+
+
+def read_manifest(path: Path, spec: ModelSpec, defaults: Defaults) -> list[Item]:
+    """Every item of the manifest at ``path``, or one UsageError listing each bad line."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise UsageError(f"manifest {str(path)!r} does not exist", hint="pass a JSONL file, one utterance a line") from None
+    except IsADirectoryError:
+        raise UsageError(f"manifest {str(path)!r} is a folder", hint="pass a JSONL file") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"manifest {str(path)!r} is not UTF-8 text") from None
+    checker = _Checker(spec, defaults, path.resolve().parent)
+    items: list[Item] = []
+    problems: list[str] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as error:
+            problems.append(f"line {number}: not valid JSON: {error.msg} (column {error.colno})")
+            continue
+        try:
+            items.append(checker.item(raw, number, len(items)))
+        except (ValueError, AudiocppError) as error:
+            message = error.message if isinstance(error, AudiocppError) else str(error)
+            problems.append(f"line {number}: {message}")
+    if problems:
+        shown = problems[:_MAX_LISTED]
+        if len(problems) > _MAX_LISTED:
+            shown.append(f"... and {len(problems) - _MAX_LISTED} more")
+        raise UsageError(
+            f"manifest {str(path)!r} has {len(problems)} bad line{'s' if len(problems) > 1 else ''}; "
+            "nothing was synthesized:\n  " + "\n  ".join(shown),
+            hint="fix these lines (fields: " + ", ".join(FIELDS) + "); `audiocpp batch FILE --check` "
+            "checks a manifest without running it",
+        )
+    if not items:
+        raise UsageError(f"manifest {str(path)!r} has no items", hint="write one JSON object a line")
+    return items

@@ -1,0 +1,147 @@
+"""The same batch on Ray Data: ``map_batches`` with a stateful actor class holding the model.
+
+Items go into the dataset as JSON strings, one block per run of at most ``batch_size`` items
+that share a voice (so a block's voice is prepared once, in one actor), in the local order.
+Each actor loads the model once (``ActorPoolStrategy(size=workers)``, ``num_cpus`` and
+``num_gpus`` per actor) and returns every item's row and its samples as bytes; the driver
+writes the files and the manifest as blocks come back, exactly as the local path does. So the
+model path, voice references and saved voices must be readable at the same paths on every
+node, and audiocpp must be installed there; the outputs land on the driver's machine.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from audiocpp.engine.errors import UsageError
+from audiocpp.engine.records import AudioBuffer
+
+from .manifest import Item
+from .synth import JobSpec, Synthesizer
+
+Record = Callable[[Item, dict[str, Any], AudioBuffer | None, str, int], None]
+
+
+def import_ray():
+    """``ray`` and ``ray.data``, or a UsageError naming the extra that installs them."""
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError:
+        raise UsageError(
+            "--ray and --ray-address need Ray, which is not installed",
+            hint="install the extra: pip install 'audiocpp[ray]' (Ray Data)",
+        ) from None
+    return ray
+
+
+class SynthActor:
+    """A Ray Data actor: the model loaded once in ``__init__``, items synthesized per batch."""
+
+    def __init__(self, job_json: str) -> None:
+        self.synth = Synthesizer(JobSpec.from_json(job_json))
+        self.name = f"ray-actor-{os.getpid()}"
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        rows, samples, rates, prepared = [], [], [], []
+        for text in batch["item"]:
+            row, audio = self.synth.run(Item.from_json(str(text)))
+            rows.append(json.dumps(row))
+            samples.append(b"" if audio is None else np.ascontiguousarray(audio.samples, dtype=np.float32).tobytes())
+            rates.append(0 if audio is None else audio.sample_rate)
+            prepared.append(self.synth.voices_prepared)
+        return {
+            "item": np.asarray(batch["item"], dtype=object),
+            "row": np.array(rows, dtype=object),
+            "samples": np.array(samples, dtype=object),
+            "rate": np.array(rates, dtype=np.int64),
+            "worker": np.array([self.name] * len(rows), dtype=object),
+            "prepared": np.array(prepared, dtype=np.int64),
+        }
+
+
+def blocks(items: list[Item], batch_size: int) -> list[list[Item]]:
+    """Sorted items cut into runs of one task and voice, at most ``batch_size`` long."""
+    out: list[list[Item]] = []
+    for item in sorted(items, key=Item.sort_key):
+        last = out[-1] if out else None
+        if (last is not None and len(last) < batch_size and last[0].voice_key == item.voice_key
+                and last[0].task == item.task):
+            last.append(item)
+        else:
+            out.append([item])
+    return out
+
+
+def run_ray(job: JobSpec, items: list[Item], record: Record, on_ready: Callable[[], None], *,
+            address: str | None, workers: int, num_cpus: float, num_gpus: float, batch_size: int) -> None:
+    """Synthesize ``items`` on a local Ray instance (``address`` None) or an existing cluster."""
+    ray = import_ray()
+    import pyarrow as pa
+    from ray.data import ActorPoolStrategy, DataContext
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        init: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.ERROR,
+                                "configure_logging": True, "log_to_driver": False}
+        if address:
+            init["address"] = address
+        try:
+            ray.init(**init)
+        except ConnectionError as error:
+            raise UsageError(f"cannot connect to the Ray cluster at {address!r}: {error}",
+                             hint="check --ray-address (e.g. ray://HEAD:10001 or HEAD:6379)") from None
+    try:
+        logging.getLogger("ray.data").setLevel(logging.ERROR)
+        context = DataContext.get_current()
+        context.enable_progress_bars = False
+        context.print_on_execution_start = False
+        by_item = {item.id: item for item in items}
+        tables = [pa.table({"item": [item.to_json() for item in chunk]}) for chunk in blocks(items, batch_size)]
+        dataset = ray.data.from_arrow(tables).map_batches(
+            SynthActor,
+            fn_constructor_kwargs={"job_json": job.to_json()},
+            compute=ActorPoolStrategy(size=workers),
+            num_cpus=num_cpus,
+            num_gpus=num_gpus or None,
+            batch_size=batch_size,
+            batch_format="numpy",
+        )
+        first = True
+        for result in dataset.iter_rows():
+            if first:
+                on_ready()
+                first = False
+            row = json.loads(result["row"])
+            item = by_item[row["id"]]
+            audio = None
+            if result["rate"]:
+                audio = AudioBuffer(np.frombuffer(result["samples"], dtype=np.float32), int(result["rate"]))
+            record(item, row, audio, str(result["worker"]), int(result["prepared"]))
+    except Exception as error:
+        if isinstance(error, UsageError):
+            raise
+        raise _explain(error) from None
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def _explain(error: Exception) -> Exception:
+    """A Ray failure (an actor that could not load the model...) as an audiocpp error when it is one."""
+    from audiocpp.engine.errors import AudiocppError
+
+    cause: BaseException | None = error
+    seen = 0
+    while cause is not None and seen < 10:
+        if isinstance(cause, AudiocppError):
+            return cause
+        cause = getattr(cause, "cause", None) or cause.__cause__
+        seen += 1
+    return error

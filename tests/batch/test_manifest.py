@@ -1,0 +1,195 @@
+"""The manifest is checked line by line before anything runs; `--check` does only that. Also the
+pieces that need no model: the voice-first dispatch order, the progress line, a missing Ray."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import pytest
+
+from audiocpp.batch.local import Dispatcher
+from audiocpp.batch.manifest import Defaults, Item, read_manifest
+from audiocpp.batch.progress import BatchProgress
+from audiocpp.engine.errors import UsageError
+from audiocpp.engine.registry import get_family
+from tests.support import run_cli
+
+from .common import write_manifest
+
+SPEC = get_family("omnivoice").spec
+
+
+def _problems(tmp_path: Path, lines: list[str], defaults: Defaults | None = None) -> str:
+    path = tmp_path / "m.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(UsageError) as caught:
+        read_manifest(path, SPEC, defaults or Defaults())
+    return caught.value.message
+
+
+def test_every_bad_line_is_reported_with_its_number(tmp_path: Path) -> None:
+    (tmp_path / "here.wav").write_bytes(b"")
+    message = _problems(tmp_path, [
+        '{"id": "ok", "text": "fine", "task": "clon", "voice_ref": "here.wav", "reference_text": "x"}',
+        '{"id": "b", "text": "x", "colour": "red"}',
+        '{"id": "c", "text": "x", "task": "clon", "voice_ref": "missing.wav"}',
+        '{"id": "d", "text": "unterminated',
+        '',
+        '{"id": "ok", "text": "duplicate id"}',
+        '{"id": "e", "text": "x", "options": {"num_inference_steps": 0}}',
+        '{"id": "f", "text": "x", "options": {"no_such_option": 1}}',
+        '{"id": "../g", "text": "x"}',
+        '{"id": "h", "text": "  "}',
+        '{"id": "i", "text": "x", "out": "i.mp3"}',
+        '{"id": "j", "text": "x", "seed": 3, "options": {"seed": 4}}',
+        '{"id": "k", "text": "x", "seed": "7"}',
+        '{"id": "l", "text": "x", "task": "sing"}',
+        '{"id": "m", "text": "x", "voice": "no-prompt.pt"}',
+        '{"id": "n", "text": "x", "out": "sub/n.wav"}',
+        '{"id": "o", "text": "x", "out": "ok.wav"}',
+        '[1, 2]',
+    ])
+    assert "has 16 bad lines; nothing was synthesized" in message
+    expected = {
+        2: "unknown field 'colour'",
+        3: "voice_ref 'missing.wav' does not exist",
+        4: "not valid JSON",
+        6: "id 'ok' is already used on line 1",
+        7: "request option num_inference_steps: 0 is below the minimum 1",
+        8: "omnivoice has no request option 'no_such_option'",
+        9: "id '../g' cannot name a file",
+        10: "text is missing or empty",
+        11: "out 'i.mp3': use a .wav, .flac or .ogg file name",
+        12: "seed is given twice with different values",
+        13: "seed must be an integer",
+        14: "unknown task 'sing'",
+        15: "voice 'no-prompt.pt' does not exist",
+        16: "out 'sub/n.wav' must be a plain file name",
+        17: "out 'ok.wav' is already written by line 1",
+        18: "expected a JSON object",
+    }
+    for number, text in expected.items():
+        assert f"line {number}: {text}" in message, (number, message)
+    assert "line 1:" not in message and "line 5:" not in message
+
+
+def test_defaults_fill_what_a_line_leaves_out(tmp_path: Path) -> None:
+    (tmp_path / "refs").mkdir()
+    (tmp_path / "refs" / "v.wav").write_bytes(b"")
+    default_ref = tmp_path / "default.wav"
+    default_ref.write_bytes(b"")
+    path = write_manifest(tmp_path / "m.jsonl", [
+        {"id": "a", "text": "Hello."},
+        {"id": 7, "text": "Hi.", "task": "design", "seed": 3, "instruct": "male", "options": {"speed": 1.5},
+         "out": "seven.flac"},
+        {"id": "c", "text": "Clone.", "task": "clon", "voice_ref": "refs/v.wav", "reference_text": "ref"},
+    ])
+    defaults = Defaults(task="clon", voice_ref=default_ref, reference_text="default text", seed=9,
+                        options={"num_inference_steps": "8"}, fmt="wav32")
+    items = read_manifest(path, SPEC, defaults)
+    a, seven, c = items
+    assert (a.task, a.seed, a.voice_ref, a.reference_text) == ("clone", 9, str(default_ref.resolve()), "default text")
+    assert (a.out, a.fmt, a.options) == ("a.wav", "wav32", {"num_inference_steps": "8"})
+    assert (seven.id, seven.task, seven.seed, seven.out, seven.fmt) == ("7", "design", 3, "seven.flac", "flac")
+    assert seven.options == {"num_inference_steps": "8", "speed": 1.5}
+    assert c.voice_ref == str((tmp_path / "refs" / "v.wav").resolve())  # relative to the manifest's folder
+    assert Item.from_json(c.to_json()) == c
+
+
+def test_a_lines_out_picks_the_container_and_format_the_sample_type(tmp_path: Path) -> None:
+    path = write_manifest(tmp_path / "m.jsonl", [{"id": "a", "text": "x", "out": "a.wav"},
+                                                 {"id": "b", "text": "x", "out": "b.FLAC"},
+                                                 {"id": "c", "text": "x"}])
+    assert [(i.out, i.fmt) for i in read_manifest(path, SPEC, Defaults(fmt="wav24"))] == [
+        ("a.wav", "wav24"), ("b.FLAC", "flac"), ("c.wav", "wav24")]
+    assert [(i.out, i.fmt) for i in read_manifest(path, SPEC, Defaults(fmt="ogg"))] == [
+        ("a.wav", "wav16"), ("b.FLAC", "flac"), ("c.ogg", "ogg")]
+
+
+def test_cli_reports_bad_lines_before_running_and_writes_nothing(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text('{"id": "a", "text": "fine"}\n{"id": "b", "text": "x", "voice_ref": "gone.wav"}\n{oops\n')
+    out = tmp_path / "out"
+    proc = run_cli("batch", manifest, "--family", "omnivoice", "--out-dir", out)
+    assert proc.returncode == 2
+    assert "has 2 bad lines; nothing was synthesized" in proc.stderr
+    assert "line 2: voice_ref 'gone.wav' does not exist" in proc.stderr and "line 3: not valid JSON" in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_check_only_checks(tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path / "m.jsonl", [{"id": "a", "text": "Hello."}, {"id": "b", "text": "Hi."}])
+    proc = run_cli("batch", manifest, "--family", "omnivoice", "--check")
+    assert proc.returncode == 0, proc.stderr
+    assert "manifest ok: 2 items, 0 distinct voices" in proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.jsonl"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    ([], "no output folder"),
+    (["--out-dir", "o", "--workers", "0"], "--workers 0 must be at least 1"),
+    (["--out-dir", "o", "--format", "mp3"], "--format 'mp3' is not supported"),
+    (["--out-dir", "o", "--session-option", "omnivoice.nope=1"], "omnivoice has no session option"),
+])
+def test_bad_flags(flags: list[str], message: str, tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path / "m.jsonl", [{"id": "a", "text": "Hello."}])
+    proc = run_cli("batch", manifest, "--family", "omnivoice", *flags, cwd=tmp_path)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_ray_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from audiocpp.batch.ray_runner import import_ray
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # what an environment without Ray looks like
+    with pytest.raises(UsageError) as caught:
+        import_ray()
+    assert "pip install 'audiocpp[ray]'" in (caught.value.hint or "")
+
+
+def _item(item_id: str, voice: str | None, text: str = "x") -> Item:
+    return Item(id=item_id, line=0, index=0, text=text, task="clone" if voice else "tts", out=f"{item_id}.wav",
+                fmt="wav16", voice_ref=voice)
+
+
+def test_dispatch_keeps_a_worker_on_its_voice() -> None:
+    items = [_item("a1", "/a.wav"), _item("n1", None), _item("b1", "/b.wav", "longer"), _item("a2", "/a.wav", "xx"),
+             _item("b2", "/b.wav"), _item("a3", "/a.wav", "xxx")]
+    dispatcher = Dispatcher(items)
+    w1, item = dispatcher.next(None)
+    assert item.id == "a1"  # clones first, by voice, shortest first
+    w2, item = dispatcher.next(None)
+    assert item.id == "b2"  # the second worker starts a voice nobody has started
+    order = []
+    for _ in range(3):  # worker 1 stays on voice a, then takes the untouched tts group
+        w1, item = dispatcher.next(w1)
+        order.append(item.id)
+    assert order == ["a2", "a3", "n1"]
+    w2, item = dispatcher.next(w2)
+    assert item.id == "b1"
+    assert dispatcher.next(w2) is None and dispatcher.next(w1) is None
+
+
+def test_dispatch_helps_the_largest_group_once_all_are_started() -> None:
+    items = [_item(f"a{n}", "/a.wav", "x" * n) for n in range(1, 5)] + [_item("b1", "/b.wav")]
+    dispatcher = Dispatcher(items)
+    w1, _ = dispatcher.next(None)
+    w2, _ = dispatcher.next(None)
+    assert dispatcher.next(w2)[1].id == "a2"  # voice b is done: help with voice a
+
+
+def test_progress_line_has_rate_and_eta() -> None:
+    stream = io.StringIO()
+    bar = BatchProgress(4, enabled=True, stream=stream)
+    bar.start()
+    bar.advance(True)
+    bar.advance(False)
+    line = bar.line()
+    assert "2/4" in line and "items/s" in line and "ETA" in line and "1 failed" in line
+    assert "\r" in stream.getvalue()
+    bar.close()
+    quiet = io.StringIO()
+    BatchProgress(4, stream=quiet).advance(True)  # not a terminal: nothing drawn
+    assert quiet.getvalue() == ""
