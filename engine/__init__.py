@@ -7,6 +7,7 @@ does not import torch.
 
 from .errors import AudiocppError, AudioError, ModelError, SpecError, UsageError
 from .records import AudioBuffer, Metrics, StreamEvent, TaskRequest, TaskResult, VoiceReference
+from .hub import download
 from .registry import detect_family, families, get_family, load
 from .tasks import Mode, Task
 
@@ -25,6 +26,7 @@ __all__ = [
     "UsageError",
     "VoiceReference",
     "detect_family",
+    "download",
     "families",
     "get_family",
     "load",

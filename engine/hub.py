@@ -1,19 +1,12 @@
 """Models by name: a Hugging Face repo id or a spec's package id, resolved to a local snapshot.
 
-``--model openbmb/VoxCPM2``, ``audiocpp.engine.load("voxcpm1_0.5b")`` and ``audiocpp download
-NAME`` come here. A name that is an existing local path stays a path. A package id is looked up
-in the installed specs (its ``download`` block gives the repo, revision and files). Any other
-``org/name[@revision]`` is a repo id: its file list is matched against the installed families'
-folder ``sources`` so that only the files a family reads are fetched (a repo holding one GGUF,
-such as a published package, resolves to that file; ``org/name/FILE.gguf`` names one file).
-
-huggingface_hub does the transfer into the standard cache (``HF_HOME`` / ``HF_HUB_CACHE``, or
-``cache_dir``), so snapshots are shared with every other hub tool: a cached snapshot is used as
-is, ``HF_HUB_OFFLINE=1`` is honoured, a dropped connection resumes with a range request, files
-finished before an interruption are kept, tokens come from ``HF_TOKEN`` or ``hf auth login``.
-Files fetched by a call are checked against the hub's checksums (LFS sha256, else the git blob
-id) with huggingface_hub's hash functions. The result is a folder or file that detection and
-loading treat exactly like a local path.
+A name that is an existing local path stays a path. A package id is looked up in the installed
+specs (its ``download`` block gives repo, revision and files). Any other ``org/name[@revision]``
+is a repo id whose file list is matched against the families' folder ``sources``, so only the
+files a family reads are fetched (a repo holding one GGUF resolves to that file). huggingface_hub
+does the transfer, into the standard cache shared with every hub tool (offline mode, resume,
+tokens as everywhere); files fetched are checked against the hub's checksums. The result is a
+folder or file that detection and loading treat exactly like a local path (docs/hub.md).
 """
 
 from __future__ import annotations
@@ -247,18 +240,10 @@ def _storage(root: Path, repo_id: str) -> Path:
     return root / ("models--" + repo_id.replace("/", "--"))
 
 
-def _endpoint() -> str:
-    return _constants().ENDPOINT
-
-
-def _offline() -> bool:
-    return bool(_constants().HF_HUB_OFFLINE)
-
-
 # -- what the repo holds -------------------------------------------------------------------
 def _listing(ref: ModelRef, root: Path) -> Listing:
     """The repo's files: from the hub, or from the cache when offline or the hub is unreachable."""
-    if not _offline():
+    if not bool(_constants().HF_HUB_OFFLINE):
         try:
             return _remote_listing(ref)
         except Exception as exc:
@@ -266,10 +251,10 @@ def _listing(ref: ModelRef, root: Path) -> Listing:
                 raise
             cached = _cached_listing(ref, root)
             if cached is None:
-                raise ModelError(f"cannot reach {_endpoint()} to download {ref.label}, and it is not in the "
+                raise ModelError(f"cannot reach {_constants().ENDPOINT} to download {ref.label}, and it is not in the "
                                  f"Hugging Face cache ({root}): {_first_line(exc)}",
                                  hint="check the network connection, proxy settings and HF_ENDPOINT") from None
-            print(f"note: cannot reach {_endpoint()}; using the cached snapshot of {ref.label}", file=sys.stderr)
+            print(f"note: cannot reach {_constants().ENDPOINT}; using the cached snapshot of {ref.label}", file=sys.stderr)
             return cached
     cached = _cached_listing(ref, root)
     if cached is None:
@@ -478,7 +463,7 @@ def _explain(exc: BaseException, ref: ModelRef, root: Path) -> AudiocppError | N
     chain = _chain(exc)
     status = next((getattr(getattr(e, "response", None), "status_code", None) for e in chain
                    if isinstance(e, he.HfHubHTTPError) and getattr(e, "response", None) is not None), None)
-    repo, endpoint, label = ref.repo_id, _endpoint(), ref.label
+    repo, endpoint, label = ref.repo_id, _constants().ENDPOINT, ref.label
     if any(isinstance(e, he.GatedRepoError) for e in chain):
         refused = " (the token found was refused)" if _hub().get_token() else ""
         return ModelError(f"access to {repo} was refused (HTTP {status}): it is a gated repo{refused}",
@@ -498,7 +483,7 @@ def _explain(exc: BaseException, ref: ModelRef, root: Path) -> AudiocppError | N
                           "read the repo")
     if any(isinstance(e, he.RemoteEntryNotFoundError) for e in chain):
         return ModelError(f"a file of {label} is missing on {endpoint}: {_first_line(exc)}")
-    if _offline() and isinstance(exc, he.LocalEntryNotFoundError):
+    if bool(_constants().HF_HUB_OFFLINE) and isinstance(exc, he.LocalEntryNotFoundError):
         return ModelError(f"{label} is not completely in the Hugging Face cache ({root}) and HF_HUB_OFFLINE=1 "
                           "forbids downloading it",
                           hint=f"run `audiocpp download {ref.name}` once with network access (HF_HUB_OFFLINE unset)")
@@ -570,7 +555,7 @@ def list_packages(cache_dir: str | Path | None = None, *, remote: bool | None = 
     Sizes of packages that are not cached come from the hub (one request per repo, skipped when
     offline and given up after the first connection failure)."""
     root = cache_root(cache_dir)
-    ask = (not _offline()) if remote is None else remote
+    ask = (not bool(_constants().HF_HUB_OFFLINE)) if remote is None else remote
     rows: list[PackageRow] = []
     listings: dict[tuple[str, str | None], Listing | None] = {}
     for pid, (plugin, package) in package_index().items():
@@ -634,9 +619,5 @@ def download_from_cli(name: str | None, *, list_: bool, as_json: bool, family: s
     snap = download(name, family=family, revision=revision, cache_dir=cache_dir, progress=progress)
     fields = {"repo": snap.repo_id, "package": snap.package, "commit": snap.commit, "path": str(snap.path),
               "files": len(snap.files), "size_bytes": snap.size_bytes, "downloaded_bytes": snap.downloaded_bytes}
-    if as_json:
-        print(json.dumps({**fields, "files": list(snap.files)}, indent=2))
-        return
-    for key, value in fields.items():
-        if value is not None:
-            print(f"{key}={value}")
+    lines = [f"{key}={value}" for key, value in fields.items() if value is not None]
+    print(json.dumps({**fields, "files": list(snap.files)}, indent=2) if as_json else "\n".join(lines))

@@ -125,6 +125,8 @@ def load(
     *,
     family: str | None = None,
     load_options: dict[str, Any] | None = None,
+    revision: str | None = None,
+    cache_dir: str | Path | None = None,
 ):
     """Load a model: ``audiocpp.engine.load("model.gguf")``. The family is detected unless given;
     ``load(family="omnivoice")`` loads the family's demo model (random weights, not speech).
@@ -135,6 +137,11 @@ def load(
         if path is None and family is None:
             raise UsageError("load() needs a model path or a family",
                              hint="load('model.gguf'), or load(family='omnivoice') for its demo model")
+        from .hub import resolve_model
+
+        # A name (a repo id such as "openbmb/VoxCPM2", a spec's package id) is downloaded once into the
+        # Hugging Face cache (engine.hub); a str that is an existing path stays a path.
+        path = resolve_model(path, family=family, revision=revision, cache_dir=cache_dir, runnable_only=True)
         plugin = resolve_family(path, family)
         if path is None:
             path = plugin.demo_model_path()
