@@ -317,7 +317,7 @@ def write_checkpoint(folder: Path, up: SimpleNamespace, cfg: dict[str, Any], *, 
     randomize(model, seed, scale={"embeddings": 1.0, "fast_output": 3.0})
     with torch.no_grad():
         model.embeddings.weight.mul_(0.25)
-        model.embeddings.weight[cfg["eos_token_id"]].mul_(0.3)  # EOS now and then, not at once
+        model.embeddings.weight[cfg["eos_token_id"]].mul_(0.9)  # EOS after some frames, not at once
         model.codebook_embeddings.weight.mul_(0.3)
     state = {k: v.detach().to(getattr(torch, model_dtype)).contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
