@@ -1,0 +1,144 @@
+"""`audiocpp batch` on local worker processes with the demo model, as a real subprocess: the
+CLI's audio for every seeded item, a bad item reported while the others finish, voices
+prepared once, and a run interrupted (Ctrl-C, or the driver killed) then resumed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.support import cli_path, read_wav
+
+from .common import cli_output, group_members, read_rows, summary, write_manifest
+from .conftest import DEMO_DEFAULTS, DEMO_FLAGS, DEMO_ITEMS, Run, run_batch
+
+
+def test_rows_and_files(demo_run: Run) -> None:
+    proc = demo_run.proc
+    assert proc.returncode == 1, proc.stderr  # one item failed; the others are done
+    assert "error: 1 of 8 items failed; the others are done" in proc.stderr
+    rows = {row["id"]: row for row in demo_run.rows}
+    assert list(rows) == [item["id"] for item in DEMO_ITEMS]  # one row each, in the manifest's order
+    bad = rows.pop("bad")
+    assert bad["status"] == "error" and "broken.wav" in bad["error"] and bad["output"] is None
+    assert bad["seed"] == 41
+    for row in rows.values():
+        assert set(row) == {"id", "status", "error", "output", "audio_s", "wall_s", "rtf", "seed"}
+        assert row["status"] == "ok" and row["error"] is None
+        audio, rate = read_wav(demo_run.out / row["output"])
+        assert rate == 24000 and abs(len(audio) / rate - row["audio_s"]) < 1e-3
+        assert row["rtf"] == pytest.approx(row["wall_s"] / row["audio_s"], rel=1e-2)
+    assert rows["t1"]["seed"] == 11 and rows["c2"]["seed"] == 22
+    assert rows["d1"]["output"] == "d1.flac" and rows["t1"]["output"] == "t1.wav"
+    assert sorted(p.name for p in demo_run.out.iterdir()) == sorted(
+        [f"{i}.wav" for i in ("t1", "t2", "t3", "c1", "c2", "c3")] + ["d1.flac", "manifest.jsonl"])
+    stats = demo_run.summary
+    assert (stats["items"], stats["done"], stats["failed"], stats["skipped"]) == ("8", "7", "1", "0")
+    assert float(stats["audio_h"]) * 3600 == pytest.approx(sum(r["audio_s"] for r in rows.values()), abs=0.5)
+    # c1 and c2 share a voice: two distinct references, each prepared once.
+    assert stats["voices_prepared"] == "2"
+
+
+@pytest.mark.parametrize("item_id", ["t1", "t2", "c1", "d1"])
+def test_items_equal_the_cli(item_id: str, demo_run: Run, demo_inputs: Path, tmp_path: Path) -> None:
+    """The same request through `audiocpp` (one torch thread, as the batch's worker) gives the same file."""
+    item = next(i for i in DEMO_ITEMS if i["id"] == item_id)
+    row = next(r for r in demo_run.rows if r["id"] == item_id)
+    out = cli_output(item, demo_inputs, DEMO_DEFAULTS, ["--family", "omnivoice", "--session-option",
+                                                        "omnivoice.threads=1"], tmp_path / row["output"])
+    assert out.read_bytes() == (demo_run.out / row["output"]).read_bytes()
+
+
+def test_rerun_skips_finished_items_and_retries_failed_ones(demo_run: Run, demo_inputs: Path,
+                                                            tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    for path in demo_run.out.iterdir():
+        (out / path.name).write_bytes(path.read_bytes())
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir() if p.suffix != ".jsonl"}
+    again = run_batch(demo_inputs / "manifest.jsonl", out, *DEMO_FLAGS, "--threads", "1")
+    assert again.proc.returncode == 1
+    stats = again.summary
+    assert (stats["done"], stats["skipped"], stats["failed"]) == ("0", "7", "1")
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir() if p.suffix != ".jsonl"} == before
+    assert [r["id"] for r in again.rows] == [i["id"] for i in DEMO_ITEMS]
+
+
+TTS_ITEMS = [{"id": f"line{n:02d}", "text": f"Sentence number {n} of a longer batch, read aloud.", "seed": n}
+             for n in range(12)]
+TTS_FLAGS = ["--family", "omnivoice", "--request-option", "num_inference_steps=4", "--workers", "2",
+             "--threads", "1", "--no-progress"]
+
+
+def _start(manifest: Path, out: Path) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k != "AUDIOCPP_DEBUG"}
+    return subprocess.Popen([str(cli_path()), "batch", str(manifest), "--out-dir", str(out), *TTS_FLAGS],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+
+
+def _wait_for_rows(proc: subprocess.Popen[str], manifest: Path, count: int, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if manifest.exists() and len(manifest.read_text().splitlines()) >= count:
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {count} rows after {timeout} s")
+
+
+def _wait_gone(pgid: int, timeout: float = 60) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return group_members(pgid)
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "driver-killed"])
+def test_interrupted_run_resumes_each_item_exactly_once(how: str, tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path / "manifest.jsonl", TTS_ITEMS)
+    out = tmp_path / "out"
+    proc = _start(manifest, out)
+    _wait_for_rows(proc, out / "manifest.jsonl", 3)
+    if how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends the whole foreground group
+    else:
+        os.kill(proc.pid, signal.SIGKILL)  # a crash: the workers must notice and exit by themselves
+    stdout, stderr = proc.communicate(timeout=120)
+    if how == "ctrl-c":
+        assert proc.returncode == 130, stderr
+        assert "batch interrupted" in stderr and "rerun the same command to resume" in stderr
+        assert "Traceback" not in stderr
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    assert _wait_gone(proc.pid) == [], "worker processes outlived the batch"
+
+    first = {row["id"]: row for row in read_rows(out / "manifest.jsonl")}
+    finished = {item_id for item_id, row in first.items() if row["status"] == "ok"}
+    assert 3 <= len(finished) < len(TTS_ITEMS)
+    for item_id in finished:  # a row that says ok always has its whole file
+        audio, rate = read_wav(out / f"{item_id}.wav")
+        assert abs(len(audio) / rate - first[item_id]["audio_s"]) < 1e-3
+
+    resumed = _start(manifest, out)
+    stdout, stderr = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, stderr
+    stats = summary(stdout)
+    assert int(stats["skipped"]) == len(finished)
+    assert int(stats["done"]) == len(TTS_ITEMS) - len(finished)  # nothing done twice
+    rows = read_rows(out / "manifest.jsonl")
+    assert [row["id"] for row in rows] == [item["id"] for item in TTS_ITEMS]
+    assert all(row["status"] == "ok" for row in rows)
+    for item_id in finished:  # kept from the first run, not redone
+        assert next(r for r in rows if r["id"] == item_id)["wall_s"] == first[item_id]["wall_s"]
+    names = sorted(p.name for p in out.iterdir())
+    assert names == sorted([f"{item['id']}.wav" for item in TTS_ITEMS] + ["manifest.jsonl"])  # no temporaries
+    for row in rows:
+        audio, rate = read_wav(out / row["output"])
+        assert abs(len(audio) / rate - row["audio_s"]) < 1e-3 and np.isfinite(audio).all()
