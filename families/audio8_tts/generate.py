@@ -215,7 +215,7 @@ class DualARGenerator:
                 previous = previous.roll(-1, dims=1)
                 previous[:, -1] = index
             finished |= token.eq(cfg.eos_token_id)
-            if bool(finished.all()):
+            if bool(finished.all()) or step == steps - 1:  # upstream runs one more slow step, unused
                 break
             column = torch.cat((token[:, None], codebooks), dim=1).unsqueeze(-1)
             hidden = slow.step(slow.embed(column), (prompt_lengths + step)[:, None], active_before.long()[:, None])
