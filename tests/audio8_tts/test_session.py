@@ -60,8 +60,12 @@ def test_reference_codes_are_cached_by_content(tiny, audio_dir) -> None:
     calls = []
     original = session._encode_now
     session._encode_now = lambda audio: calls.append(1) or original(audio)  # type: ignore[method-assign]
-    request = TaskRequest(text=TEXT, seed=1, voice=VoiceReference(path=audio_dir / "ref_24k.wav"),
-                          reference_text="This is a tiny test.", options={"max_new_tokens": 3})
+    from audiocpp.engine.records import AudioBuffer
+    from tests.support import voice_like_signal
+
+    voice = VoiceReference(audio=AudioBuffer(voice_like_signal(99, 9000, 22050), 22050))  # seen by no other test
+    request = TaskRequest(text=TEXT, seed=1, voice=voice, reference_text="This is a tiny test.",
+                          options={"max_new_tokens": 3})
     a = session.run(request)
     b = session.run(request)
     assert len(calls) == 1
