@@ -5,9 +5,10 @@ the recurrent one-step update (:meth:`Mamba2Mixer.step`), which reads and writes
 :class:`Mamba2Cache` in place. Parameter names follow transformers (``in_proj``, ``conv1d``,
 ``dt_bias``, ``A_log``, ``D``, ``norm``, ``out_proj``) so state dicts map one to one.
 
-Numerics: ``A_log``, ``D``, ``dt_bias`` and the depthwise conv are kept and computed in float32
-whatever the compute dtype (audio.cpp stores them F32 for the same reason); the scan runs in
-float32 and the SSM state is held in float32. The scan follows transformers' decomposition
+Numerics: ``A_log``, ``D``, ``dt_bias`` and the depthwise conv are computed in float32 whatever
+the compute dtype (and held in float32 after :meth:`Mamba2Mixer.keep_fp32`; audio.cpp stores them
+F32 for the same reason); the scan runs in float32 and the SSM state is held in float32. Nothing
+is computed at construction, so the mixer can be built on the ``meta`` device and loaded. The scan follows transformers' decomposition
 (intra-chunk diagonal blocks, chunk states, inter-chunk recurrence, state-to-output) with the
 large broadcast-and-sum products written as ``einsum`` contractions: the same terms summed in
 another order, a relative difference of ~1e-7 in float32. The one-token update reproduces
@@ -151,12 +152,8 @@ class Mamba2Mixer(nn.Module):
         mult = [1.0] * 5 if zxbcdt_multipliers is None else [float(m) for m in zxbcdt_multipliers]
         if len(mult) != 5:
             raise ValueError(f"zxbcdt_multipliers needs 5 values, got {len(mult)}")
-        mup = None
-        if any(m != 1.0 for m in mult):
-            gs = n_groups * d_state
-            sizes = [intermediate_size, intermediate_size, gs, gs, n_heads]
-            mup = torch.cat([torch.full((s,), m) for s, m in zip(sizes, mult)])
-        self.register_buffer("mup", mup, persistent=False)
+        self.multipliers = tuple(mult) if any(m != 1.0 for m in mult) else None
+        self._mup: dict[tuple[torch.device, torch.dtype], torch.Tensor] = {}
 
     def keep_fp32(self) -> None:
         """Hold ``A_log``, ``D``, ``dt_bias`` and the conv in float32 (call after a dtype cast)."""
@@ -164,10 +161,20 @@ class Mamba2Mixer(nn.Module):
             if p is not None:
                 p.data = p.data.float()
 
+    def _mup_vector(self, like: torch.Tensor) -> torch.Tensor:
+        """transformers' ``mup_vector``: the five multipliers over the in_proj output (float32)."""
+        key = (like.device, like.dtype)
+        if key not in self._mup:
+            assert self.multipliers is not None
+            gs = self.n_groups * self.d_state
+            sizes = [self.intermediate_size, self.intermediate_size, gs, gs, self.n_heads]
+            self._mup[key] = torch.cat([torch.full((s,), m, device=like.device) for s, m in zip(sizes, self.multipliers)])
+        return self._mup[key]
+
     def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         proj = self.in_proj(x)
-        if self.mup is not None:
-            proj = proj * self.mup
+        if self.multipliers is not None:
+            proj = proj * self._mup_vector(proj)
         gate, xbc, dt = proj.split([self.intermediate_size, self.conv_dim, self.n_heads], dim=-1)
         return gate, xbc, dt
 
@@ -192,14 +199,17 @@ class Mamba2Mixer(nn.Module):
         xbc_t = xbc.transpose(1, 2).float()
         if cache is not None:
             cache.conv[layer].copy_(F.pad(xbc_t, (self.d_conv - seq_len, 0)))
-        xbc = F.silu(self.conv1d(xbc_t)[..., :seq_len].transpose(1, 2))
+        conv = self.conv1d
+        bias = None if conv.bias is None else conv.bias.float()
+        xbc = F.conv1d(xbc_t, conv.weight.float(), bias, padding=self.d_conv - 1, groups=self.conv_dim)
+        xbc = F.silu(xbc[..., :seq_len].transpose(1, 2))
         if keep is not None:
             xbc = xbc * keep
         hs, B, C = xbc.split([self.intermediate_size, self.n_groups * self.d_state,
                               self.n_groups * self.d_state], dim=-1)
         rep = self.n_heads // self.n_groups
         A = -torch.exp(self.A_log.float())
-        dt = F.softplus(dt + self.dt_bias)
+        dt = F.softplus(dt + self.dt_bias.float())
         hs = hs.reshape(batch, seq_len, -1, self.head_dim).float()
         B = B.reshape(batch, seq_len, -1, self.d_state).float().repeat_interleave(rep, dim=2)
         C = C.reshape(batch, seq_len, -1, self.d_state).float().repeat_interleave(rep, dim=2)
@@ -215,16 +225,16 @@ class Mamba2Mixer(nn.Module):
         gate, xbc, dt = self._project(x)
         conv_state = cache.conv[layer]
         conv_state.copy_(torch.cat([conv_state[:, :, 1:], xbc[:, 0, :, None].float()], dim=-1))
-        xbc = torch.sum(conv_state * self.conv1d.weight[:, 0], dim=-1)
+        xbc = torch.sum(conv_state * self.conv1d.weight[:, 0].float(), dim=-1)
         if self.conv1d.bias is not None:
-            xbc = xbc + self.conv1d.bias
+            xbc = xbc + self.conv1d.bias.float()
         xbc = F.silu(xbc)
         hs, B, C = xbc.split([self.intermediate_size, self.n_groups * self.d_state,
                               self.n_groups * self.d_state], dim=-1)
         rep = self.n_heads // self.n_groups
         A = -torch.exp(self.A_log.float())
         dt = dt[:, 0, :, None].expand(batch, self.n_heads, self.head_dim)
-        dt = F.softplus(dt + self.dt_bias[:, None].to(dt.dtype))
+        dt = F.softplus(dt.float() + self.dt_bias.float()[:, None])
         dA = torch.exp(dt[..., None] * A[:, None, None])             # (B, H, P, N) by broadcast
         B = B.reshape(batch, self.n_groups, 1, self.d_state).expand(batch, self.n_groups, rep, self.d_state)
         B = B.reshape(batch, self.n_heads, self.d_state)
@@ -236,5 +246,5 @@ class Mamba2Mixer(nn.Module):
         ssm.copy_(ssm * dA + dbx)
         y = torch.bmm(ssm.reshape(batch * self.n_heads, self.head_dim, self.d_state), C.to(ssm.dtype))
         y = y.view(batch, self.n_heads, self.head_dim)
-        y = y + hs * self.D[:, None]
+        y = y + hs * self.D.float()[:, None]
         return self._output(y.reshape(batch, 1, -1), gate, dtype)

@@ -112,10 +112,15 @@ def load_parts(spec: ModelSpec, path: Path, options: dict[str, Any] | None = Non
                        dict(resolved.metadata))
 
 
+#: Parameters held in float32 whatever the compute dtype: the Falcon-H1 (0.1B) slow AR's Mamba2
+#: SSM parameters and depthwise conv, as upstream computes them and audio.cpp stores them.
+FLOAT32_PARAMETERS = (".mamba.A_log", ".mamba.D", ".mamba.dt_bias", ".mamba.conv1d.weight", ".mamba.conv1d.bias")
+
+
 def _materialize(module: torch.nn.Module, dtype: torch.dtype) -> None:
     for name, tensor in list(module.named_parameters()):
         if tensor.device.type == "meta":
             raise ModelError(f"tensor {name!r} was not loaded")
-    for p in module.parameters():
-        if p.is_floating_point() and p.dtype != dtype:
+    for name, p in module.named_parameters():
+        if p.is_floating_point() and p.dtype != dtype and not name.endswith(FLOAT32_PARAMETERS):
             p.data = p.data.to(dtype)

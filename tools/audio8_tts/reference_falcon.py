@@ -378,8 +378,129 @@ def run_generate(model, case: dict) -> dict[str, np.ndarray]:
 
 KINDS = {"slow": run_slow, "mixer": run_mixer, "batch": run_batch}
 
+# -- the tiny 0.1B checkpoint and its goldens ---------------------------------------------------
+#: The Falcon-H1 keys of a tiny 0.1B config (real: dim 512, 24 layers, 8/2 heads, d_ssm 768 in 24
+#: heads of 32, d_state 64, chunk 128); the chunk is small so that prompts span several chunks.
+TINY_FALCON: dict[str, Any] = {
+    "slow_backbone": "falcon_h1", "tie_word_embeddings": False, "rope_base": 1e11, "norm_eps": 1e-5,
+    "embedding_multiplier": 0.10888671875, "lm_head_multiplier": 0.078125, "expansion_factor": 1.5,
+    "mamba_d_ssm": 64, "mamba_n_heads": 8, "mamba_d_head": 8, "mamba_d_state": 16, "mamba_n_groups": 1,
+    "mamba_d_conv": 4, "mamba_chunk_size": 16, "mamba_conv_bias": True, "mamba_rms_norm": False,
+    "mamba_norm_before_gate": False, "mamba_use_mlp": True,
+}
+def falcon_cases(reference: Any) -> list[dict[str, Any]]:
+    """The 0.1B cases: tts greedy and sampled, cloning (the processor's path), two references, long
+    text, a left-padded batch (texts, references and audio files of ``reference.py``)."""
+    t1, t3 = reference.T1, reference.T3
+    return [
+        {"name": "tts_greedy", "kind": "generate", "text": t1, "do_sample": False, "max_new_tokens": 20},
+        {"name": "tts_sampled", "kind": "generate", "text": t1, "seed": 1234, "max_new_tokens": 32},
+        {"name": "tts_sampled_hot", "kind": "generate", "text": t3, "seed": 7, "max_new_tokens": 40,
+         "temperature": 1.3, "top_k": 20, "top_p": 0.95},
+        {"name": "clone_sampled", "kind": "generate", "text": reference.T2, "references": [reference.REF1],
+         "seed": 42, "max_new_tokens": 24},
+        {"name": "clone_greedy", "kind": "generate", "text": t3, "references": [reference.REF1],
+         "do_sample": False, "max_new_tokens": 16},
+        {"name": "multi_reference", "kind": "generate", "text": t1, "references": [reference.REF1, reference.REF2],
+         "seed": 11, "max_new_tokens": 16},
+        {"name": "long_form", "kind": "long_form", "text": reference.LONG, "chunks": reference.LONG_CHUNKS,
+         "text_chunk_size": 60, "seed": 5, "max_new_tokens": 10},
+        {"name": "batch_sampled", "kind": "batch", "texts": [t1, t3], "seed": 3, "max_new_tokens": 16},
+    ]
+
+
+def randomize_01b(model: nn.Module, checkpoint: Any, seed: int) -> None:
+    """checkpoint.py's weights, then the Mamba2 parameters in their usual ranges (A = -(1..16),
+    dt = softplus(dt_bias) in about 0.02..0.3, D near 1) and the embeddings scaled as upstream's."""
+    checkpoint.randomize(model, seed, scale={"slow": 1.0, "fast_output": 3.0})
+    gen = torch.Generator().manual_seed(seed + 17)
+    with torch.no_grad():
+        for layer in model.slow.layers:
+            m = layer.mamba
+            m.A_log.copy_(torch.log(torch.rand(m.A_log.shape, generator=gen) * 15 + 1))
+            m.dt_bias.copy_(torch.rand(m.dt_bias.shape, generator=gen) * 3 - 4)
+            m.D.copy_(1 + 0.1 * torch.randn(m.D.shape, generator=gen))
+        model.codebook_embeddings.weight.mul_(0.3)
+
+
+def write_01b_checkpoint(folder: Path, up: Any, checkpoint: Any, seed: int = 1) -> tuple[Path, dict[str, Any]]:
+    """A tiny 0.1B HF-layout folder: the 0.6B tiny's tokenizer, codec (the same bytes: seed 0) and
+    fast AR sizes, a Falcon-H1 slow AR and the compact head (bf16 ``model.safetensors``, as the HF
+    snapshot). The EOS row of the head is scaled down so that runs are not all a few frames long."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    cfg = {k: v for k, v in checkpoint.TINY.items() if not k.startswith("attention_")}
+    cfg.update(TINY_FALCON)
+    checkpoint.write_checkpoint(folder, up, checkpoint.TINY, seed=0)  # codec, tokenizer and sidecars
+    (folder / "config.json").write_text(json.dumps(cfg, indent=2), encoding="utf-8")
+    config = up.configuration.ArkttsConfig(**cfg)
+    model = arktts_01b_class(up.model)(config)
+    randomize_01b(model, checkpoint, seed)
+    with torch.no_grad():
+        model.semantic_output.weight[-1].mul_(0.2)
+    state = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in model.state_dict().items()}
+    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return folder, cfg
+
+
+def write_goldens(upstream: Path, out: Path) -> None:
+    """``tests/data/audio8_tts/falcon``: the tiny 0.1B folder, its reference audio, goldens of
+    :func:`falcon_cases` from the reconstructed 0.1B model (run by reference.py's upstream runner),
+    and ``manifest.json``."""
+    import shutil
+
+    import transformers
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import checkpoint
+    import reference
+
+    torch.set_num_threads(1)
+    up = checkpoint.upstream_modules(upstream)
+    checkpoint.patch_codec_class(up)
+    import soundfile as sf
+
+    for sub in ("tiny", "goldens"):
+        shutil.rmtree(out / sub, ignore_errors=True)
+        (out / sub).mkdir(parents=True)
+    folder, cfg = write_01b_checkpoint(out / "tiny", up, checkpoint, seed=1)
+    audio_dir = out.parent / "audio"  # the 0.6B goldens' reference audio, shared
+    audio_dir.mkdir(exist_ok=True)
+    for name, (seed, seconds, rate) in reference.AUDIO.items():
+        if not (audio_dir / name).is_file():
+            sf.write(audio_dir / name, reference.voice_like(seed, seconds, rate), rate, subtype="FLOAT")
+    runner = reference.Runner.__new__(reference.Runner)
+    runner.torch, runner.up, runner.audio_dir = torch, up, audio_dir
+    runner.model = load_01b(up.model, folder)
+    runner.model.load_codec(device="cpu")
+    runner.processor = up.processing.ArkttsProcessor.from_pretrained(str(folder))
+    runner.cfg = runner.model.config
+    shapes = {}
+    cases = falcon_cases(reference)
+    for case in cases:
+        result = getattr(runner, case["kind"])(case)
+        np.savez_compressed(out / "goldens" / f"{case['name']}.npz", **result)
+        shapes[case["name"]] = {k: list(np.shape(v)) for k, v in result.items()}
+        print(case["name"], shapes[case["name"]], file=sys.stderr)
+    files = {f"model/audio8_tts_0_6B_preview/{f}": reference.sha256(up.root / f) for f in checkpoint.UPSTREAM_FILES}
+    manifest = {
+        "upstream": {"repository": "Audio8-AI/Audio8_TTS", "commit": reference.COMMIT, "files": files},
+        "oracle": "upstream ArkttsModel (fast AR, sampling, generate, codec, processor) with the 0.1B slow side "
+                  "reconstructed on transformers.FalconH1Model (tools/audio8_tts/reference_falcon.py)",
+        "generated_by": "tools/audio8_tts/reference_falcon.py goldens",
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+        "defaults": reference.DEFAULTS, "cases": cases, "shapes": shapes,
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
 
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "goldens":
+        repo = Path(__file__).resolve().parents[2]
+        upstream = Path(argv[1]) if len(argv) > 1 else Path("/work/upstream/audio8")
+        write_goldens(upstream, Path(argv[2]) if len(argv) > 2 else repo / "tests" / "data" / "audio8_tts" / "falcon")
+        return 0
     spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     out_dir = Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -262,18 +262,23 @@ class FalconH1Backbone(nn.Module):
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.dim)
         self.layers = nn.ModuleList(FalconH1Layer(cfg) for _ in range(cfg.n_layer))
         self.final_layernorm = RMSNorm(cfg.dim, eps=cfg.norm_eps)
-        positions = torch.arange(cfg.max_seq_len, dtype=torch.float32)
-        freqs = torch.outer(positions, rope_inv_freq(cfg.head_dim, cfg.rope_base))
-        emb = torch.cat((freqs, freqs), dim=-1)
-        self.register_buffer("rope_cos", emb.cos(), persistent=False)
-        self.register_buffer("rope_sin", emb.sin(), persistent=False)
+        self._rope_tables: dict[torch.device, Rope] = {}
 
     def keep_fp32(self) -> None:
-        """After a cast to a reduced compute dtype: SSM parameters, the conv and RoPE back to float32."""
+        """After a cast to a reduced compute dtype: the SSM parameters and the conv back to float32."""
         for layer in self.layers:
             layer.mamba.keep_fp32()
-        self.rope_cos.data = self.rope_cos.data.float()
-        self.rope_sin.data = self.rope_sin.data.float()
+
+    def rope_table(self, device: torch.device) -> Rope:
+        """float32 cos/sin of every position (transformers' default rotary: ``cat(f, f)``), made
+        on first use per device (the module may be built on ``meta``)."""
+        if device not in self._rope_tables:
+            cfg = self.config
+            positions = torch.arange(cfg.max_seq_len, dtype=torch.float32, device=device)
+            freqs = torch.outer(positions, rope_inv_freq(cfg.head_dim, cfg.rope_base).to(device))
+            emb = torch.cat((freqs, freqs), dim=-1)
+            self._rope_tables[device] = (emb.cos(), emb.sin())
+        return self._rope_tables[device]
 
     def new_cache(self, max_length: int, *, batch_size: int = 1) -> FalconH1Cache:
         if max_length > self.config.max_seq_len:
@@ -282,10 +287,11 @@ class FalconH1Backbone(nn.Module):
         w = self.final_layernorm.weight
         return FalconH1Cache(self.config, max_length, batch_size=batch_size, dtype=w.dtype, device=w.device)
 
-    def _rope(self, positions: torch.Tensor | None, start: int, length: int, dtype: torch.dtype) -> Rope:
+    def _rope(self, h: torch.Tensor, positions: torch.Tensor | None, start: int, length: int) -> Rope:
+        cos, sin = self.rope_table(h.device)
         if positions is None:
-            return self.rope_cos[start : start + length].to(dtype), self.rope_sin[start : start + length].to(dtype)
-        return self.rope_cos[positions][:, None].to(dtype), self.rope_sin[positions][:, None].to(dtype)
+            return cos[start : start + length].to(h.dtype), sin[start : start + length].to(h.dtype)
+        return cos[positions][:, None].to(h.dtype), sin[positions][:, None].to(h.dtype)
 
     def prefill(self, h: torch.Tensor, cache: FalconH1Cache | None = None, positions: torch.Tensor | None = None,
                 mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -312,7 +318,7 @@ class FalconH1Backbone(nn.Module):
             cache.masked = cache.masked or masked
             if keys is not None:
                 cache.key_mask[:, :t] = keys
-        rope = self._rope(positions, 0, t, h.dtype)
+        rope = self._rope(h, positions, 0, t)
         for i, layer in enumerate(self.layers):
             h = layer(h, rope, cache, i, attn_mask, pad_mask)
         if cache is not None:
@@ -334,7 +340,7 @@ class FalconH1Backbone(nn.Module):
             bit = torch.ones_like(cache.key_mask[:, :1]) if valid is None else valid.to(torch.bool)
             cache.key_mask[:, pos : pos + 1] = bit
             attn_mask = (cache.key_mask[:, : pos + 1] == bit)[:, None, None, :]
-        rope = self._rope(positions, pos, 1, h.dtype)
+        rope = self._rope(h, positions, pos, 1)
         for i, layer in enumerate(self.layers):
             h = layer.step(h, rope, cache, i, pos, attn_mask)
         cache.length = pos + 1
@@ -357,12 +363,10 @@ class FalconH1SlowAR(SlowAR):
         self.codebook_embeddings = nn.Embedding(config.codebook_size * config.num_codebooks, config.dim)
         self.slow = FalconH1Backbone(self.falcon)
         self.semantic_output = nn.Linear(config.dim, config.num_semantic + 1, bias=False)
-        offsets = torch.arange(config.num_codebooks)[:, None] * config.codebook_size
-        self.register_buffer("codebook_offsets", offsets, persistent=False)
         self.cache: FalconH1Cache | None = None
 
     def _apply(self, fn, recurse: bool = True):  # noqa: ANN001 - torch's signature
-        # Any dtype cast (.to / .bfloat16 / .half) leaves the Mamba2 parameters and RoPE in float32.
+        # Any dtype cast (.to / .bfloat16 / .half) leaves the Mamba2 SSM parameters in float32.
         out = super()._apply(fn, recurse)
         self.slow.keep_fp32()
         return out
@@ -376,7 +380,8 @@ class FalconH1SlowAR(SlowAR):
     def embed(self, rows: torch.Tensor) -> torch.Tensor:
         """(text embedding + codebook sum where row 0 is semantic) x ``embedding_multiplier``."""
         cfg = self.config
-        codebook_sum = self.codebook_embeddings(rows[:, 1:] + self.codebook_offsets).sum(dim=1)
+        offsets = torch.arange(0, cfg.num_codebooks * cfg.codebook_size, cfg.codebook_size, device=rows.device)
+        codebook_sum = self.codebook_embeddings(rows[:, 1:] + offsets[:, None]).sum(dim=1)
         semantic = (rows[:, 0] >= cfg.semantic_begin_id) & (rows[:, 0] <= cfg.semantic_end_id)
         codebook_sum = torch.where(semantic.unsqueeze(-1), codebook_sum, 0.0)
         return _scale(self.slow.embed_tokens(rows[:, 0]) + codebook_sum, self.falcon.embedding_multiplier)
