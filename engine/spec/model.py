@@ -1,10 +1,15 @@
-"""Typed access to a model spec (pydantic). Validation lives in ``validate.py``."""
+"""Typed access to a model spec (pydantic). Validation lives in ``validate.py``.
+
+``model_specs/schema.json`` is the one definition of what a spec may hold: building a
+:class:`ModelSpec` runs it first (unless the caller already did), so the typed models accept
+exactly what the schema accepts (tests/engine/test_spec_models.py checks both on one corpus).
+"""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
 OptionType = Literal[
     "bool", "int", "float", "string", "enum", "path", "audio_path",
@@ -21,6 +26,16 @@ PRESETS: dict[str, tuple[str, ...]] = {
     "best_of_n_language": ("auto", "en", "ja"),
     # audiocpp addition: the torch dtype a session computes in.
     "compute_dtype": ("float32", "bfloat16", "float16"),
+}
+
+#: The spellings users type for a preset's values -> the canonical value (case-insensitive).
+#: The canonical ``compute_dtype`` names are torch's (``engine.nn.build.torch_dtype``).
+PRESET_SPELLINGS: dict[str, dict[str, str]] = {
+    "compute_dtype": {
+        "float32": "float32", "fp32": "float32", "float": "float32",
+        "bfloat16": "bfloat16", "bf16": "bfloat16",
+        "float16": "float16", "fp16": "float16", "half": "float16",
+    },
 }
 
 
@@ -46,6 +61,16 @@ class OptionSpec(_Model):
         if self.preset is not None:
             return PRESETS[self.preset]
         return None
+
+    def canonical(self, value: str) -> str:
+        """``value`` in the preset's canonical spelling (``bf16`` -> ``bfloat16``); else unchanged."""
+        spellings = PRESET_SPELLINGS.get(self.preset or "") if self.values is None else None
+        return spellings.get(value.strip().lower(), value) if spellings else value
+
+    def aliases(self) -> tuple[str, ...]:
+        """Other accepted spellings of the preset's values (``fp32``, ``bf16`` ...)."""
+        spellings = PRESET_SPELLINGS.get(self.preset or "") if self.values is None else None
+        return tuple(k for k, v in spellings.items() if k != v) if spellings else ()
 
     def show_number(self, value: float) -> str:
         """A bound as users type it: ints in full (not 9.22337e+18), floats short."""
@@ -164,6 +189,18 @@ class Quantization(_Model):
 
 class ModelSpec(_Model):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check_schema(cls, data: Any, info: ValidationInfo) -> Any:
+        """Run ``schema.json`` unless the caller did (``context={"schema_checked": True}``)."""
+        if not (info.context or {}).get("schema_checked"):
+            from .validate import schema_problems
+
+            problems = schema_problems(data)
+            if problems:
+                raise ValueError("the spec does not match model_specs/schema.json: " + "; ".join(problems))
+        return data
 
     schema_uri: str | None = Field(default=None, alias="$schema")
     schema_version: Literal[1]

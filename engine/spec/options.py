@@ -42,7 +42,9 @@ def parse_value(opt: OptionSpec, raw: Any, *, where: str) -> Any:
             value = _to_int(raw)
         elif kind == "float":
             value = _to_float(raw)
-        elif kind in ("string", "enum"):
+        elif kind == "enum":
+            value = opt.canonical(str(raw))
+        elif kind == "string":
             value = str(raw)
         elif kind in ("path", "audio_path"):
             value = Path(str(raw)).expanduser()
@@ -64,7 +66,8 @@ def parse_value(opt: OptionSpec, raw: Any, *, where: str) -> Any:
             raise UsageError(f"{where}: {value} is above the maximum {opt.show_number(opt.max)}", hint=opt.description)
     allowed = opt.allowed_values
     if kind == "enum" and allowed and value not in allowed:
-        raise UsageError(f"{where}: {value!r} is not allowed", hint=f"use one of: {', '.join(allowed)}")
+        also = f" (or {', '.join(opt.aliases())})" if opt.aliases() else ""
+        raise UsageError(f"{where}: {value!r} is not allowed", hint=f"use one of: {', '.join(allowed)}{also}")
     if kind in ("audio_path", "path") and not value.exists():
         raise UsageError(f"{where}: file {str(value)!r} does not exist", hint="check the path")
     if kind in ("audio_path_list", "path_list"):

@@ -33,10 +33,16 @@ def _validator():
     return cls(schema(), format_checker=cls.FORMAT_CHECKER)
 
 
-def spec_problems(data: Any, *, expected_family: str | None = None) -> list[str]:
-    """Return every problem of ``data`` as ``"<json path>: <message>"`` (empty when valid)."""
+def schema_problems(data: Any) -> list[str]:
+    """What ``schema.json`` finds wrong with ``data``, as ``"<json path>: <message>"``."""
     errors = sorted(_validator().iter_errors(data), key=lambda e: (list(e.absolute_path), e.message))
-    problems = [f"{err.json_path}: {_short(err)}" for err in errors]
+    return [f"{err.json_path}: {_short(err)}" for err in errors]
+
+
+def spec_problems(data: Any, *, expected_family: str | None = None) -> list[str]:
+    """Return every problem of ``data`` as ``"<json path>: <message>"`` (empty when valid):
+    the schema's, then the cross-field rules a schema cannot say."""
+    problems = schema_problems(data)
     if problems or not isinstance(data, dict):
         return problems
     return _semantic_problems(data, expected_family)
@@ -142,7 +148,7 @@ def validate_spec(data: Any, *, origin: str = "<spec>", expected_family: str | N
             f"model spec {origin} is invalid:\n  {listing}",
             hint="fix the fields at the JSON paths above; the format is described in docs/spec-format.md",
         )
-    return ModelSpec.model_validate(data)
+    return ModelSpec.model_validate(data, context={"schema_checked": True})
 
 
 def load_spec_file(path: str | Path, *, check_name: bool = True) -> ModelSpec:

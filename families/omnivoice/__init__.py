@@ -1,4 +1,11 @@
-"""The ``omnivoice`` family plugin. Light on purpose: model code is imported in ``_load``."""
+"""The ``omnivoice`` family plugin. Light on purpose: model code is imported in ``_load``.
+
+Module map: ``config`` (typed configs), ``model`` (the Qwen3 LM with audio embeddings and
+heads), ``codec/`` (Higgs Audio v2 tokenizer: DAC, HuBERT, RVQ), ``prompt`` (text, languages,
+instructions, the prompt layout), ``voice`` (saved voice prompts), ``generate`` (MaskGIT),
+``weights`` (layouts, tensor adapters, ``load_parts``), ``session`` (loaded model, request
+mapping), ``demo`` (the no-``--model`` checkpoint); data: ``languages``, ``tiny_tokenizer``.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +22,12 @@ class OmniVoicePlugin(FamilyPlugin):
     name = "omnivoice"
 
     def _load(self, path: Path | None, options: dict[str, Any]) -> LoadedModel:
-        from .loader import load_model
+        from .session import OmniVoiceLoadedModel
+        from .weights import load_parts
 
         if path is None:
             path = self.demo_model_path()
-        return load_model(self.spec, path, options)
+        return OmniVoiceLoadedModel(self.spec, path, options, load_parts(path, options, spec=self.spec))
 
     def demo_model_path(self) -> Path | None:
         """A deterministic tiny random-weight checkpoint, built on first use and cached

@@ -119,7 +119,7 @@ class MaskGitDecoder:
     """Runs the MaskGIT loop of one chunk on an :class:`OmniVoiceLM`.
 
     ``compute_dtype`` float32 is upstream's arithmetic; bfloat16 runs the backbone in bf16
-    (weights cast once by the loader) and keeps the sampling maths in float32.
+    (weights cast once, ``OmniVoiceLoadedModel.lm_for``) and keeps the sampling maths in float32.
     """
 
     def __init__(self, lm: OmniVoiceLM, compute_dtype: torch.dtype = torch.float32) -> None:

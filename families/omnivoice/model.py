@@ -174,7 +174,9 @@ class OmniVoiceLM(nn.Module):
         self.llm = Qwen3Model(cfg.llm)
         self.audio_embeddings = nn.Embedding(c * v, h)
         self.audio_heads = nn.Linear(h, c * v, bias=False)
-        self.register_buffer("codebook_layer_offsets", torch.arange(c) * v, persistent=False)
+        # Derived from the config, not stored: made on the CPU even when the module is built
+        # on the meta device for loading (engine.nn.build.load_on_meta).
+        self.register_buffer("codebook_layer_offsets", torch.arange(c, device="cpu") * v, persistent=False)
 
     def embed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:
         """(B, C, S) ids and (B, S) audio mask -> (B, S, H): text rows from ``embed_tokens``

@@ -1,5 +1,5 @@
-"""The OmniVoice session: one request -> prompt(s) -> MaskGIT tokens -> codec -> audio,
-following upstream's ``OmniVoice.generate`` for one item (``_preprocess_all``,
+"""The OmniVoice loaded model and session: one request -> prompt(s) -> MaskGIT tokens -> codec
+-> audio, following upstream's ``OmniVoice.generate`` for one item (``_preprocess_all``,
 ``_generate_chunked``, ``_decode_and_post_process``).
 
 - auto voice (``tts``), voice design (``design``, or ``tts`` with ``--instruct``), cloning
@@ -14,7 +14,8 @@ following upstream's ``OmniVoice.generate`` for one item (``_preprocess_all``,
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -23,13 +24,18 @@ from audiocpp.engine.audio.dsp import cross_fade_chunks, fade_and_pad, peak_norm
 from audiocpp.engine.audio.resample import resample
 from audiocpp.engine.audio.silence import remove_silence
 from audiocpp.engine.errors import UsageError
+from audiocpp.engine.model import LoadedModel
+from audiocpp.engine.nn.build import PerDtype, build_on_meta, torch_dtype
 from audiocpp.engine.records import AudioBuffer
 from audiocpp.engine.session import PreparedRequest, Session, Synthesis
-from audiocpp.engine.tasks import Task
+from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.tasks import Mode, Task
 from audiocpp.engine.text.chunking import chunk_text_punctuation
 
+from .codec import HiggsAudioV2Codec
+from .config import OmniVoiceConfig
 from .generate import MaskGitDecoder, MaskGitParams
-from .loader import DTYPES
+from .model import OmniVoiceLM
 from .prompt import (
     ZH_RE,
     Prompt,
@@ -40,20 +46,58 @@ from .prompt import (
     resolve_language,
 )
 from .voice import OmniVoicePrompt
+from .weights import OmniVoiceParts
 
-if TYPE_CHECKING:
-    from .loader import OmniVoiceModel
+
+class OmniVoiceLoadedModel(LoadedModel):
+    """The float32 LM and codec of :class:`OmniVoiceParts`; LMs in other compute dtypes are
+    made on first use (:meth:`lm_for`)."""
+
+    def __init__(self, spec: ModelSpec, path: Path, load_options: dict[str, Any], parts: OmniVoiceParts) -> None:
+        super().__init__(spec, path, load_options)
+        self.parts = parts
+        self.lm: OmniVoiceLM = parts.lm
+        self.codec: HiggsAudioV2Codec = parts.codec
+        self.tokenizer = parts.tokenizer
+        self.sample_rate = parts.sample_rate
+        self.source_id = parts.source_id
+        self._lms = PerDtype(self._cast_lm, {torch.float32: parts.lm})
+
+    @property
+    def cfg(self) -> OmniVoiceConfig:
+        return self.lm.cfg
+
+    def lm_for(self, dtype: torch.dtype) -> OmniVoiceLM:
+        """The LM computing in ``dtype``, made once."""
+        return self._lms.get(dtype)
+
+    def _cast_lm(self, dtype: torch.dtype) -> OmniVoiceLM:
+        """The backbone and heads are cast copies; the embedding tables are shared with the
+        float32 LM (their rows are summed in float32, then cast)."""
+        shared = ("llm.embed_tokens.", "audio_embeddings.")
+        state = {name: (t if name.startswith(shared) else t.to(dtype)) for name, t in self.lm.state_dict().items()}
+        variant = build_on_meta(lambda: OmniVoiceLM(self.cfg))
+        variant.load_state_dict(state, strict=True, assign=True)
+        return variant.eval()
+
+    def _create_session(self, task: Task, mode: Mode, options: dict[str, Any]) -> OmniVoiceSession:
+        return OmniVoiceSession(self, task, mode, options)
+
+    def load_voice_prompt(self, path: Path) -> OmniVoicePrompt:
+        return OmniVoicePrompt.load(path, num_codebooks=self.cfg.num_audio_codebook,
+                                    codebook_size=self.codec.cfg.codebook_size)
+
 
 NO_ASR_HINT = ("OmniVoice needs the transcript of the reference audio: pass --reference-text \"...\" "
                "(automatic transcription with Whisper is not available: audiocpp does not download models)")
 
 
 class OmniVoiceSession(Session):
-    model: OmniVoiceModel
+    model: OmniVoiceLoadedModel
 
-    def __init__(self, model: OmniVoiceModel, task: Task, mode, options: dict[str, Any]) -> None:
+    def __init__(self, model: OmniVoiceLoadedModel, task: Task, mode: Mode, options: dict[str, Any]) -> None:
         super().__init__(model, task, mode, options)
-        dtype = DTYPES[str(options.get("compute_dtype", "float32"))]
+        dtype = torch_dtype(options.get("compute_dtype"))
         self.decoder = MaskGitDecoder(model.lm_for(dtype), dtype)
 
     # -- validation ----------------------------------------------------------------------

@@ -3,7 +3,7 @@
 Same pipeline as ``Qwen2Tokenizer`` (NFC, the Qwen2 split regex isolated, ByteLevel without
 its own regex, ByteLevel decoder), trained deterministically on a fixed corpus plus seeded
 pseudo-words. Used by the demo checkpoint (``demo.py``) and by the reference-side tiny
-checkpoint builder (``tools/omnivoice/build_tiny.py``, which loads this file by path), so
+checkpoint builder (``tools/omnivoice/checkpoint.py``, which loads this file by path), so
 only ``tokenizers`` and the standard library are imported here.
 """
 

@@ -66,6 +66,20 @@ def test_enum_values_are_checked(omnivoice) -> None:
         resolve_options(omnivoice, "session", {"compute_dtype": "int4"})
 
 
+@pytest.mark.parametrize("typed, canonical", [
+    ("bf16", "bfloat16"), ("BF16", "bfloat16"), ("fp16", "float16"), ("half", "float16"),
+    ("fp32", "float32"), ("float", "float32"), ("float32", "float32"), (" Bfloat16 ", "bfloat16"),
+])
+def test_compute_dtype_takes_the_usual_spellings(omnivoice, typed: str, canonical: str) -> None:
+    assert resolve_options(omnivoice, "session", {"compute_dtype": typed})["compute_dtype"] == canonical
+
+
+def test_a_bad_compute_dtype_lists_the_spellings(omnivoice) -> None:
+    with pytest.raises(UsageError) as err:
+        resolve_options(omnivoice, "session", {"compute_dtype": "bf8"})
+    assert "bf16" in err.value.hint and "half" in err.value.hint
+
+
 def test_session_options_take_the_family_prefix(omnivoice) -> None:
     assert resolve_options(omnivoice, "session", {"omnivoice.threads": "2"})["threads"] == 2
     with pytest.raises(UsageError, match="belongs to family 'voxcpm2'"):

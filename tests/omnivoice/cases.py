@@ -1,4 +1,4 @@
-"""The parity cases: one request each, run by upstream (tools/omnivoice/reference_cases.py)
+"""The parity cases: one request each, run by upstream (tools/omnivoice/reference.py)
 and by us. ``config`` holds upstream's generation-config fields; ``ours`` maps them to our
 spec option names."""
 

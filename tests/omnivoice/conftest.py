@@ -1,9 +1,9 @@
 """Session fixtures of the OmniVoice tests.
 
 - ``ov_snapshot``: a tiny random checkpoint in the k2-fsa/OmniVoice layout, built once per
-  session by upstream's own classes in the reference env (tools/omnivoice/build_tiny.py).
+  session by upstream's own classes in the reference env (tools/omnivoice/checkpoint.py).
 - ``ov_reference``: every parity case run once by upstream in ONE reference process
-  (tools/omnivoice/reference_cases.py), dumped as .npz.
+  (tools/omnivoice/reference.py), dumped as .npz.
 - ``demo_snapshot``: the demo checkpoint written by our own code (no reference env needed).
 """
 
@@ -35,7 +35,7 @@ class Reference:
 @pytest.fixture(scope="session")
 def ov_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("omnivoice-ckpt") / "OmniVoice"
-    run_reference("omnivoice", TOOLS / "build_tiny.py", out, timeout=600)
+    run_reference("omnivoice", TOOLS / "checkpoint.py", out, timeout=600)
     return out
 
 
@@ -45,7 +45,7 @@ def ov_reference(ov_snapshot: Path, tmp_path_factory: pytest.TempPathFactory) ->
     refs = write_references(work / "refs")
     items = cases(refs, work / "upstream_prompt.pt")
     write_cases(work / "cases.json", items)
-    summary = run_reference("omnivoice", TOOLS / "reference_cases.py", ov_snapshot, work / "cases.json",
+    summary = run_reference("omnivoice", TOOLS / "reference.py", ov_snapshot, work / "cases.json",
                             work / "out", timeout=1200)
     return Reference(work / "out", items, summary, refs)
 

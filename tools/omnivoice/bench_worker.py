@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One side of the OmniVoice benchmark (``tools/bench_omnivoice.py`` runs it twice): load a
+"""One side of the OmniVoice benchmark (``tools/omnivoice/bench.py`` runs it): load a
 checkpoint, synthesize the same request ``--repeats`` times after a warm-up, print one JSON
 line with the wall times, peak RSS and a digest of the tokens; save tokens and audio.
 

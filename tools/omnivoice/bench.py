@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """OmniVoice benchmark: ours against upstream (PyPI omnivoice 0.2.1) in the same run.
 
 Builds (once, cached under ``$AUDIOCPP_CACHE_DIR/bench/omnivoice-full``) a full-size
@@ -27,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-TOOLS = REPO / "tools" / "omnivoice"
+REPO = Path(__file__).resolve().parents[2]
+TOOLS = Path(__file__).resolve().parent
 REF_PYTHON = REPO / ".ref-envs" / "omnivoice" / "bin" / "python"
 TEXT = "The old lighthouse keeper climbed the stairs slowly, counting each step he took."
 
@@ -49,7 +48,7 @@ def ensure_model(path: Path | None) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".omnivoice-full-", dir=target.parent))
     print(f"building the full-size random checkpoint in {target} (once) ...", file=sys.stderr)
-    subprocess.run([str(REF_PYTHON), str(TOOLS / "build_tiny.py"), str(tmp / "m"), "--size", "full"], check=True,
+    subprocess.run([str(REF_PYTHON), str(TOOLS / "checkpoint.py"), str(tmp / "m"), "--size", "full"], check=True,
                    stdout=subprocess.DEVNULL)
     os.replace(tmp / "m", target)
     shutil.rmtree(tmp, ignore_errors=True)

@@ -7,7 +7,7 @@ own classes. Runs in the reference env (``.ref-envs/omnivoice``, see
 codec with the real geometry (hop 960, 25 fps, 8 quantizers) but tiny widths. ``--size
 full`` uses Qwen3-0.6B dims and the full-size codec (for the benchmark).
 
-Usage: python build_tiny.py OUT_DIR [--size tiny|full] [--seed 0]
+Usage: python tools/omnivoice/checkpoint.py OUT_DIR [--size tiny|full] [--seed 0]
 Prints one JSON line (sizes, ids) last.
 """
 
@@ -29,6 +29,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _tiny_tokenizer_module():
+    """``families/omnivoice/tiny_tokenizer.py`` (stdlib + tokenizers only), loaded by path: this
+    script runs in the reference env, where audiocpp (which the family package imports) is absent."""
     path = REPO / "families" / "omnivoice" / "tiny_tokenizer.py"
     spec = importlib.util.spec_from_file_location("omnivoice_tiny_tokenizer", path)
     module = importlib.util.module_from_spec(spec)

@@ -2,7 +2,7 @@
 """Run upstream OmniVoice (PyPI omnivoice 0.2.1) on a list of cases and dump everything the
 parity tests compare. Runs in the reference env (``.ref-envs/omnivoice``).
 
-Usage: python reference_cases.py CHECKPOINT_DIR CASES.json OUT_DIR
+Usage: python tools/omnivoice/reference.py CHECKPOINT_DIR CASES.json OUT_DIR
 
 CASES.json is a list of objects: ``name``, ``text``, optional ``language``, ``instruct``,
 ``ref_audio`` (a file path), ``ref_text``, ``duration``, ``speed``, ``seed`` (default 0),

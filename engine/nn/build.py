@@ -1,0 +1,93 @@
+"""What every family does to get a network into torch: the compute dtype of a session, building
+a module on the meta device and loading it strictly, and one copy of a network per dtype.
+
+- :func:`torch_dtype`: the session option ``compute_dtype`` (any spelling of the preset:
+  ``float32``/``fp32``/``float``, ``bfloat16``/``bf16``, ``float16``/``fp16``/``half``) -> torch dtype.
+- :func:`load_on_meta`: build on ``meta`` (no memory, no random init), load strictly
+  (``engine.weights.load_module_weights``: every missing, unexpected or misshapen tensor is one
+  ``ModelError``), then :func:`materialize` (nothing left on ``meta``; floats in ``dtype``).
+- :class:`PerDtype`: the network computing in a dtype, made once on first use.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Generic, TypeVar
+
+import torch
+
+from ..errors import ModelError
+from ..spec.model import PRESET_SPELLINGS
+from ..weights.loading import load_module_weights
+from ..weights.source import TensorSource
+
+M = TypeVar("M", bound=torch.nn.Module)
+T = TypeVar("T")
+
+_SPELLINGS = PRESET_SPELLINGS["compute_dtype"]
+
+
+def torch_dtype(name: str | torch.dtype | None, default: torch.dtype = torch.float32) -> torch.dtype:
+    """The torch dtype of a ``compute_dtype`` value (None -> ``default``)."""
+    if name is None or name == "":
+        return default
+    if isinstance(name, torch.dtype):
+        return name
+    canonical = _SPELLINGS.get(str(name).strip().lower())
+    if canonical is None:
+        raise ValueError(f"unknown compute dtype {name!r} (use one of: {', '.join(_SPELLINGS)})")
+    return getattr(torch, canonical)
+
+
+def build_on_meta(factory: Callable[[], M]) -> M:
+    """``factory()`` with its tensors on the meta device (those it creates on an explicit
+    device, e.g. a small derived buffer, stay real)."""
+    with torch.device("meta"):
+        return factory()
+
+
+def materialize(module: torch.nn.Module, dtype: torch.dtype | None = None, *, what: str = "model") -> None:
+    """Check that loading replaced every meta tensor; cast floating parameters to ``dtype``."""
+    for name, tensor in list(module.named_parameters()) + list(module.named_buffers()):
+        if tensor.device.type == "meta":
+            raise ModelError(f"{what} tensor {name!r} was not loaded")
+    if dtype is not None:
+        for p in module.parameters():
+            if p.is_floating_point() and p.dtype != dtype:
+                p.data = p.data.to(dtype)
+
+
+def load_on_meta(factory: Callable[[], M], source: TensorSource, *, dtype: torch.dtype | None = torch.float32,
+                 what: str = "model", ignore: Iterable[str] = ()) -> M:
+    """Build ``factory()`` on meta, load ``source`` into it strictly with its floating tensors in
+    ``dtype`` (None: the dtypes the module was built with), materialize."""
+    module = build_on_meta(factory)
+    load_module_weights(module, source, dtype=dtype, what=what, ignore=ignore)
+    materialize(module, dtype, what=what)
+    return module
+
+
+class PerDtype(Generic[T]):
+    """One ``T`` per compute dtype, made by ``make(dtype)`` on first use and kept (thread-safe:
+    two sessions asking at once get the same object)."""
+
+    def __init__(self, make: Callable[[torch.dtype], T], ready: dict[torch.dtype, T] | None = None) -> None:
+        self._make = make
+        self._items: dict[torch.dtype, T] = dict(ready or {})
+        self._lock = threading.Lock()
+
+    def get(self, dtype: torch.dtype) -> T:
+        item = self._items.get(dtype)
+        if item is None:
+            with self._lock:
+                item = self._items.get(dtype)
+                if item is None:
+                    item = self._items[dtype] = self._make(dtype)
+        return item
+
+    def __contains__(self, dtype: torch.dtype) -> bool:
+        return dtype in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)

@@ -1,0 +1,1 @@
+"""OmniVoice maintainer tools: tiny checkpoints, the reference runner, parity report, benchmark."""
