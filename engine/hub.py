@@ -201,8 +201,9 @@ def fetch(ref: ModelRef, *, family: str | None = None, cache_dir: str | Path | N
             print(f"downloading {ref.label}: {len(todo)} file(s), {human_size(size)} into {root}", file=sys.stderr)
         folder = _snapshot_download(ref, plan, root, progress, offline=not listing.remote)
     if folder.name != listing.commit:  # the branch moved between the listing and the download
-        return fetch(replace(ref, revision=folder.name), family=family, cache_dir=cache_dir, progress=progress,
-                     runnable_only=runnable_only)
+        with _explained(ref, root):
+            listing = _remote_listing(replace(ref, revision=folder.name))
+        wanted = todo = _wanted(plan, listing)
     _verify(ref, folder, todo, listing)
     missing = [f for f in wanted if not (folder / f).exists()]
     if missing or not wanted:
@@ -243,7 +244,8 @@ def _storage(root: Path, repo_id: str) -> Path:
 # -- what the repo holds -------------------------------------------------------------------
 def _listing(ref: ModelRef, root: Path) -> Listing:
     """The repo's files: from the hub, or from the cache when offline or the hub is unreachable."""
-    if not bool(_constants().HF_HUB_OFFLINE):
+    endpoint = _constants().ENDPOINT
+    if not _constants().HF_HUB_OFFLINE:
         try:
             return _remote_listing(ref)
         except Exception as exc:
@@ -251,10 +253,10 @@ def _listing(ref: ModelRef, root: Path) -> Listing:
                 raise
             cached = _cached_listing(ref, root)
             if cached is None:
-                raise ModelError(f"cannot reach {_constants().ENDPOINT} to download {ref.label}, and it is not in the "
-                                 f"Hugging Face cache ({root}): {_first_line(exc)}",
+                raise ModelError(f"cannot reach {endpoint} to download {ref.label}, and it is not in the Hugging "
+                                 f"Face cache ({root}): {_first_line(exc)}",
                                  hint="check the network connection, proxy settings and HF_ENDPOINT") from None
-            print(f"note: cannot reach {_constants().ENDPOINT}; using the cached snapshot of {ref.label}", file=sys.stderr)
+            print(f"note: cannot reach {endpoint}; using the cached snapshot of {ref.label}", file=sys.stderr)
             return cached
     cached = _cached_listing(ref, root)
     if cached is None:
@@ -483,7 +485,7 @@ def _explain(exc: BaseException, ref: ModelRef, root: Path) -> AudiocppError | N
                           "read the repo")
     if any(isinstance(e, he.RemoteEntryNotFoundError) for e in chain):
         return ModelError(f"a file of {label} is missing on {endpoint}: {_first_line(exc)}")
-    if bool(_constants().HF_HUB_OFFLINE) and isinstance(exc, he.LocalEntryNotFoundError):
+    if _constants().HF_HUB_OFFLINE and isinstance(exc, he.LocalEntryNotFoundError):
         return ModelError(f"{label} is not completely in the Hugging Face cache ({root}) and HF_HUB_OFFLINE=1 "
                           "forbids downloading it",
                           hint=f"run `audiocpp download {ref.name}` once with network access (HF_HUB_OFFLINE unset)")
@@ -555,7 +557,7 @@ def list_packages(cache_dir: str | Path | None = None, *, remote: bool | None = 
     Sizes of packages that are not cached come from the hub (one request per repo, skipped when
     offline and given up after the first connection failure)."""
     root = cache_root(cache_dir)
-    ask = (not bool(_constants().HF_HUB_OFFLINE)) if remote is None else remote
+    ask = (not _constants().HF_HUB_OFFLINE) if remote is None else remote
     rows: list[PackageRow] = []
     listings: dict[tuple[str, str | None], Listing | None] = {}
     for pid, (plugin, package) in package_index().items():

@@ -57,7 +57,9 @@ class HubEnv:
         self.home = home
         self.vars = {k: v for k, v in os.environ.items() if not k.startswith(_DROPPED)}
         self.vars.update(HF_ENDPOINT=hub.url, HF_HOME=str(home), HF_HUB_DISABLE_TELEMETRY="1",
-                         NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+                         NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
+                         # one torch thread: spinning OpenMP threads make tiny models crawl on busy CPUs
+                         OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
 
     @property
     def cache(self) -> Path:
@@ -77,7 +79,8 @@ class HubEnv:
 @pytest.fixture()
 def env(hub: FakeHub, tmp_path: Path) -> HubEnv:
     hub.clear_log()
-    hub.faults.__init__()  # no faults left over from another test
+    hub.repos.clear()  # each test publishes its own repos
+    hub.faults.__init__()  # and sets its own faults
     return HubEnv(hub, tmp_path / "hf-home")
 
 
