@@ -46,6 +46,14 @@ class Drift:
     rel_rms: float = 0.0
     identical: bool = True
     lengths: list[tuple[int, int]] = field(default_factory=list)
+    tokens_same: int = 0  # discrete-token families (OmniVoice): audio tokens equal to the folder's
+    tokens_total: int = 0
+
+    def add_tokens(self, ref: list[np.ndarray], out: list[np.ndarray]) -> None:
+        for a, b in zip(ref, out):
+            a, b = np.asarray(a), np.asarray(b)
+            self.tokens_total += a.size
+            self.tokens_same += int((a == b).sum()) if a.shape == b.shape else 0
 
     def add(self, ref: np.ndarray, out: np.ndarray) -> None:
         self.lengths.append((len(ref), len(out)))
@@ -67,15 +75,19 @@ class Drift:
         if self.identical:
             return "bit-identical audio"
         text = f"cos {self.cosine:.7f}, max |d| {self.max_abs:.2e}, rel RMS {self.rel_rms:.2e}"
+        if self.tokens_total:
+            text += f", tokens {100 * self.tokens_same / self.tokens_total:.1f} % equal"
         return text if self.same_length else text + f" (lengths {self.lengths})"
 
 
-def run_requests(model: Any, family: str, reference_wav: Path) -> list[np.ndarray]:
+def run_requests(model: Any, family: str, reference_wav: Path) -> list[tuple[np.ndarray, list | None]]:
+    """(audio, audio tokens or None) of each request."""
     out = []
     for task, kwargs, options in REQUESTS[family]:
         voice = VoiceReference(path=reference_wav) if task == "clon" else None
         result = model.session(task).run(TaskRequest(voice=voice, options=dict(options), **kwargs))
-        out.append(np.asarray(result.audio.samples, dtype=np.float32).reshape(-1))
+        tokens = (result.details or {}).get("tokens")
+        out.append((np.asarray(result.audio.samples, dtype=np.float32).reshape(-1), tokens))
     return out
 
 
@@ -86,7 +98,7 @@ class Comparer:
         self.reference_wavs = reference_wavs
         self._folder_audio: dict[tuple[str, Path], list[np.ndarray]] = {}
 
-    def audio(self, family: str, path: Path, load_options: dict[str, Any] | None = None) -> list[np.ndarray]:
+    def audio(self, family: str, path: Path, load_options: dict[str, Any] | None = None) -> list[tuple]:
         model = load(path, load_options=load_options)  # the family is detected, as a user gets it
         if model.family != family:
             raise AssertionError(f"{path.name} was detected as {model.family}, not {family}")
@@ -98,6 +110,8 @@ class Comparer:
         if key not in self._folder_audio:
             self._folder_audio[key] = self.audio(family, folder)
         drift = Drift()
-        for ref, out in zip(self._folder_audio[key], self.audio(family, converted, load_options)):
+        for (ref, ref_tokens), (out, tokens) in zip(self._folder_audio[key], self.audio(family, converted, load_options)):
             drift.add(ref, out)
+            if ref_tokens is not None and tokens is not None:
+                drift.add_tokens(list(ref_tokens), list(tokens))
         return drift

@@ -28,6 +28,7 @@ transformers, gguf and the ``voxcpm`` package (the converter imports its AudioVA
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import shutil
 import subprocess
@@ -45,8 +46,12 @@ if str(REPO) not in sys.path:
 from tools.converters.compare import Comparer  # noqa: E402
 
 OMNIVOICE_QUANTS = ("BF16", "Q8_0", "Q4_K_M")
-VOXCPM_QUANTS = ("F16", "Q8_0", "Q4_K", "Q5_K", "Q3_K", "Q2_K", "IQ4_NL", "IQ4_XS")
-VOXCPM_VAE_MODES = ("mixed", "f16")
+# voxcpm_quantize --type x --audio-vae-mode: on the tiny widths (rows of 64) every K type falls back
+# to the same storage, so one stands for all; the 256-wide checkpoint takes each K type.
+VOXCPM_NARROW = (("F16", "mixed"), ("Q8_0", "mixed"), ("Q8_0", "f16"), ("Q4_K", "mixed"), ("Q4_K", "f16"),
+                 ("IQ4_NL", "mixed"))
+VOXCPM_WIDE = (("Q8_0", "mixed"), ("Q4_K", "mixed"), ("Q4_K", "f16"), ("Q5_K", "mixed"), ("Q3_K", "mixed"),
+               ("Q2_K", "mixed"), ("IQ4_XS", "mixed"))
 
 
 @dataclass
@@ -104,8 +109,13 @@ def build_checkpoints(work: Path, omnivoice_ref_python: Path) -> dict[str, Path]
     if not (ov / "config.json").is_file():
         run([omnivoice_ref_python, REPO / "tools" / "omnivoice" / "checkpoint.py", ov, "--size", "tiny"])
     out["omnivoice"] = ov
+    wide = copy.deepcopy(v1.TINY_05B)  # rows of 256: K-quants apply (the tiny widths fall back)
+    wide["lm_config"].update(hidden_size=256, intermediate_size=512, num_attention_heads=16)  # head_dim 16
+    for key in ("encoder_config", "dit_config"):
+        wide[key].update(hidden_dim=256, ffn_dim=512, num_heads=16)
     specs = {
         "voxcpm1_05b_f32": (v1.TINY_05B, "bin", torch.float32, 99),
+        "voxcpm1_05b_w256_f32": (wide, "bin", torch.float32, 98),
         "voxcpm1_05b_bf16": (v1.TINY_05B, "bin", torch.bfloat16, 99),
         "voxcpm1_15_f32": (v1.TINY_15, "safetensors", torch.float32, 74),
         "voxcpm1_15_bf16": (v1.TINY_15, "safetensors", torch.bfloat16, 74),
@@ -115,12 +125,26 @@ def build_checkpoints(work: Path, omnivoice_ref_python: Path) -> dict[str, Path]
         if not (path / "config.json").is_file():
             v1.write_v1_checkpoint(path, cfg, seed=seed, weights=weights, dtype=dtype, stop_tie=0.01)
         out[name] = path
+    for name in ("voxcpm1_05b_f32", "voxcpm1_15_f32", "voxcpm1_05b_w256_f32"):
+        out[f"{name}_strmerges"] = string_merges_copy(out[name], root / f"{name}_strmerges")
     for name, dtype in (("voxcpm2_f32", torch.float32), ("voxcpm2_bf16", torch.bfloat16)):
         path = root / name
         if not (path / "config.json").is_file():
             v2.write_checkpoint(path, v2.TINY_V2, seed=7, dtype=dtype)
         out[name] = path
     return out
+
+
+def string_merges_copy(folder: Path, dst: Path) -> Path:
+    """``folder`` with tokenizer.json's merges as ``"a b"`` strings (what tokenizers < 0.20 saved;
+    0.20+ saves ``["a", "b"]`` pairs, which VoxCPM.cpp copies into a GGUF that ggml cannot read)."""
+    if not (dst / "config.json").is_file():
+        shutil.copytree(folder, dst, dirs_exist_ok=True)
+        path = dst / "tokenizer.json"
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["model"]["merges"] = [m if isinstance(m, str) else " ".join(m) for m in data["model"]["merges"]]
+        path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+    return dst
 
 
 def reference_wavs(work: Path) -> dict[str, Path]:
@@ -155,6 +179,12 @@ def omnivoice_cpp(args: argparse.Namespace, ckpts: dict[str, Path], work: Path) 
 
     lm, codec = models / "omnivoice-base-F32.gguf", models / "omnivoice-tokenizer-F32.gguf"
     jobs.append((Row("omnivoice.cpp convert.py", commit, "omnivoice", "tiny F32", lm.name), convert))
+    for wtype in ("bf16", "q8_0"):  # what our own quantized packages drift, for scale
+        dst = models / f"audiocpp-package-{wtype}.gguf"
+        jobs.append((Row("audiocpp package (for scale)", "this repo", "omnivoice", "tiny F32", dst.name),
+                     lambda d=dst, t=wtype: run([Path(sys.executable).parent / "audiocpp", "package", "--spec",
+                                                 REPO / "model_specs" / "omnivoice.json", "--input",
+                                                 ckpts["omnivoice"], "--type", t, "--out", d, "--overwrite"])))
     for qtype in OMNIVOICE_QUANTS if args.omnivoice_quantize else ():
         for src in (lm, codec):
             dst = src.with_name(src.name.replace("-F32", f"-{qtype}"))
@@ -182,21 +212,24 @@ def voxcpm_cpp(args: argparse.Namespace, ckpts: dict[str, Path], work: Path) -> 
     out_dir = work / "voxcpm_cpp"
     out_dir.mkdir(parents=True, exist_ok=True)
     jobs: list[tuple[Row, Callable]] = []
-    for name in ("voxcpm1_05b_f32", "voxcpm1_05b_bf16", "voxcpm1_15_f32", "voxcpm1_15_bf16", "voxcpm2_f32"):
+    for name in ("voxcpm1_05b_f32", "voxcpm1_05b_bf16", "voxcpm1_15_f32", "voxcpm1_15_bf16",
+                 "voxcpm1_05b_f32_strmerges", "voxcpm1_15_f32_strmerges", "voxcpm1_05b_w256_f32_strmerges",
+                 "voxcpm2_f32"):
         family = "voxcpm2" if name.startswith("voxcpm2") else "voxcpm1"
         src = out_dir / f"{name}.gguf"
         jobs.append((Row("VoxCPM.cpp convert_voxcpm_to_gguf.py", commit, family, name, src.name,
                          claimed=family == "voxcpm1"),
                      lambda c=ckpts[name], s=src: run([args.voxcpm_python, script, c, "--output", s], cwd=out_dir)))
-        if not args.voxcpm_quantize or family != "voxcpm1" or not name.endswith("f32"):
+        if not args.voxcpm_quantize or family != "voxcpm1" or "bf16" in name:
             continue
-        for qtype in VOXCPM_QUANTS:
-            for mode in VOXCPM_VAE_MODES:
-                dst = out_dir / f"{name}-{qtype.lower()}-vae-{mode}.gguf"
-                jobs.append((Row("VoxCPM.cpp voxcpm_quantize", commit, family, name, dst.name),
-                             lambda s=src, d=dst, q=qtype, m=mode: run(
-                                 [args.voxcpm_quantize, "--input", s, "--output", d, "--type", q,
-                                  "--audio-vae-mode", m, "--threads", "1"])))
+        pairs = not name.endswith("strmerges")  # ggml's GGUF reader refuses pair merges (type 9 arrays)
+        combos = (("Q8_0", "mixed"),) if pairs else VOXCPM_WIDE if "w256" in name else VOXCPM_NARROW
+        for qtype, mode in combos:
+            dst = out_dir / f"{name}-{qtype.lower()}-vae-{mode}.gguf"
+            jobs.append((Row("VoxCPM.cpp voxcpm_quantize", commit, family, name, dst.name, claimed=not pairs),
+                         lambda s=src, d=dst, q=qtype, m=mode: run(
+                             [args.voxcpm_quantize, "--input", s, "--output", d, "--type", q,
+                              "--audio-vae-mode", m, "--threads", "1"])))
     return jobs
 
 
@@ -258,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--audiocpp-gguf", type=Path)
     ap.add_argument("--audiocpp-types", default="orig,f16,bf16,q8_0,q4_k")
     ap.add_argument("--json", type=Path, help="write the rows here (default WORK/matrix.json)")
+    ap.add_argument("--checkpoints", help="comma-separated checkpoint names: run only their rows")
     args = ap.parse_args(argv)
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -271,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
         jobs += voxcpm_cpp(args, ckpts, work)
     if args.audio_cpp and args.audiocpp_gguf:
         jobs += audio_cpp(args, ckpts, work)
+    if args.checkpoints:
+        keep = set(args.checkpoints.split(","))
+        jobs = [(row, job) for row, job in jobs if row.checkpoint in keep]
     rows = []
     for row, job in jobs:
         rows.append(row)
@@ -278,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             job()
         except Exception as exc:  # a converter that fails is a row of the matrix, not the end of it
-            row.result = f"converter failed: {str(exc).splitlines()[0]}"
+            row.result = "converter failed: " + " ".join(str(exc).split())
             _print(row)
             continue
         try:
@@ -287,9 +324,7 @@ def main(argv: list[str] | None = None) -> int:
             drift = comparer.compare(row.family, ckpts[_folder_key(row)], target, options)
             row.ok, row.result, row.drift = True, "loads", drift.summary()
         except Exception as exc:
-            row.result = f"load failed: {type(exc).__name__}: {exc}"
-            if getattr(exc, "hint", None):
-                row.result += f" ({exc.hint})"
+            row.result = f"load failed: {type(exc).__name__}: " + " ".join(str(exc).split())
             if not hasattr(exc, "hint"):
                 traceback.print_exc()
         _print(row)
@@ -304,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _output_path(work: Path, row: Row) -> Path:
-    sub = {"omnivoice.cpp": "omnivoice_cpp/models", "VoxCPM.cpp": "voxcpm_cpp", "audio.cpp": "audio_cpp"}
+    sub = {"omnivoice.cpp": "omnivoice_cpp/models", "VoxCPM.cpp": "voxcpm_cpp", "audio.cpp": "audio_cpp",
+           "audiocpp": "omnivoice_cpp/models"}
     return work / sub[row.converter.split()[0]] / row.output
 
 
@@ -313,7 +349,7 @@ def _folder_key(row: Row) -> str:
 
 
 def _load_target(row: Row, out: Path) -> tuple[Path, dict[str, Any] | None]:
-    if row.converter.startswith("omnivoice.cpp"):
+    if row.converter.startswith("omnivoice.cpp") and not row.output.startswith("audiocpp-"):
         load = omnivoice_loads(out.parent)[out.name]
         return load["path"], load["options"]
     return out, None
