@@ -256,7 +256,16 @@ def _owner(module: Any, name: str) -> Any:
 
 # -- tokenizer ----------------------------------------------------------------------------------
 def build_tokenizer(cfg: dict[str, Any]) -> Any:
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        Tokenizer,
+        decoders,
+        normalizers,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
     from tokenizers.models import BPE
 
     regex = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
@@ -277,19 +286,33 @@ def build_tokenizer(cfg: dict[str, Any]) -> Any:
     tok.train_from_iterator(corpus, trainer)
     if tok.get_vocab_size() != BPE_VOCAB:
         raise SystemExit(f"the tiny BPE has {tok.get_vocab_size()} tokens, expected {BPE_VOCAB}")
-    n = cfg["semantic_end_id"] - cfg["semantic_begin_id"] + 1
-    tokens = list(SPECIALS) + [f"<|semantic:{i}|>" for i in range(n)]
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in tokens])
-    assert tok.token_to_id("<|im_end|>") == cfg["eos_token_id"] and tok.token_to_id("<|endoftext|>") == cfg["pad_token_id"]
+    pad = cfg["pad_token_id"]
+    if pad > BPE_VOCAB:  # real-size ids: unreachable filler entries pad the BPE vocabulary
+        model = json.loads(tok.to_str())
+        vocab = model["model"]["vocab"]
+        vocab.update({f"<|filler:{i}|>": i for i in range(BPE_VOCAB, pad)})
+        tok = Tokenizer.from_str(json.dumps(model))
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special_tokens(cfg)])
+    assert tok.token_to_id("<|im_end|>") == cfg["eos_token_id"] and tok.token_to_id("<|endoftext|>") == pad
     assert tok.token_to_id("<|semantic:0|>") == cfg["semantic_begin_id"]
     return tok
+
+
+def special_tokens(cfg: dict[str, Any]) -> list[str]:
+    """The added tokens from ``pad_token_id`` on: endoftext, im_start, im_end, fillers up to the
+    real layout's gap (Qwen's other added tokens), pad .. audio_pad, the semantic tokens."""
+    gap = cfg["semantic_begin_id"] - cfg["pad_token_id"] - len(SPECIALS)
+    if gap < 0 or cfg["eos_token_id"] != cfg["pad_token_id"] + 2:
+        raise SystemExit("the config's token ids do not follow the Audio8 layout")
+    n = cfg["semantic_end_id"] - cfg["semantic_begin_id"] + 1
+    return [*SPECIALS[:3], *(f"<|extra:{i}|>" for i in range(gap)), *SPECIALS[3:],
+            *(f"<|semantic:{i}|>" for i in range(n))]
 
 
 def _tokenizer_files(folder: Path, cfg: dict[str, Any]) -> None:
     tok = build_tokenizer(cfg)
     tok.save(str(folder / "tokenizer.json"))
-    n = cfg["semantic_end_id"] - cfg["semantic_begin_id"] + 1
-    extra = list(SPECIALS) + [f"<|semantic:{i}|>" for i in range(n)]
+    extra = special_tokens(cfg)
     (folder / "tokenizer_config.json").write_text(json.dumps({
         "tokenizer_class": "Qwen2Tokenizer", "bos_token": None, "eos_token": "<|im_end|>",
         "pad_token": "<|endoftext|>", "unk_token": None, "model_max_length": 131072,
@@ -352,3 +375,21 @@ def load_upstream(folder: Path, up: SimpleNamespace) -> Any:
     model.load_state_dict(state, strict=True)
     model.load_codec(device="cpu")
     return model
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Write an Audio8 TTS checkpoint in the upstream layout.")
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--size", choices=["tiny", "real"], default="tiny")
+    parser.add_argument("--upstream", type=Path, default=DEFAULT_UPSTREAM)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    write_checkpoint(args.out, upstream_modules(args.upstream), TINY if args.size == "tiny" else {**REAL, **REAL_CODEC},
+                     seed=args.seed)
+    print(args.out)
+
+
+if __name__ == "__main__":
+    main()

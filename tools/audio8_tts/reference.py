@@ -27,10 +27,18 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from checkpoint import DEFAULT_UPSTREAM, TINY, UPSTREAM_FILES, load_upstream, upstream_modules, write_checkpoint  # noqa: E402
-
 REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+from tools.audio8_tts.checkpoint import (  # noqa: E402
+    DEFAULT_UPSTREAM,
+    TINY,
+    UPSTREAM_FILES,
+    load_upstream,
+    upstream_modules,
+    write_checkpoint,
+)
+
 COMMIT = "14468db54c633e10c7ed3367bbff036d5f34eef8"
 T1 = "Hello world. This is a test."
 T2 = "Do you hear me? Yes, I can hear you very well."
