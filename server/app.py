@@ -30,7 +30,7 @@ from .metrics import ServerMetrics
 from .models import ServedModel
 from .scheduler import Cancelled, Job, ModelWorker
 from .speech import SpeechPlan, parse_body, plan_speech, result_headers, synthesize, timing
-from .voices import BUILTIN_VOICES, OPENAI_VOICES, VoiceStore
+from .voices import OPENAI_VOICES, VoiceStore
 
 POLL_S = 0.1  # how often a waiting non-streaming request checks that its client is still there
 
@@ -50,7 +50,7 @@ class ServerState:
 
 
 class ClientGone(Exception):
-    pass
+    """The client disconnected before its response started."""
 
 
 def _error_response(error: ApiError) -> JSONResponse:
@@ -278,4 +278,4 @@ def _sse_response(state: ServerState, plan: SpeechPlan, job: Job, future: asynci
     return JobStreamingResponse(body(), job.cancel, media_type="text/event-stream", headers=_stream_headers(plan))
 
 
-__all__ = ["BUILTIN_VOICES", "ServerState", "create_app"]
+__all__ = ["ServerState", "create_app"]

@@ -89,6 +89,7 @@ class ModelWorker:
         self._count_lock = threading.Lock()
         self.admitted = 0
         self.synthesizing = 0
+        self._jobs: set[Job] = set()
         self._mean_wall = 1.0  # seconds per request, a running average for Retry-After
 
     @property
@@ -106,11 +107,13 @@ class ModelWorker:
             if self.admitted >= self.capacity:
                 raise Busy(self.name, self.retry_after())
             self.admitted += 1
+            self._jobs.add(job)
         try:
             return self.executor.submit(self._run, fn, job)
         except RuntimeError:  # shut down
             with self._count_lock:
                 self.admitted -= 1
+                self._jobs.discard(job)
             raise
 
     def _run(self, fn: Callable[[Job], Any], job: Job) -> Any:
@@ -124,6 +127,7 @@ class ModelWorker:
         finally:
             with self._count_lock:
                 self.admitted -= 1
+                self._jobs.discard(job)
 
     @contextmanager
     def synthesis(self, job: Job) -> Iterator[None]:
@@ -143,4 +147,9 @@ class ModelWorker:
             self.lock.release()
 
     def shutdown(self) -> None:
+        """Drop queued work and stop running syntheses at their next step."""
+        with self._count_lock:
+            jobs = list(self._jobs)
+        for job in jobs:
+            job.cancel()
         self.executor.shutdown(wait=False, cancel_futures=True)
