@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -361,15 +362,30 @@ def load_01b(upstream, ckpt: Path):
 
 def run_generate(model, case: dict) -> dict[str, np.ndarray]:
     """Upstream ``generate`` on direct prompt rows ``ids`` [B, 11, T] (+ ``mask``), greedy or
-    seeded (``torch.Generator().manual_seed(seed)``)."""
+    seeded (``torch.Generator().manual_seed(seed)``); ``timed`` adds wall seconds and the time to
+    the first frame (benchmarks)."""
     ids = torch.tensor(case["ids"], dtype=torch.long)
     mask = torch.tensor(case.get("mask") or np.ones(ids.shape[::2]).tolist(), dtype=torch.long)
     generator = None if case.get("seed") is None else torch.Generator().manual_seed(int(case["seed"]))
+    stamps: list[float] = []
+    if case.get("timed"):  # the time of each frame: when its codebooks are done
+        codebooks = model._generate_codebooks
+
+        def timed(*args, **kwargs):
+            out = codebooks(*args, **kwargs)
+            stamps.append(time.perf_counter())
+            return out
+
+        model._generate_codebooks = timed
+        stamps.append(time.perf_counter())
     out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=int(case["max_new_tokens"]),
                          temperature=float(case.get("temperature", 0.7)), top_p=float(case.get("top_p", 0.9)),
                          top_k=int(case.get("top_k", 50)), do_sample=bool(case.get("do_sample", True)),
                          generator=generator, return_dict_in_generate=True)
     result = {"codes": out.codes.numpy(), "code_lengths": out.code_lengths.numpy(), "finished": out.finished.numpy()}
+    if stamps:
+        result.update(seconds=np.array(time.perf_counter() - stamps[0]), first_frame=np.array(stamps[1] - stamps[0]))
+        del model._generate_codebooks
     if case.get("decode"):
         wav, lengths = model.decode_audio(out.codes)
         result.update(wav=wav.numpy(), wav_lengths=lengths.numpy())
