@@ -50,12 +50,15 @@ class Audio8LoadedModel(LoadedModel):
         self.config = parts.config
         self.sample_rate = parts.config.sample_rate
         self._models: dict[torch.dtype, DualAR] = {}
+        packed = self.load_options.get("packed_linear")
+        self.packed_linear = True if packed is None else bool(packed)
 
     def model_for(self, dtype: torch.dtype) -> DualAR:
-        """The DualAR computing in ``dtype``, loaded on first use."""
+        """The DualAR computing in ``dtype``, loaded on first use (oneDNN-packed linears unless the
+        load option ``packed_linear`` is false)."""
         model = self._models.get(dtype)
         if model is None:
-            model = self.parts.build_model(dtype)
+            model = self.parts.build_model(dtype, packed=self.packed_linear)
             self._models[dtype] = model
         return model
 

@@ -78,16 +78,21 @@ class Audio8Parts:
         source = resolve_weights(self.spec, self.path).namespace("model_weights")
         return adapt(source, model_adapters(source))
 
-    def build_model(self, dtype: torch.dtype = torch.float32) -> DualAR:
-        """The DualAR with its weights in ``dtype`` (float32 is exact against upstream)."""
+    def build_model(self, dtype: torch.dtype = torch.float32, *, packed: bool = False) -> DualAR:
+        """The DualAR with its weights in ``dtype`` (float32 is exact against upstream), its linear
+        layers on oneDNN-packed weights if ``packed`` (``engine.nn.packed_linear``)."""
         with torch.device("meta"):
             model = DualAR(self.config)
         source = self.model_source()
         load_module_weights(model.slow, adapt(source, [Drop("fast_*")]), dtype=dtype, what="Audio8 TTS slow AR")
         load_module_weights(model.fast, adapt(source, [Keep("fast_*")]), dtype=dtype, what="Audio8 TTS fast AR")
         _materialize(model, dtype)
+        if packed:
+            from audiocpp.engine.nn.packed_linear import pack_linears
+
+            pack_linears(model)
         for p in model.parameters():  # own the weights: do not keep the file mapped
-            p.data = p.data.clone() if p.data.data_ptr() else p.data
+            p.data = p.data.clone()
         gc.collect()
         return model.eval()
 

@@ -52,6 +52,14 @@ def tiny(tiny_dir: Path):
 
 
 @pytest.fixture(scope="session")
+def tiny_unpacked(tiny_dir: Path):
+    """Our model with torch's default linear kernels (load option packed_linear=false)."""
+    from audiocpp.families.audio8_tts import plugin
+
+    return plugin.load(tiny_dir, {"packed_linear": False})
+
+
+@pytest.fixture(scope="session")
 def packages(tmp_path_factory: pytest.TempPathFactory, tiny_dir: Path) -> dict[str, Path]:
     """The tiny checkpoint as our package (F32, Q8_0, BF16) and as audio.cpp's layout (F32)."""
     from audiocpp.engine.packaging import plan_from_spec, write_package

@@ -106,6 +106,18 @@ def test_generation_matches_upstream(name: str, tiny, manifest, golden, audio_di
     assert cosine(result.audio.samples, ref["wav"]) >= MIN_COSINE
 
 
+@pytest.mark.parametrize("name", ["tts_sampled", "clone_sampled", "long_form"])
+def test_torch_default_kernels_match_upstream_too(name: str, tiny_unpacked, manifest, golden, audio_dir) -> None:
+    """Load option ``packed_linear=false`` (torch's GEMM instead of oneDNN-packed weights)."""
+    assert not tiny_unpacked.packed_linear
+    ref = golden(name)
+    result, _ = run(tiny_unpacked, manifest, audio_dir, name)
+    codes = result.details["codes"]
+    expected = [ref["codes"]] if "codes" in ref else [ref[f"codes_{i}"] for i in range(len(codes))]
+    assert all(np.array_equal(a, b) for a, b in zip(codes, expected, strict=True))
+    assert cosine(result.audio.samples, ref["wav"]) >= MIN_COSINE
+
+
 @pytest.mark.parametrize("name", ["tts_sampled", "clone_sampled", "tts_greedy"])
 def test_full_vocabulary_scoring_gives_the_same_codes(name: str, tiny, manifest, golden, audio_dir) -> None:
     """The compact semantic head is an exact shortcut of upstream's full-vocabulary sampling."""
