@@ -6,8 +6,8 @@ does not import torch.
 """
 
 from .errors import AudiocppError, AudioError, ModelError, SpecError, UsageError
-from .records import AudioBuffer, Metrics, StreamEvent, TaskRequest, TaskResult, VoiceReference
 from .hub import download
+from .records import AudioBuffer, Metrics, StreamEvent, TaskRequest, TaskResult, VoiceReference
 from .registry import detect_family, families, get_family, load
 from .tasks import Mode, Task
 
