@@ -97,10 +97,11 @@ def voices_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory, server_cache: dict[str, str],
            voices_dir: Path) -> Iterator[ServerProcess]:
-    """The demo model behind ``audiocpp serve`` (1 MiB body limit, for the oversize test)."""
+    """The demo model behind ``audiocpp serve``: the issue's load settings (2 workers, a queue of
+    8), a 1 MiB body limit and 500 characters of input (for the error tests)."""
     log = tmp_path_factory.mktemp("server-log") / "serve.log"
-    proc = ServerProcess(["--voices-dir", str(voices_dir), "--max-body-mb", "1", "--max-input-chars", "500"],
-                         log, env=server_cache)
+    proc = ServerProcess(["--voices-dir", str(voices_dir), "--max-concurrency", "2", "--max-queue", "8",
+                          "--max-body-mb", "1", "--max-input-chars", "500"], log, env=server_cache)
     yield proc
     proc.stop()
 
