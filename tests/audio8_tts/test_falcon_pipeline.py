@@ -62,13 +62,13 @@ def run(model, name: str, *, mode: str = "offline", compute_dtype: str = "float3
     return result, pieces
 
 
-def test_goldens_name_the_oracle_and_share_the_codec() -> None:
+def test_goldens_name_the_oracle() -> None:
     assert MANIFEST["upstream"]["commit"].startswith("14468db")
     assert "FalconH1Model" in MANIFEST["oracle"] and MANIFEST["versions"]["transformers"].startswith("4.57.")
     cfg = json.loads((FALCON / "tiny" / "config.json").read_text())
     assert cfg["slow_backbone"] == "falcon_h1" and cfg["embedding_multiplier"] != 1.0
-    # the 0.6B tiny's codec, byte for byte (stored once by git)
-    assert (FALCON / "tiny" / "codec.pth").read_bytes() == (GOLDENS / "tiny" / "codec.pth").read_bytes()
+    prompts = [golden(c["name"])["prompt"].shape[-1] for c in MANIFEST["cases"] if c["kind"] == "generate"]
+    assert min(prompts) > 2 * cfg["mamba_chunk_size"]  # every prompt spans several SSD chunks
     assert sum(p.stat().st_size for p in FALCON.rglob("*") if p.is_file()) < 4 * 1024 * 1024
 
 
@@ -78,7 +78,7 @@ def test_the_01b_is_told_from_its_config(falcon) -> None:
     assert detect_family(FALCON / "tiny").name == "audio8_tts"
     net = falcon.model_for(torch.float32)
     assert isinstance(net.slow, FalconH1SlowAR) and net.slow.head == "compact"
-    assert net.slow.semantic_output.weight.shape[0] == falcon.config.codebook_size + 1
+    assert net.slow.semantic_output.out_features == falcon.config.codebook_size + 1
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -95,6 +95,17 @@ def test_generation_matches_reference(name: str, falcon) -> None:
             assert np.array_equal(details["prompts"][i], ref[f"prompt_{i}"])
             assert np.array_equal(details["codes"][i], ref[f"codes_{i}"]), f"chunk {i}: codes differ"
     assert result.audio.samples.shape == ref["wav"].shape
+    assert cosine(result.audio.samples, ref["wav"]) >= MIN_COSINE
+
+
+@pytest.mark.parametrize("name", ["tts_sampled", "clone_greedy"])
+def test_torch_default_kernels_match_reference_too(name: str) -> None:
+    """Load option ``packed_linear=false`` (torch's GEMM instead of oneDNN-packed weights)."""
+    model = plugin.load(FALCON / "tiny", {"packed_linear": False})
+    assert not model.packed_linear
+    result, _ = run(model, name)
+    ref = golden(name)
+    assert np.array_equal(result.details["codes"][0], ref["codes"])
     assert cosine(result.audio.samples, ref["wav"]) >= MIN_COSINE
 
 
@@ -212,7 +223,8 @@ def test_q8_0_package_keeps_the_text_embedding_and_conv_unquantized(falcon, falc
 def test_bfloat16_compute_keeps_the_ssm_parameters_float32(falcon) -> None:
     net = falcon.model_for(torch.bfloat16)
     mixer = net.slow.slow.layers[0].mamba
-    assert mixer.in_proj.weight.dtype == torch.bfloat16
+    in_proj = mixer.in_proj  # a oneDNN-packed linear under the default load option packed_linear
+    assert (in_proj.dtype if hasattr(in_proj, "dtype") else in_proj.weight.dtype) == torch.bfloat16
     for p in (mixer.A_log, mixer.D, mixer.dt_bias, mixer.conv1d.weight, mixer.conv1d.bias):
         assert p.dtype == torch.float32
     ours, ref = prefill_logits(falcon, torch.bfloat16), prefill_logits(falcon)

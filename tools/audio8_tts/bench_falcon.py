@@ -9,7 +9,8 @@ mixer of 24 x 32 heads and d_state 64, 8/2 attention heads; the 4-layer fast AR 
 The EOS row of the compact head is zero, so greedy decoding runs every requested frame on both
 sides and the codes must be identical (checked).
 
-- ours: ``DualARGenerator`` (static caches, recurrent Mamba2 step) in this process;
+- ours: ``DualARGenerator`` (static caches, recurrent Mamba2 step) in this process, with the
+  linears oneDNN-packed as the default load option ``packed_linear`` does (``--unpacked``: not);
 - reference: ``tools/audio8_tts/reference_falcon.py`` (upstream ``ArkttsModel.generate`` with
   ``transformers.FalconH1Model`` + compact head) in ``.ref-envs/audio8``, on the same folder.
 
@@ -83,7 +84,7 @@ def prompt_rows(length: int) -> np.ndarray:
     return ids
 
 
-def run_ours(folder: Path, ids: np.ndarray, frames: int) -> dict:
+def run_ours(folder: Path, ids: np.ndarray, frames: int, packed: bool) -> dict:
     from audiocpp.engine.weights import Drop, Keep, SafetensorsSource, adapt, load_module_weights
     from audiocpp.families.audio8_tts.codec import ArkttsCodec, StreamingDecoder
     from audiocpp.families.audio8_tts.config import Audio8Config
@@ -95,6 +96,10 @@ def run_ours(folder: Path, ids: np.ndarray, frames: int) -> dict:
     source = SafetensorsSource(folder / "model.safetensors")
     load_module_weights(model.slow, adapt(source, [Drop("fast_*")]), dtype=torch.float32, what="slow AR")
     load_module_weights(model.fast, adapt(source, [Keep("fast_*")]), dtype=torch.float32, what="fast AR")
+    if packed:  # the default load option packed_linear: oneDNN-packed linears
+        from audiocpp.engine.nn.packed_linear import pack_linears
+
+        pack_linears(model)
     model.eval()
     gen = DualARGenerator(model)
     prompt = torch.from_numpy(ids)
@@ -136,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frames", type=int, default=64)
     parser.add_argument("--prompt", type=int, default=64, help="prompt length in positions")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--unpacked", action="store_true", help="torch's GEMM (load option packed_linear=false)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
@@ -144,11 +150,12 @@ def main(argv: list[str] | None = None) -> int:
         folder.mkdir()
         write_folder(folder)
         ids = prompt_rows(args.prompt)
-        ours = run_ours(folder, ids, args.frames)
+        ours = run_ours(folder, ids, args.frames, not args.unpacked)
         ref = run_reference(folder, ids, args.frames, args.threads, work)
     same = ours["codes"].shape == ref["codes"].shape and bool(np.array_equal(ours["codes"], ref["codes"]))
     audio = ours["codes"].shape[1] * FRAME_SECONDS
-    print(f"Audio8 TTS 0.1B DualAR, real sizes, random weights, float32, {args.threads} thread(s): "
+    kernels = "torch GEMM" if args.unpacked else "oneDNN-packed linears"
+    print(f"Audio8 TTS 0.1B DualAR, real sizes, random weights, float32 ({kernels}), {args.threads} thread(s): "
           f"prompt {args.prompt}, {ours['codes'].shape[1]} frames ({audio:.2f} s of audio)")
     print(f"  codes identical to the reference: {same}")
     for name, r in (("ours", ours), ("reference", ref)):
