@@ -36,7 +36,8 @@ def two_models(tmp_path_factory: pytest.TempPathFactory, server_cache: dict[str,
     demo = get_family("omnivoice").demo_model_path()
     root = tmp_path_factory.mktemp("two")
     proc = ServerProcess(["--model", f"demo={demo}", "--model", f"vox={vox_checkpoint}",
-                          "--voices-dir", str(root / "voices"), "--session-option", "voxcpm2.threads=0"],
+                          "--voices-dir", str(root / "voices"), "--session-option", "voxcpm2.threads=0",
+                          "--max-concurrency", "4"],
                          root / "serve.log", env=server_cache)
     yield proc
     proc.stop()
@@ -85,3 +86,21 @@ def test_family_specific_refusals(two_models: ServerProcess) -> None:
         r = httpx.post(two_models.url + "/v1/audio/speech", json=body, timeout=60)
         assert r.status_code == 400, r.text
         assert r.json()["error"]["param"] == param and words in r.json()["error"]["message"]
+
+
+def test_concurrent_requests_to_one_model_are_not_mixed_up(two_models: ServerProcess) -> None:
+    """VoxCPM2 sessions of one model share KV caches (four threads on one LoadedModel give wrong
+    audio and "KV cache is full" errors); the server's per-model lock keeps each request whole."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def speak(seed: int) -> bytes:
+        r = httpx.post(two_models.url + "/v1/audio/speech", timeout=300,
+                       json={"model": "vox", "input": f"Number {seed}.", "seed": seed, "response_format": "pcm",
+                             **VOX})
+        assert r.status_code == 200, r.text
+        return r.content
+
+    alone = [speak(seed) for seed in range(4)]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(speak, range(4)))
+    assert together == alone
