@@ -29,6 +29,10 @@ REQUESTS: dict[str, list[tuple[str, dict[str, Any], dict[str, Any]]]] = {
         ("clon", {"text": "Hello.", "seed": 5, "reference_text": "A short prompt."},
          {"max_tokens": 8, "retry_badcase": False}),
     ],
+    "audio8_tts": [
+        ("tts", {"text": "Hello world, this is a test.", "seed": 3}, {"max_new_tokens": 20}),
+        ("clon", {"text": "Hello.", "seed": 5, "reference_text": "A short prompt."}, {"max_new_tokens": 20}),
+    ],
     "voxcpm2": [
         ("tts", {"text": "Hello world.", "seed": 42}, {"max_tokens": 8, "retry_badcase": False}),
         ("clon", {"text": "Hello.", "seed": 5, "reference_text": "A short prompt."},
@@ -86,7 +90,8 @@ def run_requests(model: Any, family: str, reference_wav: Path) -> list[tuple[np.
     for task, kwargs, options in REQUESTS[family]:
         voice = VoiceReference(path=reference_wav) if task == "clon" else None
         result = model.session(task).run(TaskRequest(voice=voice, options=dict(options), **kwargs))
-        tokens = (result.details or {}).get("tokens")
+        details = result.details or {}
+        tokens = details.get("tokens", details.get("codes"))
         out.append((np.asarray(result.audio.samples, dtype=np.float32).reshape(-1), tokens))
     return out
 

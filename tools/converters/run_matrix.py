@@ -127,6 +127,10 @@ def build_checkpoints(work: Path, omnivoice_ref_python: Path) -> dict[str, Path]
         out[name] = path
     for name in ("voxcpm1_05b_f32", "voxcpm1_15_f32", "voxcpm1_05b_w256_f32"):
         out[f"{name}_strmerges"] = string_merges_copy(out[name], root / f"{name}_strmerges")
+    a8 = root / "audio8_tts"
+    if not (a8 / "config.json").is_file():  # the committed tiny 0.6B-style folder (codec.safetensors added)
+        shutil.copytree(REPO / "tests" / "data" / "audio8_tts" / "tiny", a8, dirs_exist_ok=True)
+    out["audio8_tts"] = a8
     for name, dtype in (("voxcpm2_f32", torch.float32), ("voxcpm2_bf16", torch.bfloat16)):
         path = root / name
         if not (path / "config.json").is_file():
@@ -152,7 +156,8 @@ def reference_wavs(work: Path) -> dict[str, Path]:
     import soundfile as sf
 
     out = {}
-    for family, rate, n in (("omnivoice", 24000, 24000), ("voxcpm1", 16000, 3000), ("voxcpm2", 16000, 3000)):
+    for family, rate, n in (("omnivoice", 24000, 24000), ("voxcpm1", 16000, 3000), ("voxcpm2", 16000, 3000),
+                            ("audio8_tts", 44100, 22050)):
         rng = np.random.default_rng(3)
         t = np.arange(n) / rate
         wave = 0.4 * np.sin(2 * np.pi * 180 * t) + 0.2 * np.sin(2 * np.pi * 414 * t + 0.5)
@@ -179,18 +184,26 @@ def omnivoice_cpp(args: argparse.Namespace, ckpts: dict[str, Path], work: Path) 
 
     lm, codec = models / "omnivoice-base-F32.gguf", models / "omnivoice-tokenizer-F32.gguf"
     jobs.append((Row("omnivoice.cpp convert.py", commit, "omnivoice", "tiny F32", lm.name), convert))
-    for wtype in ("bf16", "q8_0"):  # what our own quantized packages drift, for scale
-        dst = models / f"audiocpp-package-{wtype}.gguf"
-        jobs.append((Row("audiocpp package (for scale)", "this repo", "omnivoice", "tiny F32", dst.name),
-                     lambda d=dst, t=wtype: run([Path(sys.executable).parent / "audiocpp", "package", "--spec",
-                                                 REPO / "model_specs" / "omnivoice.json", "--input",
-                                                 ckpts["omnivoice"], "--type", t, "--out", d, "--overwrite"])))
+    jobs += scale_rows(work, "omnivoice", ckpts["omnivoice"], "tiny F32")
     for qtype in OMNIVOICE_QUANTS if args.omnivoice_quantize else ():
         for src in (lm, codec):
             dst = src.with_name(src.name.replace("-F32", f"-{qtype}"))
             jobs.append((Row("omnivoice.cpp quantize", commit, "omnivoice", "tiny F32", dst.name),
                          lambda s=src, d=dst, q=qtype: run([args.omnivoice_quantize, s, d, q])))
     return jobs
+
+
+def scale_rows(work: Path, family: str, folder: Path, checkpoint: str) -> list[tuple[Row, Callable]]:
+    """Our own bf16 and Q8_0 packages of ``folder``: what quantizing drifts, for scale."""
+    out = []
+    for wtype in ("bf16", "q8_0"):
+        dst = work / "packages" / f"{family}-{wtype}.gguf"
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        out.append((Row("audiocpp package (for scale)", "this repo", family, checkpoint, dst.name),
+                    lambda d=dst, t=wtype: run([Path(sys.executable).parent / "audiocpp", "package", "--spec",
+                                                REPO / "model_specs" / f"{family}.json", "--input", folder,
+                                                "--type", t, "--out", d, "--overwrite"])))
+    return out
 
 
 def omnivoice_loads(models: Path) -> dict[str, dict[str, Any]]:
@@ -244,25 +257,50 @@ def audio_cpp(args: argparse.Namespace, ckpts: dict[str, Path], work: Path) -> l
         "voxcpm2": ("voxcpm2_f32", ["weights=model.safetensors", "audiovae_weights=audiovae.safetensors"]),
         "voxcpm1": ("voxcpm1_15_f32", ["weights=model.safetensors", "audiovae_weights=audiovae.safetensors"]),
     }
+    runs = [(family, ckpt, inputs, wtype) for family, (ckpt, inputs) in layouts.items()
+            for wtype in args.audiocpp_types.split(",")]
+    # VoxCPM2 checkpoints are bf16: "orig" keeps them BF16
+    runs.append(("voxcpm2", "voxcpm2_bf16", layouts["voxcpm2"][1], "orig"))
+    specs = {f: checkout / "model_specs" / f"{f}.json" for f in families}
+    if args.audio8_spec:  # audio.cpp added audio8_tts after release 0.4: its spec file from a later commit
+        families.add("audio8_tts")
+        specs["audio8_tts"] = args.audio8_spec
+        runs += [("audio8_tts", "audio8_tts", ["model_weights=model.safetensors", "codec_weights=codec.safetensors"], t)
+                 for t in args.audiocpp_types.split(",") if t != "q4_k"]
+        scale = scale_rows(work, "audio8_tts", ckpts["audio8_tts"], "audio8_tts")
+    else:
+        scale = []
     jobs: list[tuple[Row, Callable]] = []
-    for family, (ckpt, inputs) in layouts.items():
+    for family, ckpt, inputs, wtype in runs:
         if family not in families:
             continue
         folder = ckpts[ckpt]
-        for wtype in args.audiocpp_types.split(","):
-            dst = out_dir / f"{family}-{wtype}.gguf"
+        dst = out_dir / f"{family}-{ckpt}-{wtype}.gguf"
 
-            def job(f=family, fo=folder, i=inputs, d=dst, t=wtype) -> None:
-                _vae_safetensors(fo)
-                cmd = [args.audiocpp_gguf, "--family", f, "--root", fo, "--output", d, "--type", t, "--overwrite",
-                       "--model-spec", checkout / "model_specs" / f"{f}.json"]
-                for item in i:
-                    ns, rel = item.split("=")
-                    cmd += ["--input", f"{ns}={fo / rel}"]
-                run(cmd)
+        def job(f=family, fo=folder, i=inputs, d=dst, t=wtype) -> None:
+            _vae_safetensors(fo)
+            _audio8_codec_safetensors(fo)
+            cmd = [args.audiocpp_gguf, "--family", f, "--root", fo, "--output", d, "--type", t, "--overwrite",
+                   "--model-spec", specs[f]]
+            for item in i:
+                ns, rel = item.split("=")
+                cmd += ["--input", f"{ns}={fo / rel}"]
+            run(cmd)
 
-            jobs.append((Row("audio.cpp audiocpp_gguf", commit, family, ckpt, dst.name), job))
-    return jobs
+        jobs.append((Row("audio.cpp audiocpp_gguf", commit, family, ckpt, dst.name), job))
+    return jobs + scale
+
+
+def _audio8_codec_safetensors(folder: Path) -> None:
+    """audio.cpp's first Audio8 step (``convert_audio8_tts_codec.py``: codec.pth -> codec.safetensors,
+    weight norm fused) is not in any checkout at hand: our reproduction of it (tools/audio8_tts)."""
+    pth, st = folder / "codec.pth", folder / "codec.safetensors"
+    if pth.is_file() and not st.is_file():
+        from safetensors.numpy import save_file
+
+        from tools.audio8_tts.convert_audiocpp import fuse_codec
+
+        save_file(fuse_codec(pth), str(st))
 
 
 def _vae_safetensors(folder: Path) -> None:
@@ -290,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--audio-cpp", type=Path)
     ap.add_argument("--audiocpp-gguf", type=Path)
     ap.add_argument("--audiocpp-types", default="orig,f16,bf16,q8_0,q4_k")
+    ap.add_argument("--audio8-spec", type=Path, help="audio.cpp's model_specs/audio8_tts.json (after release 0.4)")
     ap.add_argument("--json", type=Path, help="write the rows here (default WORK/matrix.json)")
     ap.add_argument("--checkpoints", help="comma-separated checkpoint names: run only their rows")
     args = ap.parse_args(argv)
@@ -340,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _output_path(work: Path, row: Row) -> Path:
     sub = {"omnivoice.cpp": "omnivoice_cpp/models", "VoxCPM.cpp": "voxcpm_cpp", "audio.cpp": "audio_cpp",
-           "audiocpp": "omnivoice_cpp/models"}
+           "audiocpp": "packages"}
     return work / sub[row.converter.split()[0]] / row.output
 
 
@@ -349,7 +388,7 @@ def _folder_key(row: Row) -> str:
 
 
 def _load_target(row: Row, out: Path) -> tuple[Path, dict[str, Any] | None]:
-    if row.converter.startswith("omnivoice.cpp") and not row.output.startswith("audiocpp-"):
+    if row.converter.startswith("omnivoice.cpp"):
         load = omnivoice_loads(out.parent)[out.name]
         return load["path"], load["options"]
     return out, None
