@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from audiocpp.engine import errors as engine_errors
 from audiocpp.engine.records import AudioBuffer
 
 from .manifest import Item
-from .synth import JobSpec, Synthesizer, error_row
+from .synth import JobSpec, Synthesizer, error_row, load_failure, raise_load_failure
 
 Record = Callable[[Item, dict[str, Any], AudioBuffer | None, str, int], None]
 
@@ -33,8 +32,7 @@ def _worker_main(conn: Connection, job_json: str) -> None:
     try:
         synth = Synthesizer(JobSpec.from_json(job_json))
     except BaseException as error:
-        hint = getattr(error, "hint", None)
-        conn.send(("load_error", type(error).__name__, getattr(error, "message", str(error)), hint))
+        conn.send(("load_error", load_failure(error)))
         return
     conn.send(("ready",))
     while True:
@@ -142,11 +140,7 @@ class LocalPool:
         if message is None:
             return self._lost(worker, record)
         if message[0] == "load_error":
-            _, kind, text, hint = message
-            error_type = getattr(engine_errors, kind, None)
-            if isinstance(error_type, type) and issubclass(error_type, engine_errors.AudiocppError):
-                raise error_type(text, hint=hint)
-            raise RuntimeError(f"a batch worker could not load the model: {kind}: {text}")
+            raise_load_failure(message[1])
         if message[0] == "result":
             _, row, audio, worker.prepared = message
             item, worker.item = worker.item, None

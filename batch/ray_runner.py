@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from audiocpp.engine.errors import UsageError
+from audiocpp.engine.errors import AudiocppError, UsageError
 from audiocpp.engine.records import AudioBuffer
 
 from .manifest import Item
-from .synth import JobSpec, Synthesizer
+from .synth import JobSpec, Synthesizer, load_failure, raise_load_failure
 
 Record = Callable[[Item, dict[str, Any], AudioBuffer | None, str, int], None]
 
@@ -42,14 +42,29 @@ def import_ray():
 
 
 class SynthActor:
-    """A Ray Data actor: the model loaded once in ``__init__``, items synthesized per batch."""
+    """A Ray Data actor: the model loaded once in ``__init__``, items synthesized per batch.
+
+    A model that does not load is reported in the rows (the driver raises it as the local path
+    does) rather than raised here, where Ray would restart the actor over and over.
+    """
 
     def __init__(self, job_json: str) -> None:
-        self.synth = Synthesizer(JobSpec.from_json(job_json))
         self.name = f"ray-actor-{os.getpid()}"
+        self.synth: Synthesizer | None = None
+        self.failure: list[str | None] | None = None
+        try:
+            self.synth = Synthesizer(JobSpec.from_json(job_json))
+        except Exception as error:
+            self.failure = load_failure(error)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         rows, samples, rates, prepared = [], [], [], []
+        if self.synth is None:
+            count = len(batch["item"])
+            return {"item": np.asarray(batch["item"], dtype=object),
+                    "row": np.array([json.dumps({"load_error": self.failure})] * count, dtype=object),
+                    "samples": np.array([b""] * count, dtype=object), "rate": np.zeros(count, dtype=np.int64),
+                    "worker": np.array([self.name] * count, dtype=object), "prepared": np.zeros(count, dtype=np.int64)}
         for text in batch["item"]:
             row, audio = self.synth.run(Item.from_json(str(text)))
             rows.append(json.dumps(row))
@@ -119,14 +134,16 @@ def run_ray(job: JobSpec, items: list[Item], record: Record, on_ready: Callable[
                 on_ready()
                 first = False
             row = json.loads(result["row"])
+            if "load_error" in row:
+                raise_load_failure(row["load_error"])
             item = by_item[row["id"]]
             audio = None
             if result["rate"]:
                 audio = AudioBuffer(np.frombuffer(result["samples"], dtype=np.float32), int(result["rate"]))
             record(item, row, audio, str(result["worker"]), int(result["prepared"]))
+    except AudiocppError:
+        raise
     except Exception as error:
-        if isinstance(error, UsageError):
-            raise
         raise _explain(error) from None
     finally:
         if started_here:
@@ -134,9 +151,7 @@ def run_ray(job: JobSpec, items: list[Item], record: Record, on_ready: Callable[
 
 
 def _explain(error: Exception) -> Exception:
-    """A Ray failure (an actor that could not load the model...) as an audiocpp error when it is one."""
-    from audiocpp.engine.errors import AudiocppError
-
+    """A Ray failure as the audiocpp error inside it when there is one."""
     cause: BaseException | None = error
     seen = 0
     while cause is not None and seen < 10:

@@ -43,6 +43,23 @@ def describe(error: BaseException) -> str:
     return f"internal error: {type(error).__name__}: {error}"
 
 
+def load_failure(error: BaseException) -> list[str | None]:
+    """A model-load error as plain data a worker can send: [class name, message, hint]."""
+    return [type(error).__name__, getattr(error, "message", str(error)), getattr(error, "hint", None)]
+
+
+def raise_load_failure(failure: list[str | None]) -> None:
+    """Raise the driver-side error for a worker's load failure: the same audiocpp error class when
+    it was one (a bad model path is the user's to fix), else an internal error."""
+    from audiocpp.engine import errors
+
+    kind, message, hint = failure
+    error_type = getattr(errors, str(kind), None)
+    if isinstance(error_type, type) and issubclass(error_type, errors.AudiocppError):
+        raise error_type(str(message), hint=hint)
+    raise RuntimeError(f"a batch worker could not load the model: {kind}: {message}")
+
+
 def error_row(item: Item, message: str, wall_s: float | None = None) -> dict[str, Any]:
     return {"id": item.id, "status": "error", "error": message, "output": None, "audio_s": None,
             "wall_s": None if wall_s is None else round(wall_s, 4), "rtf": None, "seed": item.seed}

@@ -142,3 +142,18 @@ def test_interrupted_run_resumes_each_item_exactly_once(how: str, tmp_path: Path
     for row in rows:
         audio, rate = read_wav(out / row["output"])
         assert abs(len(audio) / rate - row["audio_s"]) < 1e-3 and np.isfinite(audio).all()
+
+
+def test_a_model_that_does_not_load_stops_the_job_with_its_error(tmp_path: Path) -> None:
+    from audiocpp.families.omnivoice.demo import write_demo
+
+    model = tmp_path / "broken"
+    write_demo(model)
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    manifest = write_manifest(tmp_path / "m.jsonl", TTS_ITEMS[:2])
+    run = run_batch(manifest, tmp_path / "out", "--model", model)
+    assert run.proc.returncode == 1
+    assert "error: " in run.proc.stderr and "is not a valid safetensors file" in run.proc.stderr
+    assert "Traceback" not in run.proc.stderr and "internal error" not in run.proc.stderr
+    assert not (tmp_path / "out" / "manifest.jsonl").exists()
