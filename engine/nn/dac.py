@@ -20,9 +20,29 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .activations import Snake1d
+from . import activations
 
 StreamState = dict[Any, torch.Tensor]
+
+
+def snake(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    """``activations.snake`` bit for bit (same operations, same order), with one allocation
+    instead of five: the elementwise passes run in place (about 2x faster on long signals)."""
+    shape = x.shape
+    x = x.reshape(shape[0], shape[1], -1)
+    out = torch.mul(alpha, x)
+    out.sin_()
+    out.pow_(2)
+    out.mul_((alpha + 1e-9).reciprocal())
+    out.add_(x)
+    return out.reshape(shape)
+
+
+class Snake1d(activations.Snake1d):
+    """``activations.Snake1d`` (parameter ``alpha`` of shape ``[1, C, 1]``) computed by :func:`snake`."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return snake(x, self.alpha)
 
 
 def extra_padding(length: int, kernel_size: int, stride: int, padding_total: int = 0) -> int:

@@ -53,6 +53,16 @@ def test_streaming_equals_offline() -> None:
     assert torch.allclose(streamed, offline, atol=1e-6)
 
 
+def test_fused_snake_is_bit_identical_to_the_reference_snake() -> None:
+    from audiocpp.engine.nn import activations
+    from audiocpp.engine.nn.dac import snake
+
+    torch.manual_seed(0)
+    x, alpha = torch.randn(2, 5, 3001) * 3, torch.rand(1, 5, 1) + 0.1
+    assert torch.equal(snake(x, alpha), activations.snake(x, alpha))
+    assert torch.equal(snake(x[..., :7].reshape(2, 5, 7, 1), alpha), activations.snake(x[..., :7].reshape(2, 5, 7, 1), alpha))
+
+
 def test_centred_residual_unit_keeps_length() -> None:
     unit = ResidualUnit(4, 3, causal=False)
     assert unit(torch.randn(1, 4, 20)).shape[-1] == 20

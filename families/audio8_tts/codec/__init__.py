@@ -18,11 +18,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from audiocpp.engine.nn.activations import Snake1d
 from audiocpp.engine.nn.dac import (
     CausalConv1d,
     CausalConvTranspose1d,
     ResidualUnit,
+    Snake1d,
     StreamState,
     stream_sequential,
 )
