@@ -34,7 +34,7 @@ class BatchProgress:
         """Synthesis begins (the workers have loaded the model)."""
         if self._t0 is None:
             self._t0 = time.perf_counter()
-        self._draw()
+            self._draw()
 
     def advance(self, ok: bool) -> None:
         self.start()
