@@ -13,7 +13,7 @@ from .spec.options import resolve_options
 from .tasks import Mode, Task, parse_mode, parse_task
 
 if TYPE_CHECKING:
-    from .records import VoicePrompt
+    from .records import AudioBuffer, VoicePrompt
     from .session import Session
 
 
@@ -67,3 +67,23 @@ class LoadedModel(ABC):
     def load_voice_prompt(self, path: Path) -> VoicePrompt:
         """Read a prepared voice prompt saved by this family (override where supported)."""
         raise UsageError(f"{self.family} does not support saved voice prompts (--voice-prompt)")
+
+    # -- the codec tool (`audiocpp codec encode / decode`) --------------------------------------
+    @property
+    def supports_codec_prompts(self) -> bool:
+        """Whether this family encodes references into voice prompts and decodes them back
+        (it overrides :meth:`encode_voice_prompt` and :meth:`decode_voice_prompt`)."""
+        return type(self).encode_voice_prompt is not LoadedModel.encode_voice_prompt
+
+    def encode_voice_prompt(self, audio: AudioBuffer, reference_text: str | None,
+                            options: dict[str, Any]) -> VoicePrompt:
+        """Encode reference ``audio`` (mono, any rate, already capped) and its transcript into the
+        voice prompt that a clone with ``--voice-ref`` and ``--reference-text`` prepares, so that
+        ``--voice-prompt`` with it clones alike. ``options``: the typed request options."""
+        raise UsageError(f"{self.family} has no codec tool (encoding references into voice prompts)",
+                         hint="run `audiocpp families` to see which families have one")
+
+    def decode_voice_prompt(self, prompt: VoicePrompt) -> AudioBuffer:
+        """The codec's own decoding of a prompt's codes or latents (no post-processing)."""
+        raise UsageError(f"{self.family} has no codec tool (decoding voice prompts)",
+                         hint="run `audiocpp families` to see which families have one")

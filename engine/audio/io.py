@@ -29,6 +29,61 @@ WRITE_FORMATS: dict[str, tuple[str, str]] = {
     "flac": ("FLAC", "PCM_16"),
     "ogg": ("OGG", "VORBIS"),
 }
+#: formats of the synthesis command beyond those: lossy codecs where the installed libsndfile
+#: writes them (mp3 since 1.1.0), and headerless 16-bit little-endian samples
+MORE_FORMATS: dict[str, tuple[str, str]] = {
+    "mp3": ("MP3", "MPEG_LAYER_III"),
+    "opus": ("OGG", "OPUS"),
+    "pcm16": ("RAW", "PCM_16"),
+}
+ALL_FORMATS = {**WRITE_FORMATS, **MORE_FORMATS}
+#: the sample rates the lossy codecs take (libsndfile refuses others)
+CODEC_RATES: dict[str, tuple[int, ...]] = {
+    "mp3": (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000),
+    "opus": (8000, 12000, 16000, 24000, 48000),
+}
+
+
+def available_write_formats() -> list[str]:
+    """The formats of :data:`ALL_FORMATS` that the installed libsndfile writes (soundfile says)."""
+    import soundfile as sf
+
+    majors = sf.available_formats()
+    return [fmt for fmt, (major, subtype) in ALL_FORMATS.items()
+            if major in majors and subtype in sf.available_subtypes(major)]
+
+
+def check_write_format(fmt: str, flag: str = "--format") -> None:  # flag: what asked for it, for the message
+    """``fmt`` is one of ours and the installed libsndfile writes it; else one clear error."""
+    from ..errors import UsageError
+
+    available = available_write_formats()
+    if fmt in available:
+        return
+    if fmt in ALL_FORMATS:
+        import soundfile as sf
+
+        raise UsageError(f"cannot write {fmt} ({flag}): the installed libsndfile ({sf.__libsndfile_version__}) "
+                         f"does not write {fmt}",
+                         hint=f"formats available here: {', '.join(available)}; {fmt} needs a libsndfile built "
+                         "with it (mp3: 1.1.0 or later with LAME and mpg123; opus: libopus)")
+    raise UsageError(f"{flag} {fmt!r} is not supported", hint=f"use one of: {', '.join(available)}")
+
+
+def encode_audio(audio: AudioBuffer, fmt: str) -> bytes:
+    """``audio`` as the bytes of a ``fmt`` file (for writing to a pipe)."""
+    import io
+
+    import soundfile as sf
+
+    check_write_format(fmt)
+    major, subtype = ALL_FORMATS[fmt]
+    buffer = io.BytesIO()
+    try:
+        sf.write(buffer, np.asarray(audio.samples, dtype=np.float32), audio.sample_rate, subtype=subtype, format=major)
+    except (sf.LibsndfileError, RuntimeError, ValueError) as error:
+        raise AudioError(f"cannot encode the audio as {fmt}: {error}", hint="try another format (wav16 always works)") from None
+    return buffer.getvalue()
 
 _READ_HINT = "use a WAV, FLAC, OGG or MP3 file (convert others with e.g. `ffmpeg -i in.m4a out.wav`)"
 
@@ -86,16 +141,17 @@ def _read_frames(path: Path) -> tuple[np.ndarray, int]:
 
 
 def write_audio(path: str | os.PathLike[str], audio: AudioBuffer, fmt: str) -> None:
-    """Write ``audio`` to ``path`` as ``fmt`` (wav16, wav24, wav32 (float), flac, ogg), atomically.
+    """Write ``audio`` to ``path`` as ``fmt`` (wav16, wav24, wav32 (float), flac, ogg, and mp3 / opus where
+    libsndfile writes them, pcm16 raw), atomically.
 
     Samples outside [-1, 1] are clipped by soundfile for the integer formats (wav32 keeps
     them as floats).
     """
     import soundfile as sf
 
-    if fmt not in WRITE_FORMATS:
-        raise AudioError(f"audio format {fmt!r} is not supported", hint=f"use one of: {', '.join(WRITE_FORMATS)}")
-    major, subtype = WRITE_FORMATS[fmt]
+    if fmt not in ALL_FORMATS:
+        raise AudioError(f"audio format {fmt!r} is not supported", hint=f"use one of: {', '.join(ALL_FORMATS)}")
+    major, subtype = ALL_FORMATS[fmt]
     samples = np.asarray(audio.samples, dtype=np.float32)
     if audio.sample_rate <= 0:
         raise AudioError(f"cannot write audio with sample rate {audio.sample_rate}")

@@ -12,8 +12,10 @@ from ..spec.model import ModelSpec
 from ..tasks import Mode, Task
 
 #: --out's extension -> the format it implies; --format must agree with it.
-EXT_FORMAT = {".wav": "wav16", ".flac": "flac", ".ogg": "ogg"}
-_CONTAINER = {"wav16": ".wav", "wav24": ".wav", "wav32": ".wav", "flac": ".flac", "ogg": ".ogg"}
+EXT_FORMAT = {".wav": "wav16", ".flac": "flac", ".ogg": "ogg", ".mp3": "mp3", ".opus": "opus", ".pcm": "pcm16",
+              ".raw": "pcm16"}
+_CONTAINER = {"wav16": ".wav", "wav24": ".wav", "wav32": ".wav", "flac": ".flac", "ogg": ".ogg", "mp3": ".mp3",
+              "opus": ".opus", "pcm16": ".pcm"}
 
 USAGE = """\
 usage: audiocpp [--family F] [--task tts|clon|design] [--model PATH]
@@ -28,17 +30,18 @@ try:   audiocpp --family omnivoice --text "Hello." --out hello.wav   (demo model
 def output_format(out: Path, fmt: str | None) -> str:
     """The format to write ``out`` in: ``--format``, or the one its extension implies."""
     implied = EXT_FORMAT.get(out.suffix.lower())
-    if fmt is None:
-        if implied is None:
-            raise UsageError(
-                f"cannot tell the audio format of {str(out)!r} from its extension",
-                hint="use .wav, .flac or .ogg, or pass --format",
-            )
-        return implied
-    from ..audio.io import WRITE_FORMATS
+    if fmt is None and implied is None:
+        raise UsageError(
+            f"cannot tell the audio format of {str(out)!r} from its extension",
+            hint="use .wav, .flac, .ogg, .mp3 or .opus, or pass --format",
+        )
+    from ..audio.io import check_write_format
 
-    if fmt not in WRITE_FORMATS:
-        raise UsageError(f"--format {fmt!r} is not supported", hint=f"use one of: {', '.join(WRITE_FORMATS)}")
+    if fmt is None:
+        assert implied is not None
+        check_write_format(implied, f"--out {str(out)!r}")
+        return implied
+    check_write_format(fmt)
     if implied is not None and _CONTAINER[fmt] != _CONTAINER[implied]:
         raise UsageError(
             f"--format {fmt} does not match the extension of --out {str(out)!r}",

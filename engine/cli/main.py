@@ -46,9 +46,12 @@ def synthesize(
     language: Annotated[str | None, typer.Option("--language", help="Language name or code.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Random seed (request option 'seed').")] = None,
     mode: Annotated[str, typer.Option("--mode", help="offline or streaming.")] = "offline",
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output audio file (the final audio in streaming mode).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output audio file (the final audio in streaming mode); '-' writes to stdout (streamed as it is generated in streaming mode; everything else goes to stderr).")] = None,
     out_dir: Annotated[Path | None, typer.Option("--out-dir", help="Also write each streamed/long-form chunk as chunk_N.wav here.")] = None,
-    fmt: Annotated[str | None, typer.Option("--format", help="wav16, wav24, wav32 (float), flac or ogg; default from --out's extension.")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="wav16, wav24, wav32 (float), flac, ogg, mp3, opus (where libsndfile writes them) or pcm16 (raw); default from --out's extension (stdout: wav16).")] = None,
+    sample_rate: Annotated[int | None, typer.Option("--sample-rate", help="Resample the output to this rate (Hz).")] = None,
+    srt: Annotated[Path | None, typer.Option("--srt", help="Dub an SRT file: each cue spoken in its time slot, one timeline out (see docs/cli.md).")] = None,
+    stream_by_line: Annotated[bool, typer.Option("--stream-by-line", help="With --mode streaming and text on stdin: synthesize each line as it arrives (default: each sentence).")] = False,
     voice_prompt: Annotated[Path | None, typer.Option("--voice-prompt", help="Reuse a prepared voice prompt saved with --voice-prompt-out.")] = None,
     voice_prompt_out: Annotated[Path | None, typer.Option("--voice-prompt-out", help="Save the prepared voice prompt of this request.")] = None,
     request_option: Annotated[list[str] | None, typer.Option("--request-option", "-r", help="Request option key=value (repeatable).")] = None,
@@ -67,9 +70,19 @@ def synthesize(
         seed=seed, mode=mode, out=out, out_dir=out_dir, fmt=fmt, voice_prompt=voice_prompt,
         voice_prompt_out=voice_prompt_out, request_options=request_option or [],
         session_options=session_option or [], load_options=load_option or [], metrics=metrics,
-        progress=progress, revision=revision, cache_dir=cache_dir,
+        progress=progress, revision=revision, cache_dir=cache_dir, sample_rate=sample_rate, srt=srt,
+        stream_by_line=stream_by_line,
     )
     run_request(args)
+
+
+def _add_codec_commands() -> None:
+    from .codec_cmd import codec_app
+
+    app.add_typer(codec_app, name="codec")
+
+
+_add_codec_commands()
 
 
 @app.command("families")

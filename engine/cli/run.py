@@ -11,7 +11,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from ..errors import AudiocppWarning, UsageError
 from ..records import TaskRequest, TaskResult, VoiceReference
 from ..spec.options import parse_key_values
 from ..tasks import Mode, Task, parse_mode, parse_task
+from ..text.srt import Cue
 from .checks import (
     USAGE,
     check_input_file,
@@ -57,6 +58,9 @@ class RunArgs:
     progress: bool | None = None
     revision: str | None = None  # of a model name (engine.hub)
     cache_dir: Path | None = None  # Hugging Face cache for model names (engine.hub)
+    sample_rate: int | None = None  # resample what is written (engine.cli.pipes)
+    srt: Path | None = None  # dub these subtitles (engine.cli.dubbing)
+    stream_by_line: bool = False  # stdin text: one request per line (engine.cli.pipes)
 
 
 def read_text(args: RunArgs) -> str:
@@ -111,12 +115,18 @@ def _warnings_on_stderr() -> Iterator[None]:
         yield
 
 
-def _check_outputs(args: RunArgs, task: Task) -> str:
+def _check_outputs(args: RunArgs, task: Task, mode: Mode) -> str:
     """The output format; raises before any work if an output cannot be written."""
+    from .pipes import check_sample_rate, is_stdout, stdout_format
+
     if args.out is None:
-        raise UsageError("no output file", hint="pass --out FILE.wav")
-    fmt = output_format(args.out, args.fmt)
-    check_out_file(args.out, "--out")
+        raise UsageError("no output file", hint="pass --out FILE.wav (or --out - for stdout)")
+    if is_stdout(args.out):
+        fmt = stdout_format(args.fmt, mode is Mode.STREAMING)
+    else:
+        fmt = output_format(args.out, args.fmt)
+        check_out_file(args.out, "--out")
+    check_sample_rate(args.sample_rate, fmt)
     if args.out_dir is not None:
         check_out_dir(args.out_dir)
     if args.voice_prompt_out is not None:
@@ -136,6 +146,8 @@ def _check_inputs(args: RunArgs, task: Task) -> None:
         check_input_file(args.voice_prompt, "--voice-prompt")
     check_voice_inputs(task, voice=args.voice_ref is not None, voice_prompt=args.voice_prompt is not None,
                        reference_text=bool((args.reference_text or "").strip()))
+    if args.srt is not None and (args.text is not None or args.text_file is not None):
+        raise UsageError("--srt gives the text (its cues); drop --text / --text-file")
 
 
 def _is_bare(args: RunArgs) -> bool:
@@ -148,23 +160,38 @@ def run_request(args: RunArgs) -> None:
         raise SystemExit(2)
     task = parse_task(args.task)
     mode = parse_mode(args.mode)
-    fmt = _check_outputs(args, task)
+    fmt = _check_outputs(args, task, mode)
     _check_inputs(args, task)
+    from ..text.srt import read_srt
+    from .pipes import stdin_is_incremental
+
+    cues = read_srt(args.srt) if args.srt is not None else None
+    incremental = cues is None and stdin_is_incremental(args.text, args.text_file, mode is Mode.STREAMING)
+    if args.stream_by_line and not incremental:
+        raise UsageError("--stream-by-line reads the text from stdin line by line",
+                         hint="use it with --mode streaming and the text on stdin (--text - or a pipe)")
     kept: list[Path] = []
     try:
-        text = read_text(args)
-        if not text.strip():
+        text = None if cues is not None or incremental else read_text(args)
+        if text is not None and not text.strip():
             raise UsageError("the text to synthesize is empty", hint="pass --text, --text-file or text on stdin")
         with _warnings_on_stderr():
-            _synthesize(args, task, mode, fmt, text, kept)
+            _synthesize(args, task, mode, fmt, text, kept, cues)
     except KeyboardInterrupt:
         _report_interrupt(args, kept)
         raise SystemExit(130) from None
 
 
-def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str, kept: list[Path]) -> None:
+def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | None, kept: list[Path],
+                cues: list[Cue] | None = None) -> None:
+    """``text``: the whole text; None: the cues of ``--srt``, or sentences read from stdin as they come."""
     from ..audio.io import write_audio
     from ..progress import Progress
+    from .pipes import AudioOutput, merge_results, read_segments
+
+    # --out -: from here on fd 1 is stderr and the audio has the real stdout to itself.
+    output = AudioOutput(args.out, fmt, streaming=mode is Mode.STREAMING, target_rate=args.sample_rate)
+    info = output.info
     from ..registry import resolve_family
     from ..session import REFERENCE_CAP_OPTION, check_reference_length
     from ..spec.options import resolve_options
@@ -174,7 +201,7 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str, kept
     load_options = parse_key_values(args.load_options, flag="--load-option")
     if args.codec is not None:
         load_options["codec"] = str(args.codec)
-    request = build_request(args, text, request_options)
+    request = build_request(args, text or "", request_options)
 
     from ..hub import resolve_model
 
@@ -188,6 +215,10 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str, kept
     check_session_prefixes(session_options, plugin.name)
     resolve_options(plugin.spec, "session", session_options, fill_defaults=False)
     options = resolve_options(plugin.spec, "request", {**request_options, **request.first_class_options()})
+    if cues is not None:
+        from .dubbing import check_dubbing
+
+        check_dubbing(plugin.spec, request_options)
     if args.voice_ref is not None:
         duration = reference_duration(args.voice_ref)
         if duration is None:  # an unreadable header: reading the file says why, with a hint
@@ -209,24 +240,38 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str, kept
     session = model.create_session(task, mode, session_options)
 
     progress = Progress(enabled=args.progress)
-    result: TaskResult | None = None
 
     def keep_chunk(index: int, audio) -> None:  # noqa: ANN001
         assert args.out_dir is not None
         args.out_dir.mkdir(parents=True, exist_ok=True)
         path = args.out_dir / f"chunk_{index}.wav"
-        write_audio(path, audio, "wav16")
+        write_audio(path, output.resample(audio), "wav16")
         kept.append(path)
 
-    for event in session.stream(request, progress=progress):
-        if event.is_final:
-            result = event.result
-            continue
-        if mode is Mode.STREAMING:
-            print(f"event=audio index={event.index} samples={event.audio.num_samples}", file=sys.stderr)
-        if args.out_dir is not None:
-            keep_chunk(event.index, event.audio)
-    assert result is not None
+    if cues is not None:
+        from .dubbing import dub
+
+        result = dub(session, request, cues, output, progress=progress)
+    else:
+        results: list[TaskResult] = []
+        index = 0  # of the audio events, across the segments read from stdin
+        for number, segment in enumerate([text] if text is not None else read_segments(by_line=args.stream_by_line)):
+            if text is None:
+                print(f"segment={number} text={segment[:60]!r}", file=sys.stderr)
+            for event in session.stream(replace(request, text=segment), progress=progress):
+                if event.is_final:
+                    results.append(event.result)
+                    continue
+                if mode is Mode.STREAMING:
+                    print(f"event=audio index={index} samples={event.audio.num_samples}", file=sys.stderr)
+                output.piece(event.audio)
+                if args.out_dir is not None:
+                    keep_chunk(index, event.audio)
+                index += 1
+        if not results:
+            raise UsageError("the text to synthesize is empty (stdin held no text)",
+                             hint="pipe text into audiocpp, or pass --text / --text-file")
+        result = merge_results(results)
     if args.out_dir is not None and mode is Mode.OFFLINE:
         for i, chunk in enumerate(result.chunks):
             keep_chunk(i, chunk)
@@ -235,15 +280,16 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str, kept
             raise UsageError("this request prepared no voice to save", hint="drop --voice-prompt-out")
         result.voice_prompt.save(args.voice_prompt_out)
         kept.append(args.voice_prompt_out)
-        print(f"voice_prompt_out={args.voice_prompt_out}")
-    write_audio(args.out, result.audio, fmt)
-    kept.append(args.out)
-    print(f"audio_out={args.out}")
-    print(f"sample_rate={result.audio.sample_rate}")
-    print(f"duration_s={result.audio.duration:.3f}")
+        print(f"voice_prompt_out={args.voice_prompt_out}", file=info)
+    rate, seconds = output.close(result.audio)
+    if not output.to_stdout:
+        kept.append(args.out)
+    print(f"audio_out={args.out}", file=info)
+    print(f"sample_rate={rate}", file=info)
+    print(f"duration_s={seconds:.3f}", file=info)
     if args.metrics:
         for key, value in result.metrics.as_dict().items():
-            print(f"{key}={value}")
+            print(f"{key}={value}", file=info)
 
 
 def _report_interrupt(args: RunArgs, kept: list[Path]) -> None:
@@ -255,6 +301,8 @@ def _report_interrupt(args: RunArgs, kept: list[Path]) -> None:
         names = chunks[0].name if len(chunks) == 1 else f"{chunks[0].name} to {chunks[-1].name}"
         parts.append(f"kept {len(chunks)} chunk{'s' if len(chunks) > 1 else ''} in {args.out_dir} ({names})")
     parts.extend(f"kept {p}" for p in others)
-    if args.out is not None and args.out not in kept:
+    if args.out is not None and str(args.out) == "-":
+        parts.append("the audio on stdout stops there")
+    elif args.out is not None and args.out not in kept:
         parts.append(f"--out {args.out} was not written")
     print("interrupted: " + ("; ".join(parts) if parts else "nothing was written"), file=sys.stderr)

@@ -87,6 +87,19 @@ class OmniVoiceLoadedModel(LoadedModel):
         return OmniVoicePrompt.load(path, num_codebooks=self.cfg.num_audio_codebook,
                                     codebook_size=self.codec.cfg.codebook_size)
 
+    # -- the codec tool (`audiocpp codec`) ---------------------------------------------------
+    def encode_voice_prompt(self, audio: AudioBuffer, reference_text: str | None,
+                            options: dict[str, Any]) -> OmniVoicePrompt:
+        """What a clone with ``--voice-ref`` prepares (:meth:`OmniVoiceSession.prepare_voice`)."""
+        session = self.create_session(Task.CLONE)
+        with torch.inference_mode():
+            return session.prepare_voice(audio, reference_text or "", bool(options.get("preprocess_prompt", True)))
+
+    def decode_voice_prompt(self, prompt: OmniVoicePrompt) -> AudioBuffer:
+        """The codec's decoding of the prompt's codes, as a clone's tokens are decoded."""
+        session = self.create_session(Task.CLONE)
+        return AudioBuffer(session.decode(prompt.ref_audio_tokens)[0], self.sample_rate)
+
 
 NO_ASR_HINT = ("OmniVoice needs the transcript of the reference audio: pass --reference-text \"...\" "
                "(automatic transcription with Whisper is not available: audiocpp does not download models)")
@@ -114,6 +127,10 @@ class OmniVoiceSession(Session):
                              hint="e.g. --instruct 'female, low pitch, british accent'")
         if self.task is Task.CLONE and request.voice is None and request.voice_prompt is None:
             raise UsageError("task 'clon' needs --voice-ref (with --reference-text) or --voice-prompt")
+        if request.voice_prompt is not None and not request.voice_prompt.ref_text.strip():
+            raise UsageError("the voice prompt has no transcript of its reference audio (OmniVoice needs one)",
+                             hint="encode the reference with its transcript: `audiocpp codec encode REF.wav "
+                             "--reference-text '...' --out voice.prompt`")
 
     # -- reference voice -----------------------------------------------------------------
     def prepare_voice(self, audio: AudioBuffer, ref_text: str, preprocess: bool) -> OmniVoicePrompt:
@@ -139,7 +156,8 @@ class OmniVoiceSession(Session):
             raise UsageError(f"the reference audio is shorter than one codec frame ({hop} samples at {sr} Hz)")
         with torch.inference_mode():
             codes = model.codec.encode(torch.from_numpy(np.ascontiguousarray(wav)).unsqueeze(0))[0]
-        return OmniVoicePrompt(codes, add_punctuation(ref_text) if preprocess else ref_text, rms)
+        return OmniVoicePrompt(codes, add_punctuation(ref_text) if preprocess else ref_text, rms,
+                               sample_rate=sr, frame_rate=float(model.codec.frame_rate))
 
     def _voice(self, request: PreparedRequest, generator: torch.Generator) -> OmniVoicePrompt | None:
         opts = request.options

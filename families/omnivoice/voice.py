@@ -22,12 +22,16 @@ class OmniVoicePrompt:
     ref_text: str
     ref_rms: float
     family: str = "omnivoice"
+    sample_rate: int | None = None  # the codec's rate and frames per second (the engine's prompt keys)
+    frame_rate: float | None = None
 
     def save(self, path: str | Path) -> None:
-        """Write the prompt atomically."""
+        """Write the prompt atomically: upstream's keys plus the engine's (``engine.voice_prompt``)."""
         path = Path(path)
         data = {"format_version": FORMAT_VERSION, "ref_audio_tokens": self.ref_audio_tokens.detach().cpu(),
-                "ref_text": self.ref_text, "ref_rms": float(self.ref_rms)}
+                "ref_text": self.ref_text, "ref_rms": float(self.ref_rms), "family": self.family}
+        if self.sample_rate is not None and self.frame_rate is not None:
+            data.update(sample_rate=int(self.sample_rate), frame_rate=float(self.frame_rate))
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as fh:
@@ -51,6 +55,8 @@ class OmniVoicePrompt:
             raise bad(f"cannot read it ({type(exc).__name__})") from None
         if not isinstance(data, dict) or data.get("format_version") != FORMAT_VERSION:
             raise bad(f"unsupported format version {data.get('format_version') if isinstance(data, dict) else None!r}")
+        if data.get("family", "omnivoice") != "omnivoice":
+            raise bad(f"it was made by {data['family']}")
         codes, text, rms = data.get("ref_audio_tokens"), data.get("ref_text"), data.get("ref_rms")
         if not isinstance(codes, torch.Tensor) or codes.dim() != 2 or codes.shape[0] != num_codebooks:
             raise bad(f"ref_audio_tokens must be a ({num_codebooks}, T) tensor")
@@ -58,4 +64,6 @@ class OmniVoicePrompt:
             raise bad(f"ref_audio_tokens must hold codes in [0, {codebook_size})")
         if not isinstance(text, str) or not isinstance(rms, (int, float)):
             raise bad("ref_text must be a string and ref_rms a number")
-        return cls(codes.to(torch.long), text, float(rms))
+        rate, fps = data.get("sample_rate"), data.get("frame_rate")
+        return cls(codes.to(torch.long), text, float(rms), sample_rate=int(rate) if rate else None,
+                   frame_rate=float(fps) if fps else None)

@@ -102,7 +102,7 @@ def test_unsupported_gguf_version(tmp_path: Path) -> None:
         (["--text", "hi", "--session-option", "toytone.turbo=1"], "no session option"),
         (["--text", "hi", "--task", "sing"], "unknown task"),
         (["--text", "hi", "--mode", "batch"], "unknown mode"),
-        (["--text", "hi", "--format", "mp3"], "--format 'mp3'"),
+        (["--text", "hi", "--format", "m4a"], "--format 'm4a'"),
         (["--text", "hi", "--text-file", "x.txt"], "not both"),
         (["--text", "hi", "--voice-ref", "missing.wav"], "--voice-ref 'missing.wav' does not exist"),
         (["--text", "hi", "--seed", "-1"], "below the minimum 0"),
