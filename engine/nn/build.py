@@ -12,7 +12,7 @@ a module on the meta device and loading it strictly, and one copy of a network p
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 import torch
@@ -88,6 +88,10 @@ class PerDtype(Generic[T]):
 
     def __contains__(self, dtype: torch.dtype) -> bool:
         return dtype in self._items
+
+    def __iter__(self) -> Iterator[torch.dtype]:
+        """The dtypes made so far."""
+        return iter(list(self._items))
 
     def __len__(self) -> int:
         return len(self._items)

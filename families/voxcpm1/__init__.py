@@ -1,10 +1,11 @@
 """The ``voxcpm1`` family plugin (OpenBMB VoxCPM-0.5B and VoxCPM1.5). Light on purpose: model
 code is imported in ``_load``.
 
-VoxCPM1 runs on the VoxCPM2 family's modules, configured by ``config.json`` (architecture
-``voxcpm`` selects the v1 switches of ``voxcpm2.config.Variant``); this package adds the loading
-of every VoxCPM1 layout (``convert``: HF folders, packages, VoxCPM.cpp GGUFs through a tensor
-adapter, ``config``: GGUF metadata -> config) and the v1 request mapping (``session``).
+A variant family: VoxCPM1 runs on the VoxCPM2 family's modules, configured by ``config.json``
+(architecture ``voxcpm`` selects the v1 switches of ``voxcpm2.config.Variant``); this package has
+the variant's subset of the family shape: ``config`` (GGUF metadata -> config), ``weights`` (every
+VoxCPM1 layout: HF folders, packages, VoxCPM.cpp GGUFs through a tensor adapter; ``load_parts``)
+and ``session`` (the v1 request mapping).
 """
 
 from __future__ import annotations
@@ -36,14 +37,13 @@ class VoxCPM1Plugin(FamilyPlugin):
     def _load(self, path: Path | None, options: dict[str, Any]) -> LoadedModel:
         from audiocpp.engine.errors import UsageError
 
-        from .convert import load_parts
-        from .session import VoxCPM1Model
+        from .session import VoxCPM1LoadedModel
+        from .weights import load_parts
 
         if path is None:
             raise UsageError("voxcpm1 needs a model path",
                              hint="pass --model VoxCPM-0.5B/ (or VoxCPM1.5/), a voxcpm1 package or a VoxCPM.cpp .gguf")
-        parts = load_parts(self.spec, path)
-        return VoxCPM1Model(self.spec, path, parts, options)
+        return VoxCPM1LoadedModel(self.spec, path, options, load_parts(path, options, spec=self.spec))
 
 
 plugin = VoxCPM1Plugin()

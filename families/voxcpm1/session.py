@@ -1,4 +1,4 @@
-"""The VoxCPM1 loaded model and session: the VoxCPM2 session with VoxCPM1's request mapping.
+"""The VoxCPM1 loaded model and session: the VoxCPM2 ones with VoxCPM1's request mapping.
 
 Everything numeric (prompt building, the AR loop, decoding, streaming) is the shared VoxCPM code
 configured by ``config.variant`` (V1_VARIANT for architecture ``voxcpm``). What differs here is
@@ -22,10 +22,10 @@ from audiocpp.engine.errors import UsageError
 from audiocpp.engine.session import PreparedRequest, Session
 from audiocpp.engine.tasks import Mode, Task
 from audiocpp.families.voxcpm2.prompt import normalize_text
-from audiocpp.families.voxcpm2.session import VoxCPM2Model, VoxCPM2Session
+from audiocpp.families.voxcpm2.session import VoxCPM2LoadedModel, VoxCPM2Session
 
 
-class VoxCPM1Model(VoxCPM2Model):
+class VoxCPM1LoadedModel(VoxCPM2LoadedModel):
     """The VoxCPM2 loaded model (lazy per-dtype generators) over :class:`VoxCPM1Parts`."""
 
     def _create_session(self, task: Task, mode: Mode, options: dict[str, Any]) -> Session:
@@ -33,7 +33,7 @@ class VoxCPM1Model(VoxCPM2Model):
 
 
 class VoxCPM1Session(VoxCPM2Session):
-    model: VoxCPM1Model
+    model: VoxCPM1LoadedModel
 
     def _validate(self, request: PreparedRequest) -> None:
         o = request.options

@@ -1,11 +1,12 @@
 """The ``voxcpm2`` family plugin. Light on purpose: model code is imported in ``_load``.
 
 Module map (read top to bottom): ``config`` (typed config.json, the v1/v2 ``Variant``
-switches), ``minicpm`` (MiniCPM4 stacks, LongRoPE, static KV cache), ``locenc`` / ``locdit`` /
-``cfm`` (local encoder, local DiT, flow-matching solver), ``fsq`` (FSQ, stop head),
-``audiovae`` (AudioVAE v1/v2, streaming decoder), ``model`` (the generator network),
-``generate`` (AR loop, retries, decoding, streaming), ``prompt`` (tokenizer, prompt layouts),
-``convert`` (tensor adapters, loading), ``session`` (task/option mapping).
+switches), ``model/`` (the generator network ``VoxCPMModel``: ``minicpm`` MiniCPM4 stacks with
+LongRoPE and a static KV cache, ``locenc`` / ``locdit`` / ``cfm`` the local encoder, local DiT
+and flow-matching solver, ``fsq`` FSQ and the stop head), ``codec`` (AudioVAE v1/v2, streaming
+decoder), ``prompt`` (tokenizer, prompt layouts), ``generate`` (AR loop, retries, decoding,
+streaming), ``weights`` (tensor adapters, ``load_parts``), ``session`` (loaded model,
+task/option mapping). The ``voxcpm1`` family is a variant built on these modules.
 """
 
 from __future__ import annotations
@@ -25,13 +26,12 @@ class VoxCPM2Plugin(FamilyPlugin):
     def _load(self, path: Path | None, options: dict[str, Any]) -> LoadedModel:
         from audiocpp.engine.errors import UsageError
 
-        from .convert import load_parts
-        from .session import VoxCPM2Model
+        from .session import VoxCPM2LoadedModel
+        from .weights import load_parts
 
         if path is None:
             raise UsageError("voxcpm2 needs a model path", hint="pass --model VoxCPM2/ or a voxcpm2 .gguf")
-        parts = load_parts(self.spec, path)
-        return VoxCPM2Model(self.spec, path, parts, options)
+        return VoxCPM2LoadedModel(self.spec, path, options, load_parts(path, options, spec=self.spec))
 
 
 plugin = VoxCPM2Plugin()

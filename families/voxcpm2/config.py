@@ -1,7 +1,7 @@
 """Typed configuration of the VoxCPM models, read from upstream's ``config.json``.
 
-One config class serves VoxCPM2 and (later) VoxCPM1/1.5: the architectures share every block
-and differ in a handful of switches collected in :class:`Variant`. ``VoxCPMConfig.from_dict``
+One config class serves VoxCPM2 and VoxCPM1/1.5 (the ``voxcpm1`` family): the architectures
+share every block and differ in a handful of switches collected in :class:`Variant`. ``VoxCPMConfig.from_dict``
 applies upstream's per-architecture defaults (``model/voxcpm2.py`` / ``model/voxcpm.py``
 pydantic models) and derives the sub-transformer configs exactly as upstream deep-copies
 ``lm_config`` (the encoder, residual LM and DiT inherit the KV heads, rope settings, muP,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .audiovae import AudioVAE, StreamingDecoder
+from .codec import AudioVAE, StreamingDecoder
 from .model import VoxCPMModel
 
 

@@ -28,49 +28,48 @@ import torch
 
 from audiocpp.engine.errors import UsageError
 from audiocpp.engine.model import LoadedModel
+from audiocpp.engine.nn.build import PerDtype, torch_dtype
 from audiocpp.engine.records import AudioBuffer
 from audiocpp.engine.session import PreparedRequest, Session, Synthesis
 from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.tasks import Mode, Task
 
-from .convert import LoadedParts
 from .generate import DecodeOptions, VoxCPMGenerator
 from .prompt import PromptBuilder, design_text, normalize_text
+from .weights import VoxCPM2Parts
 
 _DESCRIPTION = re.compile(r"^\s*\(([^()]*)\)")
-COMPUTE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-class VoxCPM2Model(LoadedModel):
-    def __init__(self, spec: ModelSpec, path: Path, parts: LoadedParts, load_options: dict[str, Any]) -> None:
+class VoxCPM2LoadedModel(LoadedModel):
+    def __init__(self, spec: ModelSpec, path: Path, load_options: dict[str, Any], parts: VoxCPM2Parts) -> None:
         super().__init__(spec, path, load_options)
         self.parts = parts
         self.config = parts.config
         self.sample_rate = parts.config.sample_rate
         packed = self.load_options.get("packed_linear")
         self.packed_linear = True if packed is None else bool(packed)
-        self._generators: dict[torch.dtype, VoxCPMGenerator] = {}
+        self._generators = PerDtype(self._make_generator)
 
     def generator_for(self, dtype: torch.dtype) -> VoxCPMGenerator:
         """The AR loop computing in ``dtype``; its weights are loaded in that dtype on first use
         (a bfloat16-only user never holds a float32 copy), on oneDNN-packed linears unless the
         load option ``packed_linear`` is false."""
-        gen = self._generators.get(dtype)
-        if gen is None:
-            gen = VoxCPMGenerator(self.parts.build_model(dtype, packed=self.packed_linear), self.parts.vae)
-            self._generators[dtype] = gen
-        return gen
+        return self._generators.get(dtype)
+
+    def _make_generator(self, dtype: torch.dtype) -> VoxCPMGenerator:
+        return VoxCPMGenerator(self.parts.build_model(dtype, packed=self.packed_linear), self.parts.codec)
 
     def _create_session(self, task: Task, mode: Mode, options: dict[str, Any]) -> Session:
         return VoxCPM2Session(self, task, mode, options)
 
 
 class VoxCPM2Session(Session):
-    model: VoxCPM2Model
+    model: VoxCPM2LoadedModel
 
-    def __init__(self, model: VoxCPM2Model, task: Task, mode: Mode, options: dict[str, Any]) -> None:
+    def __init__(self, model: VoxCPM2LoadedModel, task: Task, mode: Mode, options: dict[str, Any]) -> None:
         super().__init__(model, task, mode, options)
-        self.dtype = COMPUTE_DTYPES[options.get("compute_dtype") or "float32"]
+        self.dtype = torch_dtype(options.get("compute_dtype"))
         self.generator = model.generator_for(self.dtype)
         cfg = model.config
         self.builder = PromptBuilder(model.parts.tokenizer, cfg.patch_size, cfg.audio_vae.latent_dim,
@@ -111,7 +110,7 @@ class VoxCPM2Session(Session):
     def _encode_now(self, audio: AudioBuffer, padding: str) -> torch.Tensor:
         from .prompt import encode_prompt_audio
 
-        vae = self.model.parts.vae
+        vae = self.model.parts.codec
         samples = audio.samples
         if audio.sample_rate != vae.sample_rate:
             from audiocpp.engine.audio.resample import resample

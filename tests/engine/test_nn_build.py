@@ -117,4 +117,4 @@ def test_per_dtype_makes_each_once() -> None:
     for t in threads:
         t.join()
     assert made == [torch.bfloat16] and len({id(r) for r in results}) == 1
-    assert torch.bfloat16 in cache and len(cache) == 2
+    assert torch.bfloat16 in cache and len(cache) == 2 and set(cache) == {torch.float32, torch.bfloat16}

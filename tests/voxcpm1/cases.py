@@ -9,8 +9,6 @@ so neither side resamples (the reference env's torchaudio stand-in refuses to).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,17 +25,6 @@ MIN_COSINE = 0.99999
 RATES = {"tiny_05b": 16000, "tiny_15": 44100}
 SEEDS = {"tiny_05b": 99, "tiny_15": 74}
 STOP_TIE = 0.01  # near-tie stop head: the stop step is exercised (tools/voxcpm1/checkpoint.py)
-
-
-def tool(name: str):
-    """Import ``tools/voxcpm1/<name>.py`` (tools/ is not a package on the path)."""
-    if str(REPO / "tools") not in sys.path:
-        sys.path.insert(0, str(REPO / "tools"))
-    spec = importlib.util.spec_from_file_location(f"voxcpm1_tools_{name}", REPO / "tools" / "voxcpm1" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
 
 
 @dataclass(frozen=True)
@@ -134,7 +121,8 @@ def write_audio(root: Path) -> dict[str, Path]:
 
 
 def write_checkpoints(root: Path) -> dict[str, Path]:
-    ck = tool("checkpoint")
+    from tools.voxcpm1 import checkpoint as ck
+
     return {
         "tiny_05b": ck.write_v1_checkpoint(root / "tiny_05b", ck.TINY_05B, seed=SEEDS["tiny_05b"], weights="bin",
                                            stop_tie=STOP_TIE),

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from tests.support import REPO, one_torch_thread, run_reference
+from tools.voxcpm1 import convert_voxcpm_cpp as converter
 
-from .cases import reference_cases, tool, write_audio, write_checkpoints
+from .cases import reference_cases, write_audio, write_checkpoints
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +36,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory, checkpoints: dict[str, P
             "threads": 1}
     spec_path = root / "cases.json"
     spec_path.write_text(json.dumps(spec), encoding="utf-8")
-    summary = run_reference("voxcpm", REPO / "tools" / "voxcpm" / "reference_v2.py", spec_path, root / "out")
+    summary = run_reference("voxcpm", REPO / "tools" / "voxcpm2" / "reference.py", spec_path, root / "out")
     results: dict[str, Any] = {name: dict(np.load(root / "out" / f"{name}.npz")) for name in summary["cases"]}
     results["_summary"] = summary
     return results
@@ -61,7 +62,6 @@ def loaded(checkpoints: dict[str, Path]):
 @pytest.fixture(scope="session")
 def cpp_gguf(tmp_path_factory: pytest.TempPathFactory, checkpoints: dict[str, Path]):
     """``cpp_gguf(checkpoint, **converter options)``: the checkpoint as a VoxCPM.cpp GGUF (cached)."""
-    converter = tool("convert_voxcpm_cpp")
     root = tmp_path_factory.mktemp("voxcpm1-cpp")
     cache: dict[str, Path] = {}
 

@@ -98,9 +98,9 @@ def test_layouts_load_to_identical_outputs(ck: str, checkpoints, packages, cpp_g
 def test_folded_vae_weights_load_bit_exactly(ck: str, loaded, cpp_gguf) -> None:
     """VoxCPM.cpp's folded convs load into the same plain convolutions our folder path folds
     into: every VAE tensor equal, so the VAE computes identically (no synthesized tensors)."""
-    ours = loaded(ck).parts.vae.state_dict()
+    ours = loaded(ck).parts.codec.state_dict()
     for path in (cpp_gguf(ck), cpp_gguf(ck, conv_layout="2d")):
-        cpp = loaded(path).parts.vae.state_dict()
+        cpp = loaded(path).parts.codec.state_dict()
         assert ours.keys() == cpp.keys()
         for name, tensor in ours.items():
             assert torch.equal(tensor, cpp[name]), name
@@ -183,7 +183,7 @@ def test_voxcpm2_checkpoint_is_refused(checkpoints, tmp_path: Path) -> None:
 
 
 def test_missing_tensor_in_a_voxcpm_cpp_gguf_is_named(checkpoints, tmp_path: Path) -> None:
-    from tests.voxcpm1.cases import tool
+    from tools.voxcpm1.convert_voxcpm_cpp import convert
 
     broken = tmp_path / "broken"
     shutil.copytree(checkpoints["tiny_05b"], broken)
@@ -192,7 +192,7 @@ def test_missing_tensor_in_a_voxcpm_cpp_gguf_is_named(checkpoints, tmp_path: Pat
     torch.save({"state_dict": state}, broken / "pytorch_model.bin")
     with pytest.raises(ModelError, match=r"residual_lm\.layers\.1\.mlp\.up_proj\.weight"):
         plugin.load(broken)
-    path = tool("convert_voxcpm_cpp").convert(broken, tmp_path / "broken.gguf")
+    path = convert(broken, tmp_path / "broken.gguf")
     with pytest.raises(ModelError, match=r"residual_lm\.layers\.1\.mlp\.up_proj\.weight"):
         plugin.load(path)
 

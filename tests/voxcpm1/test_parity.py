@@ -70,7 +70,7 @@ def test_context_patches_count_in_the_bad_case_ratio(reference) -> None:
 def test_vae_matches_upstream(ck: str, wav: str, reference, loaded, audio_files) -> None:
     import soundfile as sf
 
-    vae = loaded(ck).parts.vae
+    vae = loaded(ck).parts.codec
     audio, rate = sf.read(audio_files[wav], dtype="float32")
     assert rate == vae.sample_rate
     ref = reference[f"{ck}__vae"]

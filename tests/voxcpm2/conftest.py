@@ -3,9 +3,7 @@ our loaded models, and one upstream reference run for every parity case."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,23 +16,14 @@ from tests.support import REPO, one_torch_thread, run_reference, voice_like_sign
 
 from .cases import BF16_CASES, CASES, TOKENIZER_TEXTS, V1_CASES
 
-TOOLS = REPO / "tools" / "voxcpm"
-
-
-def _tool(name: str):
-    """Import ``tools/voxcpm/<name>.py`` (tools/ is not a package on the path)."""
-    if str(REPO / "tools") not in sys.path:
-        sys.path.insert(0, str(REPO / "tools"))
-    spec = importlib.util.spec_from_file_location(f"voxcpm_tools_{name}", TOOLS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+TOOLS = REPO / "tools" / "voxcpm2"
 
 
 @pytest.fixture(scope="session")
 def checkpoint_tool():
-    return _tool("checkpoint")
+    from tools.voxcpm2 import checkpoint
+
+    return checkpoint
 
 
 @pytest.fixture(scope="session")
@@ -87,7 +76,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory, checkpoints: dict[str, P
     spec = {"checkpoints": {k: str(v) for k, v in checkpoints.items()}, "cases": cases, "threads": 1}
     spec_path = root / "cases.json"
     spec_path.write_text(json.dumps(spec), encoding="utf-8")
-    summary = run_reference("voxcpm", TOOLS / "reference_v2.py", spec_path, root / "out")
+    summary = run_reference("voxcpm", TOOLS / "reference.py", spec_path, root / "out")
     results = {name: dict(np.load(root / "out" / f"{name}.npz")) for name in summary["cases"]}
     results["_summary"] = summary
     return results
@@ -108,11 +97,11 @@ def loaded(checkpoints: dict[str, Path]):
                 cache[name] = plugin.load(checkpoints[base], {"packed_linear": False})
             elif name == "tiny_v1":
                 # No voxcpm1 plugin here: the voxcpm2 model classes on a v1 config.
-                from audiocpp.families.voxcpm2.convert import load_parts
-                from audiocpp.families.voxcpm2.session import VoxCPM2Model
+                from audiocpp.families.voxcpm2.session import VoxCPM2LoadedModel
+                from audiocpp.families.voxcpm2.weights import load_parts
 
-                parts = load_parts(plugin.spec, checkpoints[name], expect_architecture="voxcpm")
-                cache[name] = VoxCPM2Model(plugin.spec, checkpoints[name], parts, {})
+                parts = load_parts(checkpoints[name], expect_architecture="voxcpm")
+                cache[name] = VoxCPM2LoadedModel(plugin.spec, checkpoints[name], {}, parts)
             else:
                 cache[name] = plugin.load(checkpoints[name])
         return cache[name]

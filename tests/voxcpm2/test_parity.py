@@ -104,7 +104,7 @@ def test_streaming_concatenation_equals_offline(name: str, loaded, audio_files) 
 def test_vae_encode_decode_matches_upstream(reference, loaded, audio_files) -> None:
     import soundfile as sf
 
-    vae = loaded("tiny").parts.vae
+    vae = loaded("tiny").parts.codec
     audio, rate = sf.read(audio_files["vae"], dtype="float32")
     assert rate == vae.sample_rate
     ref = reference["vae"]

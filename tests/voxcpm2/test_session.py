@@ -92,7 +92,7 @@ def test_reference_latents_are_cached_by_content(loaded, audio_files: dict[str, 
 
 
 def test_prompt_padding_is_left_and_reference_padding_right(loaded, audio_files: dict[str, Path]) -> None:
-    vae = loaded("tiny").parts.vae
+    vae = loaded("tiny").parts.codec
     audio = torch.from_numpy(read_audio(audio_files["prompt"]).samples)
     patch_len = 4 * vae.chunk_size
     pad = patch_len - len(audio) % patch_len

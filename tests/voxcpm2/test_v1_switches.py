@@ -1,6 +1,6 @@
 """The VoxCPM1 switches of the shared VoxCPM modules against upstream ``VoxCPMModel`` (v1/1.5).
 
-A tiny v1 checkpoint (tools/voxcpm/checkpoint.py TINY_V1) runs through the voxcpm2 classes
+A tiny v1 checkpoint (tools/voxcpm2/checkpoint.py TINY_V1) runs through the voxcpm2 classes
 configured by ``config.json`` (architecture ``voxcpm``): addition fusion, summed DiT
 conditioning, muP, the residual LM with rope, AudioVAE v1 (v1 causal padding, no sample-rate
 conditioning), v1 prompt trimming and the stateless 3-patch streaming window. Upstream v1's
@@ -49,7 +49,7 @@ def test_v1_generate_matches_upstream(name: str, reference, loaded, audio_files)
 def test_v1_vae_matches_upstream(reference, loaded, audio_files) -> None:
     import soundfile as sf
 
-    vae = loaded("tiny_v1").parts.vae
+    vae = loaded("tiny_v1").parts.codec
     audio, _ = sf.read(audio_files["vae"], dtype="float32")
     ref = reference["v1_vae"]
     z = vae.encode(torch.from_numpy(audio).reshape(1, 1, -1))

@@ -6,7 +6,7 @@
   AudioVAE 44.1 kHz, odd strides [2,3,6,7,7] / [7,7,6,3,2], depthwise.
 
 Both carry ``config.json`` (architecture ``voxcpm``) and the tiny tokenizer files. Tensor names,
-shapes and values come from tools/voxcpm/checkpoint.py (our modules on the meta device, values
+shapes and values come from tools/voxcpm2/checkpoint.py (our modules on the meta device, values
 scaled like PyTorch's initialisation, constants perturbed, weight-norm pairs for the VAE).
 
     python tools/voxcpm1/checkpoint.py OUT_DIR [--size tiny_05b|tiny_15|real_05b] [--dtype float32|bfloat16]
@@ -22,11 +22,11 @@ from typing import Any
 
 import torch
 
-HERE = Path(__file__).resolve().parent
-if str(HERE.parent) not in sys.path:
-    sys.path.insert(0, str(HERE.parent))
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # run as a script: tools/ is a package of the repository root
+    sys.path.insert(0, str(REPO))
 
-from voxcpm.checkpoint import TINY_V1, write_checkpoint  # noqa: E402
+from tools.voxcpm2.checkpoint import TINY_V1, write_checkpoint  # noqa: E402
 
 # 0.5B style: the tiny v1 network of the VoxCPM2 tests (muP, patch 2, residual LM with rope,
 # AudioVAE v1 with the odd stride 5 that separates v1 from v2 causal padding), 16 kHz.

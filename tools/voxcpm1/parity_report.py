@@ -17,10 +17,8 @@ import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tools"))
-
-from voxcpm.upstream import run_upstream_cases  # noqa: E402
+if str(REPO) not in sys.path:  # run as a script: tools/ and tests/ are packages of the repository root
+    sys.path.insert(0, str(REPO))
 
 from tests.voxcpm1.cases import (  # noqa: E402
     CASES,
@@ -31,6 +29,7 @@ from tests.voxcpm1.cases import (  # noqa: E402
     write_audio,
     write_checkpoints,
 )
+from tools.voxcpm2.parity_report import run_upstream  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
@@ -39,8 +38,7 @@ def main(argv: list[str]) -> int:
     ckpts = write_checkpoints(root / "ckpt")
     audio = write_audio(root / "audio")
     spec = {"checkpoints": {k: str(v) for k, v in ckpts.items()}, "cases": reference_cases(audio), "threads": 1}
-    if not run_upstream_cases(root, spec):
-        return 1
+    run_upstream(root, spec)
     torch.set_num_threads(1)
     from audiocpp.families.voxcpm1 import plugin
 
@@ -59,7 +57,7 @@ def main(argv: list[str]) -> int:
         import soundfile as sf
 
         ref = dict(np.load(root / "out" / f"{name}__vae.npz"))
-        vae = models[name, True].parts.vae
+        vae = models[name, True].parts.codec
         samples, _ = sf.read(audio[wav], dtype="float32")
         z = vae.encode(torch.from_numpy(samples).reshape(1, 1, -1))[0].numpy()
         y = vae.decode(torch.from_numpy(ref["latents"]).unsqueeze(0))[0, 0].numpy()
@@ -73,9 +71,8 @@ def load_paths(root: Path, ckpts: dict[str, Path], audio: dict[str, Path], model
     """Each layout of the same weights against the folder: max latent difference, audio cosine."""
     from audiocpp.engine.packaging.cli import package_from_cli
     from audiocpp.families.voxcpm1 import plugin
-    from tests.voxcpm1.cases import CASE_BY_NAME, tool
-
-    convert = tool("convert_voxcpm_cpp").convert
+    from tests.voxcpm1.cases import CASE_BY_NAME
+    from tools.voxcpm1.convert_voxcpm_cpp import convert
     print(f"\n{'variant':9s} {'layout':34s} {'case':16s} {'patches':>8s} {'latent diff':>12s} {'audio cos':>11s}")
     for ck, path in ckpts.items():
         layouts: dict[str, tuple[Path, dict]] = {}

@@ -1,4 +1,6 @@
-"""The VoxCPM generator network (everything but the AudioVAE), named as upstream.
+"""The VoxCPM generator network (everything but the AudioVAE, which is ``codec.py``), named as
+upstream; its parts are the modules of this package (``minicpm``, ``locenc``, ``locdit``,
+``cfm``, ``fsq``).
 
 State-dict names equal upstream's ``VoxCPM2Model`` / ``VoxCPMModel`` minus the ``audio_vae.``
 tensors (which live in their own namespace): ``base_lm``, ``residual_lm``, ``feat_encoder``,
@@ -16,8 +18,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..config import VoxCPMConfig
 from .cfm import UnifiedCFM
-from .config import VoxCPMConfig
 from .fsq import ScalarQuantizationLayer, stop_logits
 from .locdit import LocDiT
 from .locenc import LocEnc

@@ -12,6 +12,13 @@ sample-rate conditioning in front of every decoder block (``scale_bias``, ``add`
 Streaming decode (v2's ``StreamingVAEDecoder``): every causal conv keeps the last ``pad`` input
 samples and every transposed conv the last ``(k-1)//stride`` input frames, so decoding patch by
 patch gives the offline output.
+
+Private, not ``engine.nn.dac``: upstream's convs are the modules themselves (``block.1.weight``)
+where the engine nests them (``.conv.weight``), so every layout would need renames; v1 left-pads
+a strided conv by ``2 * ceil(stride / 2)`` (not ``kernel - stride``: they differ for odd
+strides), upstream never right-pads a strided conv (the engine's ``CausalConv1d`` does, which
+gives one more frame when the length is not a multiple of the stride), and the residual units
+may be depthwise (``groups``), which the engine's ``ResidualUnit`` is not.
 """
 
 from __future__ import annotations

@@ -3,11 +3,12 @@ counts, the attempts and the audio cosine, with our default kernels and with
 the load option ``packed_linear=false``. The same cases as tests/voxcpm2 (tests/voxcpm2/cases.py); the tests
 assert the bounds, this prints the numbers.
 
-    .venv/bin/python tools/voxcpm/parity_report.py [WORKDIR]
+    .venv/bin/python tools/voxcpm2/parity_report.py [WORKDIR]
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -17,18 +18,23 @@ import soundfile as sf
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tools"))
+if str(REPO) not in sys.path:  # run as a script: tools/ and tests/ are packages of the repository root
+    sys.path.insert(0, str(REPO))
 
-from tests.support import voice_like_signal  # noqa: E402
+from tests.support import run_reference, voice_like_signal  # noqa: E402
 from tests.voxcpm2.cases import BF16_CASES, CASES, V1_CASES  # noqa: E402
-from voxcpm.checkpoint import TINY_V1, TINY_V2, TINY_V2_MUP, write_checkpoint  # noqa: E402
-from voxcpm.upstream import run_upstream_cases  # noqa: E402
+from tools.voxcpm2.checkpoint import TINY_V1, TINY_V2, TINY_V2_MUP, write_checkpoint  # noqa: E402
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def run_upstream(root: Path, spec: dict) -> dict:
+    """Upstream's results for ``spec`` (reference.py in .ref-envs/voxcpm) under ``root/out``."""
+    (root / "cases.json").write_text(json.dumps(spec), encoding="utf-8")
+    return run_reference("voxcpm", Path(__file__).with_name("reference.py"), root / "cases.json", root / "out")
 
 
 def main(argv: list[str]) -> int:
@@ -48,20 +54,20 @@ def main(argv: list[str]) -> int:
     spec = {"checkpoints": {k: str(v) for k, v in ckpts.items()}, "threads": 1,
             "cases": [{"name": c.name, "checkpoint": c.checkpoint, "kind": "generate", "seed": c.seed,
                        "streaming": c.streaming, "args": c.upstream_args(audio)} for c in cases]}
-    if not run_upstream_cases(root, spec):
-        return 1
+    run_upstream(root, spec)
     torch.set_num_threads(1)
     from audiocpp.engine.records import TaskRequest, VoiceReference
     from audiocpp.families.voxcpm2 import plugin
-    from audiocpp.families.voxcpm2.convert import load_parts
-    from audiocpp.families.voxcpm2.session import VoxCPM2Model
+    from audiocpp.families.voxcpm2.session import VoxCPM2LoadedModel
+    from audiocpp.families.voxcpm2.weights import load_parts
 
     models = {}
     for name, path in ckpts.items():
         for packed in (True, False):
             if name == "tiny_v1":
-                parts = load_parts(plugin.spec, path, expect_architecture="voxcpm")
-                models[name, packed] = VoxCPM2Model(plugin.spec, path, parts, {"packed_linear": packed})
+                options = {"packed_linear": packed}
+                parts = load_parts(path, options, expect_architecture="voxcpm")
+                models[name, packed] = VoxCPM2LoadedModel(plugin.spec, path, options, parts)
             else:
                 models[name, packed] = plugin.load(path, {"packed_linear": packed})
     print(f"{'case':20s} {'patches':>9s} {'attempts':>8s} {'latent diff':>12s} {'(unpacked)':>11s} {'audio cos':>12s}")

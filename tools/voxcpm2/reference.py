@@ -2,7 +2,7 @@
 
 Runs inside ``.ref-envs/voxcpm`` (tools/reference_envs/voxcpm.sh), never in the project venv:
 
-    .ref-envs/voxcpm/bin/python tools/voxcpm/reference_v2.py CASES.json OUT_DIR
+    .ref-envs/voxcpm/bin/python tools/voxcpm2/reference.py CASES.json OUT_DIR
 
 ``CASES.json``: ``{"checkpoints": {name: dir}, "cases": [{"name", "checkpoint", "kind", ...}]}``.
 Kinds: ``generate`` (``VoxCPM.generate`` with the case's arguments, under

@@ -1,4 +1,4 @@
-"""Weights: tensor adapters and loading for every layout of a VoxCPM2 model.
+"""Weights: tensor adapters and loading (:func:`load_parts`) for every layout of a VoxCPM2 model.
 
 Layouts (all resolved by the spec's ``sources``):
 
@@ -11,8 +11,8 @@ Layouts (all resolved by the spec's ``sources``):
 Both need one adapter: the AudioVAE's ``*.weight_g`` / ``*.weight_v`` pairs fold into the
 ``*.weight`` our convolutions hold (``w = g * v / ||v||`` over dim 0, what upstream's
 ``weight_norm`` hook computes before every call). A layout with the VAE already folded passes
-through unchanged. Seam for VoxCPM1: VoxCPM.cpp GGUFs (``blk.N.attn_q`` names, folded VAE under
-``audio_vae.``) need a rename table here (``voxcpm1`` family, its own adapter list).
+through unchanged. The voxcpm1 variant (``families/voxcpm1/weights.py``) subclasses
+:class:`VoxCPM2Parts` to add VoxCPM.cpp's GGUF layout.
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ import gc
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from audiocpp.engine.errors import ModelError
+from audiocpp.engine.nn.build import build_on_meta, load_on_meta
 from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.weights import (
     FoldWeightNorm,
@@ -33,11 +35,10 @@ from audiocpp.engine.weights import (
     TensorSource,
     adapt,
     check_module_weights,
-    load_module_weights,
     resolve_weights,
 )
 
-from .audiovae import AudioVAE
+from .codec import AudioVAE
 from .config import VoxCPMConfig
 from .model import VoxCPMModel
 from .prompt import VoxCPMTokenizer
@@ -59,12 +60,12 @@ def vae_adapters(cfg: VoxCPMConfig) -> list[Op]:
 
 
 @dataclass
-class LoadedParts:
-    """A loaded model: the AudioVAE and tokenizer ready, the generator weights checked; the
-    generator itself is loaded per compute dtype on first use (:meth:`build_model`)."""
+class VoxCPM2Parts:
+    """A loaded model: the AudioVAE (the codec) and tokenizer ready, the generator weights
+    checked; the generator itself is loaded per compute dtype on first use (:meth:`build_model`)."""
 
     config: VoxCPMConfig
-    vae: AudioVAE
+    codec: AudioVAE
     tokenizer: VoxCPMTokenizer
     spec: ModelSpec
     path: Path
@@ -79,10 +80,8 @@ class LoadedParts:
         against upstream run in float32), its linear layers on oneDNN-packed weights if
         ``packed``. The weights file is opened for this and unmapped after, unless parameters
         still view it (a bf16 checkpoint loaded in bf16 without packing: zero-copy)."""
-        with torch.device("meta"):
-            model = VoxCPMModel(self.config)
-        load_module_weights(model, self.model_source(), dtype=dtype, what="VoxCPM2 generator")
-        _materialize(model, dtype)
+        model = load_on_meta(lambda: VoxCPMModel(self.config), self.model_source(), dtype=dtype,
+                             what="VoxCPM2 generator")
         if packed:
             from audiocpp.engine.nn.packed_linear import pack_linears
 
@@ -101,9 +100,14 @@ def read_config(path: Path) -> VoxCPMConfig:
     return VoxCPMConfig.from_dict(raw, where=str(path))
 
 
-def load_parts(spec: ModelSpec, path: Path, *, expect_architecture: str = "voxcpm2") -> LoadedParts:
+def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: ModelSpec | None = None,
+               expect_architecture: str = "voxcpm2") -> VoxCPM2Parts:
     """Resolve ``path`` with the spec, load the AudioVAE (float32, as upstream keeps it) and the
     tokenizer, and check the generator weights strictly (names and shapes) without loading them."""
+    if spec is None:
+        from . import plugin
+
+        spec = plugin.spec
     resolved = resolve_weights(spec, path)
     cfg = read_config(resolved.file("config"))
     if cfg.architecture != expect_architecture:
@@ -112,22 +116,8 @@ def load_parts(spec: ModelSpec, path: Path, *, expect_architecture: str = "voxcp
             hint="VoxCPM1/1.5 checkpoints (architecture 'voxcpm') belong to --family voxcpm1",
         )
     tokenizer = VoxCPMTokenizer.from_file(resolved.file("tokenizer_json"))
-    with torch.device("meta"):
-        model = VoxCPMModel(cfg)
-        vae = AudioVAE(cfg.audio_vae)
     model_src: TensorSource = adapt(resolved.namespace("weights"), lm_adapters(cfg))
-    check_module_weights(model, model_src, what="VoxCPM2 generator")
+    check_module_weights(build_on_meta(lambda: VoxCPMModel(cfg)), model_src, what="VoxCPM2 generator")
     vae_src: TensorSource = adapt(resolved.namespace("audiovae_weights"), vae_adapters(cfg))
-    load_module_weights(vae, vae_src, dtype=torch.float32, what="AudioVAE")
-    _materialize(vae, torch.float32)
-    return LoadedParts(cfg, vae.eval(), tokenizer, spec, Path(path), resolved.source_id, resolved.layout)
-
-
-def _materialize(module: torch.nn.Module, dtype: torch.dtype) -> None:
-    """Loading replaced every meta parameter; check none is left and floats have ``dtype``."""
-    for name, tensor in list(module.named_parameters()) + list(module.named_buffers()):
-        if tensor.device.type == "meta":
-            raise ModelError(f"tensor {name!r} was not loaded")
-    for p in module.parameters():
-        if p.is_floating_point() and p.dtype != dtype:
-            p.data = p.data.to(dtype)
+    vae = load_on_meta(lambda: AudioVAE(cfg.audio_vae), vae_src, dtype=torch.float32, what="AudioVAE")
+    return VoxCPM2Parts(cfg, vae.eval(), tokenizer, spec, Path(path), resolved.source_id, resolved.layout)

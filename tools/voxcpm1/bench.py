@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """VoxCPM1 benchmark: ours against upstream (PyPI voxcpm 2.0.3) in the same run, at VoxCPM-0.5B size.
 
     python tools/bench.py voxcpm1 [--patches 8] [--repeats 3] [--rounds 2] [--threads 1] [--dtypes float32,bfloat16]
@@ -7,7 +6,7 @@ A checkpoint of VoxCPM-0.5B's dimensions with random weights (24+6 LM layers of 
 encoder / DiT 4 layers of 1024, patch 2, AudioVAE 16 kHz; tools/voxcpm1/checkpoint.py REAL_05B)
 is built once, in bf16 as ``pytorch_model.bin`` like the real one, under ``$AUDIOCPP_BENCH_DIR``
 (default ``~/.cache/audiocpp-bench``; about 1.4 GB). Each side runs in its own process
-(tools/voxcpm/bench_worker.py, shared with the VoxCPM2 benchmark): load, one warm-up, then
+(tools/voxcpm2/bench_worker.py, shared with the VoxCPM2 benchmark): load, one warm-up, then
 ``--repeats`` offline runs of one fixed sentence generating exactly ``--patches`` patches
 (80 ms of audio each; random weights never stop on their own) and ``--repeats`` streaming runs
 (time to first audio). ``--rounds`` alternates upstream and ours processes that many times, so a
@@ -27,9 +26,7 @@ import argparse
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tools"))
-from voxcpm.bench_common import TEXT, bench_dir, dtype_folders, run_settings  # noqa: E402
+from tools.voxcpm2.bench_common import TEXT, bench_dir, dtype_folders, run_settings
 
 
 def ensure_checkpoint(root: Path) -> dict[str, Path]:
@@ -37,15 +34,11 @@ def ensure_checkpoint(root: Path) -> dict[str, Path]:
     base = root / "voxcpm1-0.5b-real"
     if not (base / "config.json").is_file() or not (base / "audiovae.pth").is_file():
         print(f"building the VoxCPM-0.5B-sized random checkpoint in {base} (once; ~1.4 GB)...", file=sys.stderr)
-        import importlib.util
-
         import torch
 
-        spec = importlib.util.spec_from_file_location("voxcpm1_checkpoint", REPO / "tools" / "voxcpm1" / "checkpoint.py")
-        module = importlib.util.module_from_spec(spec)
-        assert spec.loader is not None
-        spec.loader.exec_module(module)
-        module.write_v1_checkpoint(base, module.REAL_05B, seed=2025, weights="bin", dtype=torch.bfloat16)
+        from tools.voxcpm1.checkpoint import REAL_05B, write_v1_checkpoint
+
+        write_v1_checkpoint(base, REAL_05B, seed=2025, weights="bin", dtype=torch.bfloat16)
     return dtype_folders(base)
 
 
@@ -70,20 +63,15 @@ def main(argv: list[str]) -> int:
 
 
 def drift(folder: Path, root: Path, args: argparse.Namespace) -> int:
-    import importlib.util
-
     import numpy as np
     import torch
 
     from audiocpp.engine.packaging.cli import package_from_cli
     from audiocpp.engine.records import TaskRequest
     from audiocpp.families.voxcpm1 import plugin
+    from tools.voxcpm1 import convert_voxcpm_cpp as converter
 
     torch.set_num_threads(int(args.threads.split(",")[0]))
-    spec = importlib.util.spec_from_file_location("voxcpm1_convert", REPO / "tools" / "voxcpm1" / "convert_voxcpm_cpp.py")
-    converter = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(converter)
     paths: dict[str, tuple[Path, str]] = {}
     for kind in ("q8_0", "bf16"):
         out = root / f"voxcpm1-0.5b-real-{kind}.gguf"

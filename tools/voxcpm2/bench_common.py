@@ -1,5 +1,5 @@
 """What the VoxCPM1 and VoxCPM2 benchmarks share: the checkpoint folders per compute dtype,
-running tools/voxcpm/bench_worker.py for one side, pooling its timings and printing a row."""
+running tools/voxcpm2/bench_worker.py for one side, pooling its timings and printing a row."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-WORKER = REPO / "tools" / "voxcpm" / "bench_worker.py"
+WORKER = Path(__file__).resolve().with_name("bench_worker.py")
 OURS_PY = REPO / ".venv" / "bin" / "python"
 UPSTREAM_PY = REPO / ".ref-envs" / "voxcpm" / "bin" / "python"
 TEXT = "The quick brown fox jumps over the lazy dog."

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import MiniCPMConfig
+from ..config import MiniCPMConfig
 from .minicpm import MiniCPMModel
 
 

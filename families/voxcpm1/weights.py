@@ -25,10 +25,12 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from audiocpp.engine.errors import ModelError
+from audiocpp.engine.nn.build import build_on_meta, load_on_meta
 from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.weights import (
     Op,
@@ -38,14 +40,13 @@ from audiocpp.engine.weights import (
     TensorSource,
     adapt,
     check_module_weights,
-    load_module_weights,
     resolve_weights,
 )
-from audiocpp.families.voxcpm2.audiovae import AudioVAE
+from audiocpp.families.voxcpm2.codec import AudioVAE
 from audiocpp.families.voxcpm2.config import VoxCPMConfig
-from audiocpp.families.voxcpm2.convert import LoadedParts, read_config, vae_adapters
 from audiocpp.families.voxcpm2.model import VoxCPMModel
 from audiocpp.families.voxcpm2.prompt import VoxCPMTokenizer
+from audiocpp.families.voxcpm2.weights import VoxCPM2Parts, read_config, vae_adapters
 
 from .config import config_from_gguf
 
@@ -133,13 +134,11 @@ def vae_source(resolved: ResolvedWeights, cfg: VoxCPMConfig, module: torch.nn.Mo
 
 
 @dataclass
-class VoxCPM1Parts(LoadedParts):
-    """:class:`LoadedParts` whose generator weights go through the VoxCPM1 adapters."""
+class VoxCPM1Parts(VoxCPM2Parts):
+    """:class:`VoxCPM2Parts` whose generator weights go through the VoxCPM1 adapters."""
 
     def model_source(self) -> TensorSource:
-        with torch.device("meta"):
-            shapes = VoxCPMModel(self.config)
-        return lm_source(resolve_weights(self.spec, self.path), shapes)
+        return lm_source(resolve_weights(self.spec, self.path), build_on_meta(lambda: VoxCPMModel(self.config)))
 
 
 def _config(resolved: ResolvedWeights) -> VoxCPMConfig:
@@ -156,24 +155,31 @@ def _tokenizer(resolved: ResolvedWeights) -> VoxCPMTokenizer:
     return VoxCPMTokenizer.from_file(resolved.file("tokenizer_json"))
 
 
-def load_parts(spec: ModelSpec, path: Path) -> VoxCPM1Parts:
+def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: ModelSpec | None = None) -> VoxCPM1Parts:
     """Resolve ``path``, read its config and tokenizer, load the AudioVAE (float32, as upstream)
     and check the generator weights strictly (names and shapes) without loading them."""
+    if spec is None:
+        from . import plugin
+
+        spec = plugin.spec
     resolved = resolve_weights(spec, path)
     cfg = _config(resolved)
+    if cfg.architecture != "voxcpm" and resolved.source_id == CPP_SOURCE:
+        raise ModelError(  # VoxCPM.cpp's converter also writes VoxCPM2 checkpoints in this layout
+            f"{path} is a VoxCPM.cpp GGUF of a {cfg.architecture!r} model; audiocpp reads VoxCPM.cpp GGUFs of "
+            "VoxCPM1/1.5 only",
+            hint="load the VoxCPM2 snapshot folder, or package it: audiocpp package --spec model_specs/voxcpm2.json "
+                 "--input FOLDER --type q8_0 --out voxcpm2-q8_0.gguf",
+        )
     if cfg.architecture != "voxcpm":
         raise ModelError(
             f"{path} holds a {cfg.architecture!r} model, not a VoxCPM1/1.5 ('voxcpm') one",
             hint="VoxCPM2 checkpoints (architecture 'voxcpm2') belong to --family voxcpm2",
         )
     tokenizer = _tokenizer(resolved)
-    with torch.device("meta"):
-        model = VoxCPMModel(cfg)
-        vae = AudioVAE(cfg.audio_vae)
+    model = build_on_meta(lambda: VoxCPMModel(cfg))
     check_module_weights(model, lm_source(resolved, model), what="VoxCPM1 generator")
-    load_module_weights(vae, vae_source(resolved, cfg, vae), dtype=torch.float32, what="AudioVAE")
-    for name, tensor in list(vae.named_parameters()) + list(vae.named_buffers()):
-        if tensor.device.type == "meta":
-            raise ModelError(f"AudioVAE tensor {name!r} was not loaded")
+    shapes = build_on_meta(lambda: AudioVAE(cfg.audio_vae))
+    vae = load_on_meta(lambda: AudioVAE(cfg.audio_vae), vae_source(resolved, cfg, shapes), dtype=torch.float32,
+                       what="AudioVAE")
     return VoxCPM1Parts(cfg, vae.eval(), tokenizer, spec, Path(path), resolved.source_id, resolved.layout)
-

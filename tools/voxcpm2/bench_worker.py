@@ -1,4 +1,4 @@
-"""One side of the VoxCPM benchmarks, in its own process (tools/bench_voxcpm2.py and bench_voxcpm1.py run it).
+"""One side of the VoxCPM benchmarks, in its own process (tools/voxcpm2/bench.py and tools/voxcpm1/bench.py run it).
 
     python bench_worker.py ours|upstream CKPT --dtype float32 --patches 6 --repeats 3 --text "..." [--family voxcpm1]
 
@@ -69,7 +69,6 @@ class Ours:
 class Upstream:
     def __init__(self, ckpt: Path, dtype: str) -> None:
         import torch
-
         from voxcpm import VoxCPM
 
         self.torch = torch

@@ -8,6 +8,12 @@ input_layernorm, post_attention_layernorm}``, ``norm``. Config switches: LongRoP
 Decoding uses a static KV cache (``engine.nn.kv_cache.StaticKVCache``) sized per request; a
 step attends to the filled prefix only, where upstream masks the whole ``max_length`` buffer
 (mathematically the same softmax, far less memory traffic).
+
+The blocks are ``engine.nn.decoder.DecoderLayer`` (weights, q/k/v projections, the SiLU MLP,
+the norms). The rest stays here because it is MiniCPM's arithmetic, not the engine stack's:
+muP-scaled residuals, LongRoPE computed in float32, and SDPA over the filled prefix with grouped
+heads (``DecoderStack.step`` attends over the whole cache with an additive mask in another
+summation order, which would change the float32 results).
 """
 
 from __future__ import annotations
@@ -16,34 +22,33 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from audiocpp.engine.nn.decoder import HF_NAMES, DecoderConfig, DecoderLayer
 from audiocpp.engine.nn.kv_cache import StaticKVCache
 from audiocpp.engine.nn.longrope import longrope_cos_sin
-from audiocpp.engine.nn.mlp import SwiGLU
 from audiocpp.engine.nn.norm import RMSNorm
 from audiocpp.engine.nn.rope import apply_rotary
 
-from .config import MiniCPMConfig
+from ..config import MiniCPMConfig
 
 Rope = tuple[torch.Tensor, torch.Tensor]
 
 
-class MiniCPMAttention(nn.Module):
+def decoder_config(cfg: MiniCPMConfig) -> DecoderConfig:
+    """A MiniCPM4 block as ``engine.nn.decoder`` describes it (HF names, GQA, no biases)."""
+    return DecoderConfig(dim=cfg.hidden_size, n_head=cfg.num_attention_heads, n_kv_head=cfg.num_key_value_heads,
+                         head_dim=cfg.head_dim, intermediate_size=cfg.intermediate_size, norm_eps=cfg.rms_norm_eps,
+                         names=HF_NAMES)
+
+
+class MiniCPMDecoderLayer(DecoderLayer):
+    """The engine's block with MiniCPM's attention and muP residuals (``residual_scale``)."""
+
     def __init__(self, cfg: MiniCPMConfig) -> None:
-        super().__init__()
-        self.num_heads = cfg.num_attention_heads
-        self.num_kv_heads = cfg.num_key_value_heads
-        self.head_dim = cfg.head_dim
-        hidden = cfg.hidden_size
-        self.q_proj = nn.Linear(hidden, self.num_heads * self.head_dim, bias=False)
-        self.k_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=False)
-        self.v_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=False)
-        self.o_proj = nn.Linear(self.num_heads * self.head_dim, hidden, bias=False)
+        super().__init__(decoder_config(cfg))
+        self.residual_scale = cfg.residual_scale
 
     def _qkv(self, x: torch.Tensor, rope: Rope | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        b, t, _ = x.shape
-        q = self.q_proj(x).view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(b, t, self.num_kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(b, t, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        q, k, v = (t.transpose(1, 2) for t in self.self_attn.project(x))  # (B, heads, T, D)
         if rope is not None:
             cos, sin = rope
             q = apply_rotary(q, cos, sin, compute_dtype=torch.float32)
@@ -52,32 +57,7 @@ class MiniCPMAttention(nn.Module):
 
     def _out(self, attn: torch.Tensor) -> torch.Tensor:
         b, _, t, _ = attn.shape
-        return self.o_proj(attn.transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim))
-
-    def forward(self, x: torch.Tensor, rope: Rope | None, causal: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Full-sequence attention; also returns ``k, v`` (after rope) for a cache."""
-        q, k, v = self._qkv(x, rope)
-        attn = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
-        return self._out(attn), k, v
-
-    def step(self, x: torch.Tensor, rope: Rope | None, cache: StaticKVCache, layer: int, pos: int) -> torch.Tensor:
-        """One new position ``pos`` (``x`` is ``(B, 1, hidden)``) against the cached prefix."""
-        q, k, v = self._qkv(x, rope)
-        cache.write(layer, pos, k, v)
-        keys, values = cache.layer(layer)
-        keys, values = keys[:, :, : pos + 1], values[:, :, : pos + 1]
-        attn = F.scaled_dot_product_attention(q, keys, values, enable_gqa=True)
-        return self._out(attn)
-
-
-class MiniCPMDecoderLayer(nn.Module):
-    def __init__(self, cfg: MiniCPMConfig) -> None:
-        super().__init__()
-        self.self_attn = MiniCPMAttention(cfg)
-        self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size)
-        self.input_layernorm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
-        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
-        self.residual_scale = cfg.residual_scale
+        return self.self_attn.output(attn.transpose(1, 2).reshape(b, t, -1))
 
     def _add(self, residual: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
         if self.residual_scale is None:
@@ -88,12 +68,18 @@ class MiniCPMDecoderLayer(nn.Module):
         return self._add(x, self.mlp(self.post_attention_layernorm(x)))
 
     def forward(self, x: torch.Tensor, rope: Rope | None, causal: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        h, k, v = self.self_attn(self.input_layernorm(x), rope, causal)
-        return self._mlp(self._add(x, h)), k, v
+        """Full-sequence attention; also returns ``k, v`` (after rope) for a cache."""
+        q, k, v = self._qkv(self.input_layernorm(x), rope)
+        attn = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+        return self._mlp(self._add(x, self._out(attn))), k, v
 
     def step(self, x: torch.Tensor, rope: Rope | None, cache: StaticKVCache, layer: int, pos: int) -> torch.Tensor:
-        h = self.self_attn.step(self.input_layernorm(x), rope, cache, layer, pos)
-        return self._mlp(self._add(x, h))
+        """One new position ``pos`` (``x`` is ``(B, 1, hidden)``) against the cached prefix."""
+        q, k, v = self._qkv(self.input_layernorm(x), rope)
+        cache.write(layer, pos, k, v)
+        keys, values = cache.layer(layer)
+        attn = F.scaled_dot_product_attention(q, keys[:, :, : pos + 1], values[:, :, : pos + 1], enable_gqa=True)
+        return self._mlp(self._add(x, self._out(attn)))
 
 
 class MiniCPMModel(nn.Module):

@@ -12,7 +12,7 @@ Values are drawn from a seeded generator, scaled like PyTorch's default initiali
 Snake alpha, weight-norm gains, sample-rate embeddings) are perturbed around them so that a
 mistake in their use shows up.
 
-    python tools/voxcpm/checkpoint.py OUT_DIR [--size tiny|tiny_mup|real] [--dtype float32|bfloat16]
+    python tools/voxcpm2/checkpoint.py OUT_DIR [--size tiny|tiny_mup|real] [--dtype float32|bfloat16]
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from typing import Any
 
 import torch
 
-HERE = Path(__file__).resolve().parent
-if str(HERE.parent) not in sys.path:
-    sys.path.insert(0, str(HERE.parent))
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # run as a script: tools/ is a package of the repository root
+    sys.path.insert(0, str(REPO))
 
-from voxcpm.tokenizer import write_tokenizer  # noqa: E402
+from tools.voxcpm2.tokenizer import write_tokenizer  # noqa: E402
 
 TINY_FACTORS_SHORT = [1.0, 1.1, 1.3, 1.6, 2.0, 2.5, 3.1, 3.8]
 TINY_FACTORS_LONG = [1.0, 1.4, 2.0, 2.9, 4.1, 5.8, 8.2, 11.6]
@@ -146,7 +146,7 @@ def write_checkpoint(out_dir: str | Path, config: dict[str, Any], *, seed: int =
                      dtype: torch.dtype = torch.float32, tokenizer: bool = True) -> Path:
     from safetensors.torch import save_file
 
-    from audiocpp.families.voxcpm2.audiovae import AudioVAE, CausalConv1d, CausalConvTranspose1d
+    from audiocpp.families.voxcpm2.codec import AudioVAE, CausalConv1d, CausalConvTranspose1d
     from audiocpp.families.voxcpm2.config import VoxCPMConfig
     from audiocpp.families.voxcpm2.model import VoxCPMModel
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """VoxCPM2 benchmark: ours against upstream (PyPI voxcpm 2.0.3) in the same run.
 
     python tools/bench.py voxcpm2 [--patches 4] [--repeats 3] [--threads 1,2] [--dtypes float32,bfloat16]
@@ -6,7 +5,7 @@
 A VoxCPM2-sized checkpoint with random weights (28+8 LM layers of 2048, 12+12 local layers of
 1024, AudioVAE 16 kHz -> 48 kHz; reference section 2) is built once, in bf16 as the real
 checkpoints are, under ``$AUDIOCPP_BENCH_DIR`` (default ``~/.cache/audiocpp-bench``; about
-5 GB). Each side runs in its own process (tools/voxcpm/bench_worker.py): load, one warm-up,
+5 GB). Each side runs in its own process (tools/voxcpm2/bench_worker.py): load, one warm-up,
 then ``--repeats`` offline runs of one fixed sentence, generating exactly ``--patches`` patches
 (0.16 s of audio each; random weights never stop on their own), and ``--repeats`` streaming
 runs for the time to first audio. Upstream computes in its checkpoint config's ``dtype``, ours
@@ -22,14 +21,12 @@ import argparse
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tools"))
-from voxcpm.bench_common import TEXT, bench_dir, dtype_folders, run_settings  # noqa: E402
+from tools.voxcpm2.bench_common import TEXT, bench_dir, dtype_folders, run_settings
 
 
 def ensure_checkpoint(root: Path) -> dict[str, Path]:
     """The real-size checkpoint (bf16 weights) and one folder per upstream compute dtype."""
-    from voxcpm.checkpoint import REAL_V2, write_checkpoint
+    from tools.voxcpm2.checkpoint import REAL_V2, write_checkpoint
 
     base = root / "voxcpm2-real"
     if not (base / "config.json").is_file() or not (base / "audiovae.pth").is_file():
