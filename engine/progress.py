@@ -1,55 +1,52 @@
-"""A minimal progress bar on stderr, shown only when stderr is a terminal."""
+"""The progress bar on stderr (tqdm), shown only when stderr is a terminal."""
 
 from __future__ import annotations
 
 import sys
-import time
-from typing import TextIO
+from typing import Any, TextIO
 
 
 class Progress:
-    """Counts steps of a long job and redraws one line on stderr.
+    """Counts steps of a long job and draws a tqdm bar on stderr.
 
     Families call :meth:`start` with the number of steps of a stage and :meth:`advance`
-    after each; nothing is printed when stderr is not a TTY or ``enabled`` is False.
+    after each; nothing is printed when stderr is not a TTY or ``enabled`` is False. The bar
+    disappears when the stage is closed (:meth:`close`, or the next :meth:`start`).
     """
 
     def __init__(self, enabled: bool | None = None, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.enabled = _isatty(self.stream) if enabled is None else enabled
         self.label = ""
         self.total = 0
         self.done = 0
-        self._t0 = time.perf_counter()
-        self._drawn = False
+        self._bar: Any = None
 
     def start(self, label: str, total: int) -> None:
+        self.close()
         self.label, self.total, self.done = label, max(int(total), 0), 0
-        self._t0 = time.perf_counter()
-        self._draw()
+        if self.enabled and self.total > 0:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=self.total, desc=label, file=self.stream, leave=False, dynamic_ncols=True,
+                             mininterval=0.1, bar_format="{desc} {bar} {n_fmt}/{total_fmt} {elapsed}")
 
     def advance(self, n: int = 1) -> None:
         self.done += n
-        self._draw()
+        if self._bar is not None:
+            self._bar.update(n)
 
     def close(self) -> None:
-        if self.enabled and self._drawn:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
-            self._drawn = False
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
 
-    def _draw(self) -> None:
-        if not self.enabled or self.total <= 0:
-            return
-        width = 30
-        frac = min(self.done / self.total, 1.0)
-        bar = "#" * int(frac * width)
-        elapsed = time.perf_counter() - self._t0
-        self.stream.write(
-            f"\r\033[K{self.label} [{bar.ljust(width)}] {self.done}/{self.total} {elapsed:5.1f}s"
-        )
-        self.stream.flush()
-        self._drawn = True
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
 
 
 class NullProgress(Progress):

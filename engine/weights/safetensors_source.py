@@ -1,15 +1,15 @@
 """safetensors files (single or sharded by an index) as TensorSources, memory-mapped.
 
 The header is parsed and checked here (length, JSON, dtypes, shapes, byte ranges) before
-any tensor is touched, so a truncated or lying file is a clear ModelError. Tensors are
-views of a copy-on-write memory map: zero-copy and warning-free, and the file on disk is
-never written through them.
+any tensor is touched, so a truncated or lying file is a clear ModelError. Tensors are read
+by the safetensors library (``safe_open``): views of a private (copy-on-write) memory map,
+zero-copy, and the file on disk is never written through them. The library also refuses
+what our checks let through (gaps or overlaps between tensors); that is a ModelError too.
 """
 
 from __future__ import annotations
 
 import json
-import mmap
 import struct
 from pathlib import Path
 from typing import Any
@@ -91,16 +91,18 @@ class SafetensorsSource(TensorSource):
         self.path = Path(path)
         self._entries, self.metadata, self._start = read_safetensors_header(self.path)
         self.files = {}
-        self._buf: memoryview | None = None
+        self._handle: Any = None
 
-    def _view(self) -> memoryview:
-        if self._buf is None:
-            with open(self.path, "rb") as fh:
-                if self.path.stat().st_size == 0:
-                    self._buf = memoryview(b"")
-                else:
-                    self._buf = memoryview(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY))
-        return self._buf
+    def _file(self) -> Any:
+        """The ``safe_open`` handle, opened on first use."""
+        if self._handle is None:
+            from safetensors import SafetensorError, safe_open
+
+            try:
+                self._handle = safe_open(str(self.path), framework="pt")
+            except (SafetensorError, OSError) as exc:
+                raise _bad(self.path, str(exc)) from None
+        return self._handle
 
     def names(self) -> list[str]:
         return list(self._entries)
@@ -115,15 +117,10 @@ class SafetensorsSource(TensorSource):
         entry = self._entries.get(name)
         if entry is None:
             raise unknown_tensor(self, name)
-        kind, shape, begin, end = entry
-        tdtype = _DTYPES[kind]
-        if end == begin:
-            return cast(torch.empty(shape, dtype=tdtype), dtype)
-        offset = self._start + begin
-        data = torch.frombuffer(self._view(), dtype=torch.uint8, count=end - begin, offset=offset)
-        if offset % tdtype.itemsize:
-            data = data.clone()  # unaligned: views of another dtype need aligned storage
-        return cast(data.view(tdtype).reshape(shape), dtype)
+        tensor = self._file().get_tensor(name)
+        if tensor.data_ptr() % max(tensor.element_size(), 1):
+            tensor = tensor.clone()  # an unaligned offset: give kernels an aligned copy
+        return cast(tensor, dtype)
 
 
 class ShardedSource(TensorSource):
