@@ -63,9 +63,14 @@ class PathFacts:
         config_path = (facts.folder or path.parent) / "config.json"
         if config_path.is_file():
             try:
-                facts.config = json.loads(config_path.read_text(encoding="utf-8"))
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise ModelError(f"{config_path} is not valid JSON: {exc}") from None
+                config = json.loads(config_path.read_text(encoding="utf-8"))
+            except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, huge ints
+                raise ModelError(f"{config_path} is not valid JSON: {str(exc)[:200]}") from None
+            except OSError as exc:
+                raise ModelError(f"{config_path} cannot be read: {exc.strerror or exc}") from None
+            if not isinstance(config, dict):
+                raise ModelError(f"{config_path} is not a JSON object", hint="a model's config.json holds an object")
+            facts.config = config
         return facts
 
 
@@ -83,17 +88,19 @@ def spec_evidence(spec: ModelSpec, facts: PathFacts) -> Evidence | None:
             if key in meta:
                 return Evidence(spec.family, STRENGTH_GGUF_KEY, f"GGUF has metadata key {key!r}")
         arch = meta.get("general.architecture")
-        if arch in det.gguf_architectures:
+        if isinstance(arch, str) and arch in det.gguf_architectures:
             return Evidence(spec.family, STRENGTH_GGUF_ARCH, f"GGUF general.architecture is {arch!r}")
         return None
     config = facts.config
     if facts.folder is not None and config is not None:
         model_type = config.get("model_type")
-        if model_type in det.config_model_types:
+        if isinstance(model_type, str) and model_type in det.config_model_types:
             return Evidence(spec.family, STRENGTH_CONFIG, f"config.json model_type is {model_type!r}")
         archs = config.get("architectures") or []
         if isinstance(archs, str):
             archs = [archs]
+        elif not isinstance(archs, list):
+            archs = []
         arch = config.get("architecture")
         if isinstance(arch, str):
             archs = [*archs, arch]

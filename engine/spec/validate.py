@@ -151,25 +151,61 @@ def validate_spec(data: Any, *, origin: str = "<spec>", expected_family: str | N
     return ModelSpec.model_validate(data, context={"schema_checked": True})
 
 
+#: a spec is a few kilobytes; anything far larger is not one (and is refused before parsing)
+MAX_SPEC_BYTES = 4 << 20
+#: JSON nesting deeper than this is refused (a spec nests five levels; Python's parser recurses)
+MAX_SPEC_DEPTH = 64
+
+
 def load_spec_file(path: str | Path, *, check_name: bool = True) -> ModelSpec:
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        if path.stat().st_size > MAX_SPEC_BYTES:
+            raise SpecError(f"model spec {path} is larger than {MAX_SPEC_BYTES >> 20} MiB; it is not a spec")
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SpecError(f"model spec {path} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise SpecError(
-            f"model spec {path} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from None
+    except UnicodeDecodeError:
+        raise SpecError(f"model spec {path} is not UTF-8 text") from None
+    except OSError as exc:
+        raise SpecError(f"model spec {path} cannot be read: {exc.strerror or exc}") from None
+    data = _parse(text, str(path))
     return validate_spec(data, origin=str(path), expected_family=path.stem if check_name else None)
 
 
 def load_spec_text(text: str, *, origin: str) -> ModelSpec:
+    if len(text) > MAX_SPEC_BYTES:
+        raise SpecError(f"model spec {origin} is larger than {MAX_SPEC_BYTES >> 20} MiB; it is not a spec")
+    return validate_spec(_parse(text, origin), origin=origin)
+
+
+def _parse(text: str, origin: str) -> Any:
+    """``json.loads`` with every failure as a SpecError (bad JSON, numbers of more digits than
+    Python converts, nesting deep enough to exhaust a recursive parser or validator)."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SpecError(f"model spec {origin} is not valid JSON: {exc.msg}") from None
-    return validate_spec(data, origin=origin)
+        raise SpecError(f"model spec {origin} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}"
+                        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise SpecError(f"model spec {origin} is not valid JSON: {str(exc)[:200]}") from None
+    if _depth(data) > MAX_SPEC_DEPTH:
+        raise SpecError(f"model spec {origin} nests JSON deeper than {MAX_SPEC_DEPTH} levels; it is not a spec")
+    return data
+
+
+def _depth(data: Any) -> int:
+    """The nesting depth of parsed JSON (iteratively: no recursion to exhaust)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            node = list(node.values())
+        if isinstance(node, list):
+            deepest = max(deepest, depth)
+            if depth <= MAX_SPEC_DEPTH:
+                stack.extend((child, depth + 1) for child in node)
+    return deepest
 
 
 def builtin_spec_path(family: str) -> Path:

@@ -14,6 +14,8 @@ this process's private copy of the page).
 from __future__ import annotations
 
 import mmap
+import os
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +52,12 @@ class GGUFTensorInfo:
 
 
 _CORRUPT_HINT = "the file is damaged or was written by a broken converter; fetch or convert it again"
+#: nested arrays deeper than this are refused (real files nest two levels: merges as pairs)
+MAX_ARRAY_DEPTH = 8
+#: the smallest encoding of an array item of these types: a count is refused before anything is
+#: allocated when that many items cannot fit in the rest of the file
+_MIN_ITEM_BYTES = {_STRING: 8, _ARRAY: 12}
+MAX_DIM = 2**63 - 1  # ggml's ne is int64
 
 
 class _Cursor:
@@ -82,16 +90,24 @@ class _Cursor:
             raise ModelError(f"{self.path} is corrupt: a GGUF string is not UTF-8 (offset {self.pos - n})",
                              hint=_CORRUPT_HINT) from None
 
-    def value(self, vtype: int) -> Any:
+    def value(self, vtype: int, depth: int = 0) -> Any:
         if vtype == _STRING:
             return self.string()
         if vtype == _ARRAY:
             item_type = self.u32()
             count = self.u64()
+            least = _MIN_ITEM_BYTES.get(item_type)
+            if least is not None and count * least > len(self.buf) - self.pos:
+                raise ModelError(
+                    f"{self.path} is truncated or corrupt: an array at offset {self.pos - 12} claims {count} "
+                    f"items, more than the rest of the file can hold", hint=_CORRUPT_HINT)
             if item_type == _STRING:
                 return [self.string() for _ in range(count)]
             if item_type == _ARRAY:
-                return [self.value(_ARRAY) for _ in range(count)]
+                if depth >= MAX_ARRAY_DEPTH:
+                    raise ModelError(f"{self.path} is corrupt: arrays nested more than {MAX_ARRAY_DEPTH} deep "
+                                     f"(offset {self.pos - 12})", hint=_CORRUPT_HINT)
+                return [self.value(_ARRAY, depth + 1) for _ in range(count)]
             dtype = _SCALAR.get(item_type)
             if dtype is None:
                 raise ModelError(f"{self.path} is corrupt: unknown GGUF array item type {item_type}",
@@ -110,22 +126,7 @@ class GGUFFile:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        try:
-            with open(self.path, "rb") as fh:
-                size = self.path.stat().st_size
-                if size < 24:
-                    raise ModelError(
-                        f"{self.path} is not a GGUF file: only {size} bytes",
-                        hint="pass a complete .gguf file",
-                    )
-                self._mmap = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
-        except FileNotFoundError:
-            raise ModelError(f"{self.path} does not exist", hint="check the path") from None
-        except IsADirectoryError:
-            raise ModelError(f"{self.path} is a folder, not a GGUF file", hint="pass the .gguf file") from None
-        except PermissionError:
-            raise ModelError(f"{self.path} cannot be read (permission denied)",
-                             hint="check the file's permissions") from None
+        self._file, self._mmap = _map(self.path)
         buf = memoryview(self._mmap)
         cur = _Cursor(buf, self.path)
         magic = bytes(cur.take(4))
@@ -139,9 +140,10 @@ class GGUFFile:
             raise ModelError(f"{self.path}: GGUF version {self.version} is not supported (2 and 3 are)",
                              hint="rewrite it with a current gguf-py or llama.cpp converter (they write version 3)")
         n_tensors, n_kv = cur.u64(), cur.u64()
-        if n_tensors > 10_000_000 or n_kv > 10_000_000:
-            raise ModelError(f"{self.path} is corrupt: implausible counts ({n_tensors} tensors, {n_kv} keys)",
-                             hint=_CORRUPT_HINT)
+        # the smallest key/value takes 8 + 4 + 1 bytes, the smallest tensor info 8 + 4 + 4 + 8
+        if n_tensors > 10_000_000 or n_kv > 10_000_000 or n_kv * 13 + n_tensors * 24 > len(buf):
+            raise ModelError(f"{self.path} is corrupt: implausible counts ({n_tensors} tensors, {n_kv} keys "
+                             f"in {len(buf)} bytes)", hint=_CORRUPT_HINT)
         self.metadata: dict[str, Any] = {}
         for _ in range(n_kv):
             key = cur.string()
@@ -153,10 +155,13 @@ class GGUFFile:
             if n_dims > 8:
                 raise ModelError(f"{self.path} is corrupt: tensor {name!r} has {n_dims} dimensions", hint=_CORRUPT_HINT)
             ne = tuple(cur.u64() for _ in range(n_dims))
+            if not dims_fit(ne):
+                raise ModelError(f"{self.path} is corrupt: tensor {name!r} has dimensions {ne}, whose "
+                                 "product overflows 64 bits", hint=_CORRUPT_HINT)
             ggml_type = cur.u32()
             rel = cur.u64()
             infos.append((name, ne, ggml_type, rel))
-        alignment = int(self.metadata.get("general.alignment", DEFAULT_ALIGNMENT))
+        alignment = self._alignment()
         data_start = (cur.pos + alignment - 1) // alignment * alignment
         self.data_offset = data_start
         self.tensors: dict[str, GGUFTensorInfo] = {}
@@ -177,9 +182,31 @@ class GGUFFile:
             self.tensors[name] = GGUFTensorInfo(name, ne, ggml_type, offset, nbytes)
         self._buf = buf
 
+    def _alignment(self) -> int:
+        value = self.metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 1 << 30 or value & (value - 1):
+            raise ModelError(f"{self.path} is corrupt: general.alignment is {value!r}, not a power of two",
+                             hint=_CORRUPT_HINT)
+        return value
+
     def raw(self, name: str) -> np.ndarray:
-        """The tensor's bytes as a uint8 view of the (copy-on-write) memory map."""
+        """The tensor's bytes as a uint8 view of the (copy-on-write) memory map.
+
+        The file's size is checked first: reading a page of a mapping past the end of a file
+        that was cut short while mapped kills the process (SIGBUS), so a file truncated since
+        it was opened is a ModelError instead."""
         info = self.tensors[name]
+        end = info.offset + info.nbytes
+        try:
+            size = os.fstat(self._file.fileno()).st_size
+        except (OSError, ValueError):
+            size = -1
+        if size < end:
+            raise ModelError(
+                f"{self.path} changed while it was in use: tensor {name!r} needs bytes up to {end} "
+                f"but the file now has {max(size, 0)}",
+                hint="do not rewrite or truncate a model file while audiocpp reads it; load it again",
+            )
         return np.frombuffer(self._buf, dtype=np.uint8, count=info.nbytes, offset=info.offset)
 
     @property
@@ -193,6 +220,30 @@ class GGUFFile:
     def architecture(self) -> str | None:
         arch = self.metadata.get("general.architecture")
         return arch if isinstance(arch, str) else None
+
+
+def _map(path: Path) -> tuple[Any, mmap.mmap]:
+    """Open ``path`` and map it copy-on-write; the file stays open for the size checks of ``raw``."""
+    try:
+        info = path.stat()
+        if stat.S_ISDIR(info.st_mode):
+            raise ModelError(f"{path} is a folder, not a GGUF file", hint="pass the .gguf file")
+        if not stat.S_ISREG(info.st_mode):
+            raise ModelError(f"{path} is not a regular file", hint="pass a .gguf file (not a pipe or a device)")
+        if info.st_size < 24:
+            raise ModelError(f"{path} is not a GGUF file: only {info.st_size} bytes", hint="pass a complete .gguf file")
+        fh = open(path, "rb")  # noqa: SIM115 - kept open for the size checks of raw()
+    except FileNotFoundError:
+        raise ModelError(f"{path} does not exist", hint="check the path") from None
+    except PermissionError:
+        raise ModelError(f"{path} cannot be read (permission denied)", hint="check the file's permissions") from None
+    except OSError as exc:
+        raise ModelError(f"{path} cannot be read: {exc.strerror or exc}", hint="check the path") from None
+    try:
+        return fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
+    except (OSError, ValueError) as exc:
+        fh.close()
+        raise ModelError(f"{path} cannot be memory-mapped: {exc}", hint="copy it to a local disk and retry") from None
 
 
 def ggml_type_name(ggml_type: int) -> str:
@@ -217,10 +268,22 @@ def tensor_nbytes(ggml_type: int, ne: tuple[int, ...], *, name: str = "", path: 
     count = 1
     for d in ne:
         count *= int(d)
-    if ne and ne[0] % block:
-        raise ModelError(f"{path}: tensor {name!r} row length {ne[0]} is not a multiple of the {qtype.name} block {block}",
+    row = ne[0] if ne else 1
+    if row % block:
+        raise ModelError(f"{path}: tensor {name!r} row length {row} is not a multiple of the {qtype.name} block {block}",
                          hint=_CORRUPT_HINT)
     return count // block * type_size
+
+
+def dims_fit(dims: tuple[int, ...] | list[int]) -> bool:
+    """Every dimension in [0, 2^63) and their product (zeros counted as ones, as torch checks
+    its sizes) below 2^63, so that numpy and torch can take the shape."""
+    product = 1
+    for d in dims:
+        if not 0 <= d <= MAX_DIM:
+            return False
+        product *= max(d, 1)
+    return product <= MAX_DIM
 
 
 def read_gguf_metadata(path: str | Path) -> dict[str, Any]:

@@ -39,9 +39,12 @@ def gguf_tensor(file: GGUFFile, info: GGUFTensorInfo, dtype: torch.dtype | None 
     from gguf.constants import GGMLQuantizationType
 
     qtype = GGMLQuantizationType(info.ggml_type)
-    rows = raw.reshape(-1, raw.size // max(1, _rows(info.ne))) if raw.size else raw
+    if raw.size == 0:  # no elements (a zero dimension): nothing to dequantize
+        return cast(torch.zeros(shape, dtype=torch.float32), dtype)
+    rows = raw.reshape(-1, raw.size // max(1, _rows(info.ne)))
     try:
         values = quants.dequantize(rows, qtype)
+        tensor = torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)).reshape(shape)
     except NotImplementedError:
         raise ModelError(
             f"{file.path}: tensor {info.name!r} is stored as {name}, which this version of the "
@@ -49,7 +52,10 @@ def gguf_tensor(file: GGUFFile, info: GGUFTensorInfo, dtype: torch.dtype | None 
             hint="upgrade the gguf package (pip install -U gguf) or re-quantize the model to a common "
             "type such as q8_0",
         ) from None
-    tensor = torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)).reshape(shape)
+    except (ValueError, RuntimeError) as exc:  # a shape the blocks do not fill (a corrupt tensor info)
+        raise ModelError(f"{file.path}: tensor {info.name!r} ({name}, shape {shape}) cannot be dequantized: {exc}",
+                         hint="the file is damaged or was written by a broken converter; fetch or convert it again"
+                         ) from None
     return cast(tensor, dtype)
 
 

@@ -18,6 +18,7 @@ Layout read here (as written by audio.cpp's ``audiocpp_gguf`` and by
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -28,7 +29,7 @@ import torch
 
 from ..errors import ModelError
 from ..hashing import bytes_sha256
-from .gguf_file import GGUFFile, GGUFTensorInfo, ggml_type_name
+from .gguf_file import GGUFFile, GGUFTensorInfo, dims_fit, ggml_type_name
 from .gguf_source import gguf_tensor
 from .source import TensorInfo, TensorSource, unknown_tensor
 
@@ -47,7 +48,8 @@ MAX_PHYSICAL_NAME = 63  # GGML_MAX_NAME (64) minus the terminating NUL
 
 
 def is_package(metadata: dict[str, Any]) -> bool:
-    return KEY_NAMES in metadata or metadata.get("general.architecture") == ARCHITECTURE
+    arch = metadata.get("general.architecture")
+    return KEY_NAMES in metadata or (isinstance(arch, str) and arch == ARCHITECTURE)
 
 
 def cache_dir() -> Path:
@@ -128,19 +130,22 @@ class PackageSource(TensorSource):
             return [info.torch_shape for info in physical]
         if dims is None and isinstance(ranks, np.ndarray) and not ranks.any():
             dims = np.empty(0, dtype=np.int64)  # all scalars: GGUF writers cannot write an empty array
-        if not isinstance(ranks, np.ndarray) or not isinstance(dims, np.ndarray):
+        if not _int_array(ranks) or not _int_array(dims):
             raise self._corrupt(f"{KEY_RANKS} and {KEY_SHAPES} must both be present as integer arrays")
         if len(ranks) != len(physical):
             raise self._corrupt(f"{KEY_RANKS} has {len(ranks)} entries for {len(physical)} tensors")
         shapes, cursor = [], 0
+        all_dims = dims.tolist()
         for info, name, rank in zip(physical, logical, ranks.tolist()):
-            if rank < 0 or cursor + rank > len(dims):
+            if rank < 0 or cursor + rank > len(all_dims):
                 raise self._corrupt(f"{KEY_SHAPES} is too short for tensor {name!r}")
-            shape = tuple(int(d) for d in dims[cursor : cursor + rank])
+            shape = tuple(int(d) for d in all_dims[cursor : cursor + rank])
             cursor += rank
-            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-            stored = int(np.prod(info.ne, dtype=np.int64)) if info.ne else 1
-            if count != stored or any(d < 0 for d in shape):
+            if not dims_fit(shape):
+                raise self._corrupt(f"tensor {name!r} has exact shape {shape}: negative, or too large")
+            count = math.prod(shape)  # Python ints: no wrap-around
+            stored = math.prod(info.ne)
+            if count != stored:
                 raise self._corrupt(
                     f"tensor {name!r} has exact shape {shape} ({count} elements) but stores {stored} elements"
                 )
@@ -185,7 +190,7 @@ def read_embedded_files(gguf: GGUFFile) -> dict[str, bytes]:
         offsets, data = meta.get(KEY_FILE_OFFSETS), meta.get(KEY_FILE_DATA)
         if data is None and isinstance(offsets, np.ndarray) and not offsets.any():
             data = np.empty(0, dtype=np.uint8)  # only empty files: the blob array cannot be written
-        if not isinstance(offsets, np.ndarray) or not isinstance(data, np.ndarray):
+        if not _int_array(offsets) or not isinstance(data, np.ndarray) or data.dtype.itemsize != 1:
             raise corrupt(f"{KEY_FILE_OFFSETS} (u64[n+1]) and {KEY_FILE_DATA} (u8[]) are both required")
         if len(offsets) != len(names) + 1:
             raise corrupt(f"{KEY_FILE_OFFSETS} has {len(offsets)} entries for {len(names)} files (wants n+1)")
@@ -193,16 +198,24 @@ def read_embedded_files(gguf: GGUFFile) -> dict[str, bytes]:
         bounds = offsets.tolist()
         for i, name in enumerate(names):
             lo, hi = int(bounds[i]), int(bounds[i + 1])
-            if lo > hi or hi > raw.size:
+            if not 0 <= lo <= hi <= raw.size:
                 raise corrupt(f"the byte range of {name!r} ({lo}..{hi}) is outside the {raw.size}-byte blob")
-            out[_safe_name(name, corrupt)] = raw[lo:hi].tobytes()
+            _add(out, _safe_name(name, corrupt), raw[lo:hi].tobytes(), corrupt)
     else:
         contents = meta.get(KEY_FILE_CONTENTS)
-        if not isinstance(contents, list) or len(contents) != len(names):
+        if not isinstance(contents, list) or len(contents) != len(names) \
+                or not all(isinstance(text, str) for text in contents):
             raise corrupt(f"{KEY_FILE_CONTENTS} must be a string array as long as {KEY_FILE_NAMES}")
         for name, text in zip(names, contents):
-            out[_safe_name(name, corrupt)] = text.encode("utf-8")
+            _add(out, _safe_name(name, corrupt), text.encode("utf-8", "surrogatepass"), corrupt)
     return out
+
+
+def _int_array(value: Any) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype.kind in "iu"
+
+
+MAX_FILE_NAME = 255  # bytes in one path component (NAME_MAX)
 
 
 def _safe_name(name: str, corrupt) -> str:
@@ -210,7 +223,18 @@ def _safe_name(name: str, corrupt) -> str:
     parts = [p for p in pure.parts if p not in ("", ".")]
     if not name or pure.is_absolute() or not parts or ".." in parts:
         raise corrupt(f"unsafe embedded file name {name!r}")
+    if any(ord(c) < 32 or c == "\x7f" for c in name) or \
+            any(len(p.encode("utf-8", "surrogatepass")) > MAX_FILE_NAME for p in parts) or len(parts) > 32:
+        raise corrupt(f"embedded file name {name[:80]!r} has control characters or is too long")
     return "/".join(parts)
+
+
+def _add(out: dict[str, bytes], name: str, data: bytes, corrupt) -> None:
+    """Add one file; a name twice, or a name that is also another file's folder, is corrupt."""
+    folders = {"/".join(name.split("/")[:i]) for i in range(1, name.count("/") + 1)}
+    if name in out or folders & out.keys() or any(other.startswith(name + "/") for other in out):
+        raise corrupt(f"embedded file name {name!r} clashes with another embedded file")
+    out[name] = data
 
 
 def extract_files(files: dict[str, bytes]) -> Path:
