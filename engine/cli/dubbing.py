@@ -8,7 +8,7 @@ and reused by every cue. Fitting a cue into its slot (start to end):
   for exactly the slot's length;
 - whatever comes out (a family without it, or one whose post-processing pads: OmniVoice adds
   0.1 s of silence at each end) is then fitted: audio shorter than the slot is followed by
-  silence; audio longer than the slot first loses trailing, then leading silence (below -60 dBFS),
+  silence; audio longer than the slot first loses leading, then trailing silence (below -60 dBFS),
   and what is still too long is time-compressed to the slot, pitch kept (a phase vocoder,
   :mod:`engine.audio.stretch`), with a warning past 1.5x.
 
@@ -53,8 +53,8 @@ SILENCE = 1e-3  # -60 dBFS
 
 
 def fit(samples: np.ndarray, rate: int, length: int) -> tuple[np.ndarray, str]:
-    """``samples`` in exactly ``length`` samples: padded with silence; or trimmed of trailing,
-    then leading silence; then time-compressed."""
+    """``samples`` in exactly ``length`` samples: padded with silence; or trimmed of leading
+    (the speech then starts with the cue), then trailing silence; then time-compressed."""
     from ..audio.stretch import time_stretch
 
     samples = np.asarray(samples, dtype=np.float32)
@@ -63,8 +63,8 @@ def fit(samples: np.ndarray, rate: int, length: int) -> tuple[np.ndarray, str]:
     loud = np.flatnonzero(np.abs(samples) > SILENCE)
     lead, trail = (int(loud[0]), len(samples) - 1 - int(loud[-1])) if len(loud) else (len(samples), 0)
     excess = len(samples) - length
-    cut_trail = min(trail, excess)
-    cut_lead = min(lead, excess - cut_trail)
+    cut_lead = min(lead, excess)
+    cut_trail = min(trail, excess - cut_lead)
     trimmed = samples[cut_lead:len(samples) - cut_trail]
     if len(trimmed) <= length:
         return trimmed, f"trimmed {excess / rate:.3f}s of silence"

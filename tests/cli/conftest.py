@@ -115,3 +115,26 @@ class WavStreamReader(threading.Thread):
 
     def audio(self) -> np.ndarray:
         return np.concatenate(self.samples) if self.samples else np.zeros(0, np.float32)
+
+
+@pytest.fixture(scope="session")
+def demo_prompt(ref_wav: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``audiocpp codec encode`` of the reference with no --model (the demo model)."""
+    from tests.support import run_cli
+
+    out = tmp_path_factory.mktemp("cli-prompt") / "me.prompt"
+    proc = run_cli("codec", "encode", ref_wav, "--reference-text", "What I say in the reference", "--out", out,
+                   env=CLI_ENV)
+    ok(proc)
+    assert "note: no --model given; using the omnivoice demo model" in proc.stderr
+    return out
+
+
+def best_lag(signal: np.ndarray, part: np.ndarray, around: int, reach: int) -> int:
+    """The offset near ``around`` (within ``reach`` samples) where ``part`` matches ``signal`` best."""
+    errors = {}
+    for lag in range(max(0, around - reach), around + reach + 1):
+        window = signal[lag:lag + len(part)]
+        if len(window) == len(part):
+            errors[lag] = float(np.abs(window - part).max())
+    return min(errors, key=errors.__getitem__)
