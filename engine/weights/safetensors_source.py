@@ -10,6 +10,7 @@ what our checks let through (gaps or overlaps between tensors); that is a ModelE
 from __future__ import annotations
 
 import json
+import math
 import struct
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 
 from ..errors import ModelError
+from .gguf_file import dims_fit
 from .source import TensorInfo, TensorSource, cast, unknown_tensor
 
 _DTYPES: dict[str, torch.dtype] = {
@@ -50,10 +52,12 @@ def read_safetensors_header(path: Path) -> tuple[dict[str, tuple[str, tuple[int,
             raw = fh.read(n)
     except FileNotFoundError:
         raise ModelError(f"{path} does not exist") from None
+    except OSError as exc:
+        raise ModelError(f"{path} cannot be read: {exc.strerror or exc}", hint="check the path") from None
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _bad(path, f"the header is not valid JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, numbers too long, nesting too deep
+        raise _bad(path, f"the header is not valid JSON ({str(exc)[:200]})") from None
     if not isinstance(header, dict):
         raise _bad(path, "the header is not a JSON object")
     data_start, data_size = 8 + n, size - 8 - n
@@ -61,18 +65,19 @@ def read_safetensors_header(path: Path) -> tuple[dict[str, tuple[str, tuple[int,
     entries = {}
     for name, entry in header.items():
         try:
-            dtype, shape, (begin, end) = entry["dtype"], tuple(int(d) for d in entry["shape"]), entry["data_offsets"]
-            begin, end = int(begin), int(end)
+            dtype, shape, (begin, end) = entry["dtype"], tuple(entry["shape"]), entry["data_offsets"]
         except (KeyError, TypeError, ValueError):
             raise _bad(path, f"tensor {name!r} has a malformed header entry") from None
-        if dtype not in _DTYPES:
-            raise ModelError(f"{path}: tensor {name!r} has dtype {dtype}, which audiocpp cannot read",
+        if not all(_is_int(v) for v in (*shape, begin, end)):
+            raise _bad(path, f"tensor {name!r} has a shape or data_offsets that are not integers")
+        if not isinstance(dtype, str) or dtype not in _DTYPES:
+            raise ModelError(f"{path}: tensor {name!r} has dtype {str(dtype)[:40]}, which audiocpp cannot read",
                              hint=f"supported: {', '.join(_DTYPES)}")
-        count = 1
-        for d in shape:
-            if d < 0:
-                raise _bad(path, f"tensor {name!r} has a negative dimension {shape}")
-            count *= d
+        if any(d < 0 for d in shape):
+            raise _bad(path, f"tensor {name!r} has a negative dimension {shape}")
+        if not dims_fit(shape):
+            raise _bad(path, f"tensor {name!r} has a shape whose size overflows 64 bits")
+        count = math.prod(shape)
         if not 0 <= begin <= end <= data_size:
             raise _bad(path, f"tensor {name!r} spans bytes {begin}..{end} of a {data_size}-byte data section")
         if end - begin != count * _DTYPES[dtype].itemsize:
@@ -80,6 +85,10 @@ def read_safetensors_header(path: Path) -> tuple[dict[str, tuple[str, tuple[int,
                              f"{count * _DTYPES[dtype].itemsize} bytes but spans {end - begin}")
         entries[name] = (dtype, shape, begin, end)
     return entries, (metadata if isinstance(metadata, dict) else {}), data_start
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class SafetensorsSource(TensorSource):
@@ -117,10 +126,22 @@ class SafetensorsSource(TensorSource):
         entry = self._entries.get(name)
         if entry is None:
             raise unknown_tensor(self, name)
-        tensor = self._file().get_tensor(name)
+        from safetensors import SafetensorError
+
+        try:
+            tensor = self._file().get_tensor(name)
+        except (SafetensorError, OSError, RuntimeError) as exc:
+            raise _bad(self.path, f"tensor {name!r} cannot be read ({str(exc)[:200]})") from None
         if tensor.data_ptr() % max(tensor.element_size(), 1):
             tensor = tensor.clone()  # an unaligned offset: give kernels an aligned copy
         return cast(tensor, dtype)
+
+
+def _plain_file_name(name: str) -> bool:
+    """A file under the index's own folder: relative, no '..', no NUL."""
+    parts = name.replace("\\", "/").split("/")
+    return bool(name) and not name.startswith(("/", "\\")) and ".." not in parts and "\0" not in name \
+        and parts[-1] not in ("", ".")
 
 
 class ShardedSource(TensorSource):
@@ -137,14 +158,21 @@ class ShardedSource(TensorSource):
                 raise TypeError
         except FileNotFoundError:
             raise ModelError(f"{self.path} does not exist") from None
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+        except (ValueError, RecursionError, KeyError, TypeError):  # bad JSON, huge numbers, deep nesting
             raise ModelError(f"{self.path} is not a valid sharded-checkpoint index (no JSON weight_map)",
                              hint="download the index file again") from None
-        self.metadata = index.get("metadata") or {}
+        except OSError as exc:
+            raise ModelError(f"{self.path} cannot be read: {exc.strerror or exc}") from None
+        metadata = index.get("metadata")
+        self.metadata = metadata if isinstance(metadata, dict) else {}
         self.files = {}
         shards: dict[str, TensorSource] = {}
+        for shard in weight_map.values():
+            if not isinstance(shard, str) or not _plain_file_name(shard):
+                raise ModelError(f"{self.path} maps a tensor to {str(shard)[:80]!r}, which is not a file name "
+                                 "beside the index", hint="an index names the shard files in its own folder")
         for shard in dict.fromkeys(weight_map.values()):
-            shard_path = self.path.parent / str(shard)
+            shard_path = self.path.parent / shard
             if not shard_path.is_file():
                 raise ModelError(f"{self.path} lists shard {shard!r}, which is missing",
                                  hint=f"download {shard} into {self.path.parent}")

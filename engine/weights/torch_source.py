@@ -7,6 +7,8 @@ zip format, so tensors are not read into memory until used.
 
 from __future__ import annotations
 
+import io
+import os
 import pickle
 import zipfile
 from collections.abc import Mapping
@@ -27,10 +29,13 @@ def load_torch_state_dict(path: Path) -> dict[str, torch.Tensor]:
     if not path.is_file():
         raise ModelError(f"{path} does not exist" if not path.exists() else f"{path} is not a file")
     kwargs: dict[str, Any] = {"map_location": "cpu", "weights_only": True}
-    if zipfile.is_zipfile(path):
-        kwargs["mmap"] = True
     try:
-        obj = torch.load(path, **kwargs)
+        if zipfile.is_zipfile(path):
+            _check_archive(path)
+            obj = torch.load(path, mmap=True, **kwargs)
+        else:  # the legacy (pre-1.6) format, read through a reader that never asks for more than the file holds
+            with _CappedReader(open(path, "rb", buffering=0)) as fh:  # noqa: SIM115
+                obj = torch.load(fh, **kwargs)
     except pickle.UnpicklingError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(
@@ -39,12 +44,39 @@ def load_torch_state_dict(path: Path) -> dict[str, torch.Tensor]:
             hint="audiocpp never unpickles arbitrary objects; convert the checkpoint to safetensors in "
             "an environment you trust (e.g. safetensors.torch.save_file(state_dict, 'model.safetensors'))",
         ) from None
-    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as exc:
+    except MemoryError:
+        raise
+    except Exception as exc:  # a malformed pickle raises anything (IndexError, TypeError, KeyError...)
         raise ModelError(
             f"{path} is not a readable PyTorch checkpoint ({type(exc).__name__}: {str(exc)[:200]})",
             hint="the file is probably truncated or not a torch.save file; download it again",
         ) from None
     return _unwrap(obj, path)
+
+
+class _CappedReader(io.BufferedReader):
+    """A file whose ``read(n)`` asks for no more than the rest of the file: a pickle's string or
+    bytes length is a number from the file, and ``read(2**31)`` would allocate that much first."""
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is not None and size > 0:
+            size = min(size, max(0, os.fstat(self.fileno()).st_size - self.tell()))
+        return super().read(size)
+
+
+#: the records of a torch zip archive are stored uncompressed; this much inflation is refused
+MAX_INFLATION = 4
+
+
+def _check_archive(path: Path) -> None:
+    """Refuse a zip whose records inflate far beyond the file (torch reads a record whole)."""
+    with zipfile.ZipFile(path) as archive:
+        declared = sum(info.file_size for info in archive.infolist())
+    size = path.stat().st_size
+    if declared > MAX_INFLATION * size + (1 << 20):
+        raise ModelError(f"{path} is not a plausible PyTorch checkpoint: its records claim {declared} bytes "
+                         f"uncompressed in a {size}-byte file",
+                         hint="torch.save stores records uncompressed; get the original checkpoint")
 
 
 def _tensors(obj: Mapping) -> dict[str, torch.Tensor]:
