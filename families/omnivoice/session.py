@@ -8,7 +8,9 @@
   is split at punctuation into ``audio_chunk_duration``-second chunks; without a reference
   chunk 0 becomes the voice of the others; chunks are cross-faded;
 - streaming yields each chunk's audio (post-processed on its own) as it is decoded; the
-  final event carries the merged audio.
+  final event carries the merged audio. A text under the long-form threshold is streamed one
+  sentence per chunk (generated as long-form chunks are), so the first sentence's audio comes
+  before the rest is generated; its merged audio then differs from offline's single pass.
 """
 
 from __future__ import annotations
@@ -202,6 +204,8 @@ class OmniVoiceSession(Session):
         chunk_s = float(opts["audio_chunk_duration"])
         if chunk_s > 0 and target > int(float(opts["audio_chunk_threshold"]) * fps):
             texts = chunk_text_punctuation(text, int(chunk_s * fps / (target / len(text))), min_chunk_len=3)
+        elif chunk_s > 0 and request.streaming:  # one sentence per chunk: the first audio comes early
+            texts = chunk_text_punctuation(text, 0, min_chunk_len=3)
         else:
             texts = [text]
         request.progress.start("omnivoice", params.num_step * len(texts))

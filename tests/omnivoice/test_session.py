@@ -83,10 +83,11 @@ def test_reference_encodes_are_cached_by_content(demo_model, ref_wav, monkeypatc
     assert calls == [] and np.array_equal(first.audio.samples, third.audio.samples)
 
 
-def test_tts_with_a_reference_clones(demo_model, ref_wav):
-    a = demo_model.session("tts").run(clone_request(ref_wav))
-    b = demo_model.session("clone").run(clone_request(ref_wav))
-    assert np.array_equal(a.audio.samples, b.audio.samples) and a.voice_prompt is not None
+def test_a_reference_needs_the_clone_task(demo_model, ref_wav):
+    # one rule in every family (issue 11): a reference given to tts is an error, not a silent clone
+    with pytest.raises(UsageError, match="task 'tts' takes no reference audio"):
+        demo_model.session("tts").run(clone_request(ref_wav))
+    assert demo_model.session("clone").run(clone_request(ref_wav)).voice_prompt is not None
 
 
 def test_duration_sets_the_length(demo_model):
