@@ -12,17 +12,16 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from audiocpp.engine.errors import AudiocppError, UsageError
-from audiocpp.engine.records import AudioBuffer
 
 from .manifest import FORMAT_EXT, Defaults, Item, read_manifest
 from .output import OutputDir
 from .progress import BatchProgress
-from .synth import JobSpec
+from .synth import Done, JobSpec
 
 app = typer.Typer(add_completion=False, context_settings={"help_option_names": ["--help", "-h"]},
                   rich_markup_mode=None, pretty_exceptions_enable=False)
@@ -180,16 +179,21 @@ def run_batch(args: BatchArgs) -> None:
     job = JobSpec(family=plugin.name, model_path=str(Path(model_path).resolve()), load_options=load_options,
                   session_options=session_options, threads=threads)
     where = (f"Ray at {args.ray_address}" if args.ray_address else "a local Ray instance") if on_ray else "local"
-    print(f"batch: {len(items)} items, {out.tally.skipped} already done, {len(todo)} to run on {where} "
+    print(f"batch: {len(items)} item{'s' if len(items) > 1 else ''}, {out.tally.skipped} already done, "
+          f"{len(todo)} to run on {where} "
           f"({workers} worker{'s' if workers > 1 else ''}, {threads or 'default'} torch threads each)",
           file=sys.stderr)
     bar = BatchProgress(len(todo), enabled=args.progress)
     prepared: dict[str, int] = {}
     ready_at: list[float] = []
 
-    def record(item: Item, row: dict[str, Any], audio: AudioBuffer | None, worker: str, voices: int) -> None:
-        kept = out.record(item, row, audio)
-        prepared[worker] = max(prepared.get(worker, 0), voices)
+    def record(item: Item, done: Done) -> None:
+        kept = out.record(item, done.row, done.audio)
+        prepared[done.worker] = max(prepared.get(done.worker, 0), done.voices_prepared)
+        if done.warnings:
+            bar.close()
+            for message in done.warnings:
+                print(f"warning: {item.id}: {message}", file=sys.stderr)
         bar.advance(kept["status"] == "ok")
 
     def on_ready() -> None:

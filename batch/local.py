@@ -18,15 +18,13 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from audiocpp.engine.records import AudioBuffer
-
 from .manifest import Item
-from .synth import JobSpec, Synthesizer, error_row, load_failure, raise_load_failure
+from .synth import Done, JobSpec, Synthesizer, error_row, load_failure, raise_load_failure
 
-Record = Callable[[Item, dict[str, Any], AudioBuffer | None, str, int], None]
+Record = Callable[[Item, Done], None]
 
 
-def _worker_main(conn: Connection, job_json: str) -> None:
+def _worker_main(conn: Connection, job_json: str, name: str) -> None:
     """The body of a worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -42,10 +40,9 @@ def _worker_main(conn: Connection, job_json: str) -> None:
             return
         if message is None:
             return
-        item = Item.from_json(message)
-        row, audio = synth.run(item)
+        done = synth.run(Item.from_json(message), worker=name)
         try:
-            conn.send(("result", row, audio, synth.voices_prepared))
+            conn.send(("result", done))
         except (BrokenPipeError, OSError):
             return
 
@@ -103,7 +100,8 @@ class LocalPool:
         parent, child = self.context.Pipe()
         self.spawned += 1
         name = f"audiocpp-batch-{self.spawned}"
-        process = self.context.Process(target=_worker_main, args=(child, self.job_json), name=name, daemon=True)
+        process = self.context.Process(target=_worker_main, args=(child, self.job_json, name), name=name,
+                                       daemon=True)
         process.start()
         child.close()
         worker = _Worker(name, process, parent)
@@ -111,7 +109,7 @@ class LocalPool:
         return worker
 
     def run(self, items: list[Item], record: Record, on_ready: Callable[[], None]) -> None:
-        """Synthesize ``items``, calling ``record(item, row, audio, worker, voices_prepared)`` for each."""
+        """Synthesize ``items``, calling ``record(item, done)`` for each."""
         dispatcher = Dispatcher(items)
         pending = len(items)
         try:
@@ -142,10 +140,11 @@ class LocalPool:
         if message[0] == "load_error":
             raise_load_failure(message[1])
         if message[0] == "result":
-            _, row, audio, worker.prepared = message
+            done: Done = message[1]
+            worker.prepared = done.voices_prepared
             item, worker.item = worker.item, None
             assert item is not None
-            record(item, row, audio, worker.name, worker.prepared)
+            record(item, done)
             finished = 1
         else:
             worker.ready = True
@@ -178,8 +177,8 @@ class LocalPool:
             raise RuntimeError(f"a batch worker exited while loading the model (exit code {code})")
         if worker.item is None:
             return 0
-        record(worker.item, error_row(worker.item, f"the worker process died on this item (exit code {code})"),
-               None, worker.name, worker.prepared)
+        row = error_row(worker.item, f"the worker process died on this item (exit code {code})")
+        record(worker.item, Done(row, None, worker.name, worker.prepared))
         self._spawn()
         return 1
 

@@ -149,16 +149,20 @@ class _Checker:
         seed = given.get("seed", self.defaults.seed)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"seed must be an integer, got {json.dumps(seed)}")
-        voice_ref = self._file(given, "voice_ref", self.defaults.voice_ref)
-        voice = self._file(given, "voice", self.defaults.voice)
+        # The voice defaults (--voice-ref, --reference-text, --voice-prompt) are for clones only.
+        clone = task is Task.CLONE
+        voice_ref = self._file(given, "voice_ref", self.defaults.voice_ref if clone else None)
+        voice = self._file(given, "voice", self.defaults.voice if clone else None)
         options = self._options(given.get("options", {}))
         item = Item(
             id=item_id, line=line, index=index, text=text, task=task.value, out="", fmt="",
-            voice_ref=voice_ref, reference_text=given.get("reference_text", self.defaults.reference_text),
+            voice_ref=voice_ref,
+            reference_text=given.get("reference_text", self.defaults.reference_text if clone else None),
             voice=voice, instruct=given.get("instruct", self.defaults.instruct),
             language=given.get("language", self.defaults.language), seed=seed, options=options,
         )
-        self._check_options(item)
+        options = self._check_options(item)
+        self._check_voice(item, task, options)
         item.out, item.fmt = self._out(given.get("out"), item_id, line)
         self.ids[item_id] = line
         return item
@@ -202,8 +206,8 @@ class _Checker:
             raise ValueError(f"options must be a JSON object, got {json.dumps(raw)}")
         return {**self.default_options, **_absolute_options(raw, self.spec, self.base)}
 
-    def _check_options(self, item: Item) -> None:
-        """The checks Session.prepare makes on options, before any model is loaded."""
+    def _check_options(self, item: Item) -> dict[str, Any]:
+        """The checks Session.prepare makes on options, before any model is loaded; the typed options."""
         merged = dict(item.options)
         first_class = {"reference_text": item.reference_text, "instruct": item.instruct,
                        "language": item.language, "seed": item.seed}
@@ -214,9 +218,24 @@ class _Checker:
                 raise ValueError(f"{name} is given twice with different values ({merged[name]!r} and {value!r})")
             merged[name] = value
         try:
-            resolve_options(self.spec, "request", merged, fill_defaults=False)
+            return resolve_options(self.spec, "request", merged)
         except UsageError as error:
             raise ValueError(error.message + (f" ({error.hint})" if error.hint else "")) from None
+
+    def _check_voice(self, item: Item, task: Task, options: dict[str, Any]) -> None:
+        """The engine's rules on reference inputs (as `audiocpp` checks them before loading): a
+        voice only for cloning, a transcript only with its audio, a reference within the cap."""
+        from audiocpp.engine.cli.checks import reference_duration
+        from audiocpp.engine.session import REFERENCE_CAP_OPTION, check_reference_length, check_voice_inputs
+
+        transcript = bool((item.reference_text or "").strip())
+        check_voice_inputs(task, voice=item.voice_ref is not None, voice_prompt=item.voice is not None,
+                           reference_text=transcript)
+        if item.voice_ref is not None:
+            duration = reference_duration(Path(item.voice_ref))
+            if duration is not None:
+                check_reference_length(duration, options.get(REFERENCE_CAP_OPTION), transcript=transcript,
+                                       name=repr(item.voice_ref))
 
     def _out(self, out: str | None, item_id: str, line: int) -> tuple[str, str]:
         if out is None:

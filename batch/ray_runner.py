@@ -23,9 +23,9 @@ from audiocpp.engine.errors import AudiocppError, UsageError
 from audiocpp.engine.records import AudioBuffer
 
 from .manifest import Item
-from .synth import JobSpec, Synthesizer, load_failure, raise_load_failure
+from .synth import Done, JobSpec, Synthesizer, load_failure, raise_load_failure
 
-Record = Callable[[Item, dict[str, Any], AudioBuffer | None, str, int], None]
+Record = Callable[[Item, Done], None]
 
 
 def import_ray():
@@ -58,26 +58,19 @@ class SynthActor:
             self.failure = load_failure(error)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        rows, samples, rates, prepared = [], [], [], []
         if self.synth is None:
-            count = len(batch["item"])
-            return {"item": np.asarray(batch["item"], dtype=object),
-                    "row": np.array([json.dumps({"load_error": self.failure})] * count, dtype=object),
-                    "samples": np.array([b""] * count, dtype=object), "rate": np.zeros(count, dtype=np.int64),
-                    "worker": np.array([self.name] * count, dtype=object), "prepared": np.zeros(count, dtype=np.int64)}
-        for text in batch["item"]:
-            row, audio = self.synth.run(Item.from_json(str(text)))
-            rows.append(json.dumps(row))
-            samples.append(b"" if audio is None else np.ascontiguousarray(audio.samples, dtype=np.float32).tobytes())
-            rates.append(0 if audio is None else audio.sample_rate)
-            prepared.append(self.synth.voices_prepared)
+            done = [Done({"load_error": self.failure}, worker=self.name) for _ in batch["item"]]
+        else:
+            done = [self.synth.run(Item.from_json(str(text)), worker=self.name) for text in batch["item"]]
         return {
-            "item": np.asarray(batch["item"], dtype=object),
-            "row": np.array(rows, dtype=object),
-            "samples": np.array(samples, dtype=object),
-            "rate": np.array(rates, dtype=np.int64),
-            "worker": np.array([self.name] * len(rows), dtype=object),
-            "prepared": np.array(prepared, dtype=np.int64),
+            "row": np.array([json.dumps(d.row) for d in done], dtype=object),
+            "samples": np.array([b"" if d.audio is None else
+                                 np.ascontiguousarray(d.audio.samples, dtype=np.float32).tobytes() for d in done],
+                                dtype=object),
+            "rate": np.array([0 if d.audio is None else d.audio.sample_rate for d in done], dtype=np.int64),
+            "worker": np.array([d.worker for d in done], dtype=object),
+            "prepared": np.array([d.voices_prepared for d in done], dtype=np.int64),
+            "warnings": np.array([json.dumps(d.warnings) for d in done], dtype=object),
         }
 
 
@@ -140,7 +133,8 @@ def run_ray(job: JobSpec, items: list[Item], record: Record, on_ready: Callable[
             audio = None
             if result["rate"]:
                 audio = AudioBuffer(np.frombuffer(result["samples"], dtype=np.float32), int(result["rate"]))
-            record(item, row, audio, str(result["worker"]), int(result["prepared"]))
+            record(item, Done(row, audio, str(result["worker"]), int(result["prepared"]),
+                              json.loads(result["warnings"])))
     except AudiocppError:
         raise
     except Exception as error:

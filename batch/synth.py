@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from audiocpp.engine.errors import AudiocppError
+from audiocpp.engine.errors import AudiocppError, AudiocppWarning
 from audiocpp.engine.records import AudioBuffer
 
 from .manifest import Item
@@ -34,6 +35,18 @@ class JobSpec:
     @classmethod
     def from_json(cls, text: str) -> JobSpec:
         return cls(**json.loads(text))
+
+
+@dataclass
+class Done:
+    """What a worker reports for one item: its manifest row, its audio (None when it failed), the
+    worker's count of prepared voices so far, and the engine's warnings (e.g. a reference cut)."""
+
+    row: dict[str, Any]
+    audio: AudioBuffer | None = None
+    worker: str = ""
+    voices_prepared: int = 0
+    warnings: list[str] = field(default_factory=list)
 
 
 def describe(error: BaseException) -> str:
@@ -84,8 +97,15 @@ class Synthesizer:
         """Reference preparations so far (misses of the model's content cache)."""
         return self.model.reference_cache.misses
 
-    def run(self, item: Item) -> tuple[dict[str, Any], AudioBuffer | None]:
-        """The manifest row of ``item`` and its audio (None when it failed)."""
+    def run(self, item: Item, worker: str = "") -> Done:
+        """Synthesize ``item``; never raises for the item's own problems."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", AudiocppWarning)
+            row, audio = self._run(item)
+        said = [str(w.message) for w in caught if issubclass(w.category, AudiocppWarning)]
+        return Done(row, audio, worker, self.voices_prepared, said)
+
+    def _run(self, item: Item) -> tuple[dict[str, Any], AudioBuffer | None]:
         from audiocpp.engine.cli.run import RunArgs, build_request
 
         start = time.perf_counter()

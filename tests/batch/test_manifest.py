@@ -7,7 +7,9 @@ import io
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import soundfile as sf
 
 from audiocpp.batch.local import Dispatcher
 from audiocpp.batch.manifest import Defaults, Item, read_manifest
@@ -31,6 +33,7 @@ def _problems(tmp_path: Path, lines: list[str], defaults: Defaults | None = None
 
 def test_every_bad_line_is_reported_with_its_number(tmp_path: Path) -> None:
     (tmp_path / "here.wav").write_bytes(b"")
+    sf.write(tmp_path / "long.wav", np.zeros(25 * 8000, dtype=np.float32), 8000)
     message = _problems(tmp_path, [
         '{"id": "ok", "text": "fine", "task": "clon", "voice_ref": "here.wav", "reference_text": "x"}',
         '{"id": "b", "text": "x", "colour": "red"}',
@@ -50,8 +53,12 @@ def test_every_bad_line_is_reported_with_its_number(tmp_path: Path) -> None:
         '{"id": "n", "text": "x", "out": "sub/n.wav"}',
         '{"id": "o", "text": "x", "out": "ok.wav"}',
         '[1, 2]',
+        '{"id": "p", "text": "x", "voice_ref": "here.wav"}',
+        '{"id": "q", "text": "x", "task": "clon", "voice_ref": "here.wav", "voice": "here.wav"}',
+        '{"id": "r", "text": "x", "task": "design", "reference_text": "words"}',
+        '{"id": "s", "text": "x", "task": "clon", "voice_ref": "long.wav", "reference_text": "words"}',
     ])
-    assert "has 16 bad lines; nothing was synthesized" in message
+    assert "has 20 bad lines; nothing was synthesized" in message
     expected = {
         2: "unknown field 'colour'",
         3: "voice_ref 'missing.wav' does not exist",
@@ -69,9 +76,14 @@ def test_every_bad_line_is_reported_with_its_number(tmp_path: Path) -> None:
         16: "out 'sub/n.wav' must be a plain file name",
         17: "out 'ok.wav' is already written by line 1",
         18: "expected a JSON object",
+        19: "task 'tts' takes no reference audio",
+        20: "give either --voice-ref or --voice-prompt, not both",
+        21: "--reference-text needs --voice-ref",
+        22: "the reference audio",
     }
     for number, text in expected.items():
         assert f"line {number}: {text}" in message, (number, message)
+    assert "long.wav' is 25.0 s long, over the 20 s cap" in message
     assert "line 1:" not in message and "line 5:" not in message
 
 
@@ -93,6 +105,7 @@ def test_defaults_fill_what_a_line_leaves_out(tmp_path: Path) -> None:
     assert (a.task, a.seed, a.voice_ref, a.reference_text) == ("clone", 9, str(default_ref.resolve()), "default text")
     assert (a.out, a.fmt, a.options) == ("a.wav", "wav32", {"num_inference_steps": "8"})
     assert (seven.id, seven.task, seven.seed, seven.out, seven.fmt) == ("7", "design", 3, "seven.flac", "flac")
+    assert seven.voice_ref is None and seven.reference_text is None  # voice defaults are for clones only
     assert seven.options == {"num_inference_steps": "8", "speed": 1.5}
     assert c.voice_ref == str((tmp_path / "refs" / "v.wav").resolve())  # relative to the manifest's folder
     assert Item.from_json(c.to_json()) == c
