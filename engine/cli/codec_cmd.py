@@ -71,7 +71,8 @@ def _load(model: str | None, family: str | None, *, codec: Path | None, load_opt
         raise UsageError(f"the voice prompt was made by {prompt_family}, and the model is {plugin.name}",
                          hint=f"decode it with a {prompt_family} model (--model), or drop --model/--family")
     if "clone" not in plugin.spec.tasks:
-        raise UsageError(f"{plugin.name} does not clone voices, so it has no voice prompts to encode or decode")
+        raise UsageError(f"{plugin.name} does not clone voices, so it has no voice prompts to encode or decode",
+                         hint="run `audiocpp families` to see which families clone (task clon)")
     if path is None:
         path = plugin.demo_model_path()
         if path is None:
@@ -79,7 +80,8 @@ def _load(model: str | None, family: str | None, *, codec: Path | None, load_opt
         print(f"note: no --model given; using the {plugin.name} demo model (random weights)", file=sys.stderr)
     loaded = plugin.load(path, options)
     if not loaded.supports_codec_prompts:
-        raise UsageError(f"{plugin.name} has no codec tool yet (encoding references into voice prompts)")
+        raise UsageError(f"{plugin.name} has no codec tool yet (encoding references into voice prompts)",
+                         hint="docs/cli.md lists the families `audiocpp codec` supports")
     return loaded
 
 

@@ -147,7 +147,8 @@ def _check_inputs(args: RunArgs, task: Task) -> None:
     check_voice_inputs(task, voice=args.voice_ref is not None, voice_prompt=args.voice_prompt is not None,
                        reference_text=bool((args.reference_text or "").strip()))
     if args.srt is not None and (args.text is not None or args.text_file is not None):
-        raise UsageError("--srt gives the text (its cues); drop --text / --text-file")
+        raise UsageError("--srt gives the text (its cues), and --text / --text-file give it too",
+                         hint="drop --text / --text-file, or --srt")
 
 
 def _is_bare(args: RunArgs) -> bool:
