@@ -114,12 +114,31 @@ def test_usage_errors_exit_2(toy_site: Path, toy_model_dir: Path, tmp_path: Path
     _assert_clean_failure(proc, out, 2, needle)
 
 
+def _wip_family_site(root: Path) -> Path:
+    """A family installed with status 'wip' (the toy's spec, marked wip): a module and its dist-info."""
+    site = root / "site"
+    (site / "wiptone-0.1.dist-info").mkdir(parents=True)
+    (site / "wiptone-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: wiptone\nVersion: 0.1\n")
+    (site / "wiptone-0.1.dist-info" / "entry_points.txt").write_text("[audiocpp.families]\nwiptone = wiptone:plugin\n")
+    spec = json.loads((Path(__file__).parents[1] / "data" / "audiocpp_toyfamily" / "src" / "audiocpp_toyfamily"
+                       / "toytone.json").read_text())
+    spec.update(family="wiptone", status="wip", status_note="its model code has not landed yet")
+    spec.pop("detection", None)
+    (site / "wiptone.json").write_text(json.dumps(spec))
+    (site / "wiptone.py").write_text(
+        "from pathlib import Path\nfrom audiocpp.engine.plugin import FamilyPlugin\n\n"
+        "class WipPlugin(FamilyPlugin):\n    name = 'wiptone'\n    spec_file = Path(__file__).with_name('wiptone.json')\n\n"
+        "plugin = WipPlugin()\n")
+    return site
+
+
 def test_unknown_family_and_wip_family(tmp_path: Path) -> None:
     out = tmp_path / "x.wav"
     proc = run_cli("--family", "nope", "--text", "hi", "--out", out)
     _assert_clean_failure(proc, out, 2, "unknown family 'nope'", "omnivoice")
-    proc = run_cli("--family", "audio8_tts", "--model", tmp_path, "--text", "hi", "--out", out)
-    _assert_clean_failure(proc, out, 2, "status 'wip'")
+    proc = run_cli("--family", "wiptone", "--model", tmp_path, "--text", "hi", "--out", out,
+                   env=_env(_wip_family_site(tmp_path)))
+    _assert_clean_failure(proc, out, 2, "status 'wip'", "its model code has not landed yet")
 
 
 def test_output_folder_must_exist(toy_site: Path, toy_model_dir: Path, tmp_path: Path) -> None:
