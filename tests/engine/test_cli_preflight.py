@@ -15,7 +15,7 @@ import soundfile as sf
 
 from tests.support import run_cli
 
-FAMILIES = ["omnivoice", "voxcpm2", "voxcpm1"]
+FAMILIES = ["omnivoice", "voxcpm2", "voxcpm1", "audio8_tts"]
 
 
 @pytest.fixture()

@@ -116,7 +116,7 @@ def test_long_reference_with_a_transcript_is_refused(model) -> None:
 
 
 # -- the real CLI --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("family", ["omnivoice", "voxcpm2", "voxcpm1"])
+@pytest.mark.parametrize("family", ["omnivoice", "voxcpm2", "voxcpm1", "audio8_tts"])
 def test_cli_refuses_a_long_reference_with_a_transcript_before_loading(family: str, tmp_path: Path) -> None:
     ref = tmp_path / "long.wav"
     sf.write(ref, speech_like(25.0), RATE)
