@@ -33,6 +33,7 @@ from audiocpp.engine.records import AudioBuffer
 from audiocpp.engine.session import PreparedRequest, Session, Synthesis
 from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.tasks import Mode, Task
+from audiocpp.engine.voice_prompt import CodecPrompt
 
 from .codec import StreamingDecoder
 from .generate import DualARGenerator, SamplingOptions, prompt_tensor
@@ -65,6 +66,49 @@ class Audio8LoadedModel(LoadedModel):
     def _create_session(self, task: Task, mode: Mode, options: dict[str, Any]) -> Session:
         return Audio8Session(self, task, mode, options)
 
+    # -- voice prompts and the codec tool (`audiocpp codec`) ------------------------------------
+    def encode_codes(self, audio: AudioBuffer) -> torch.Tensor:
+        """Codec codes ``[10, ceil(n / 2048)]`` of mono reference audio (any rate; to 44.1 kHz)."""
+        codec = self.parts.codec
+        samples = np.asarray(audio.samples, dtype=np.float32)
+        if samples.size == 0:
+            raise UsageError("the reference audio is empty", hint="pass audio with sound in it")
+        if audio.sample_rate != codec.sample_rate:
+            from audiocpp.engine.audio.resample import resample
+
+            samples = resample(samples, audio.sample_rate, codec.sample_rate)
+        return codec.encode(torch.from_numpy(np.ascontiguousarray(samples))[None, None])[0]
+
+    def codec_prompt(self, codes: torch.Tensor, text: str) -> CodecPrompt:
+        codec = self.parts.codec
+        return CodecPrompt(self.family, {"ref_audio_tokens": codes}, text, sample_rate=codec.sample_rate,
+                           frame_rate=codec.sample_rate / codec.frame_length)
+
+    def encode_voice_prompt(self, audio: AudioBuffer, reference_text: str | None,
+                            options: dict[str, Any]) -> CodecPrompt:
+        """What a clone with ``--voice-ref`` encodes: the reference's codes, with its transcript."""
+        return self.codec_prompt(self.encode_codes(audio), (reference_text or "").strip())
+
+    def load_voice_prompt(self, path: Path) -> CodecPrompt:
+        prompt = CodecPrompt.load(path, family=self.family)
+        codes = prompt.tensor("ref_audio_tokens", path)
+        cfg = self.parts.codec.cfg
+        books = cfg.num_codebooks
+        sizes = torch.tensor([cfg.semantic_codebook_size] + [cfg.residual_codebook_size] * (books - 1))
+        if codes.is_floating_point() or codes.dim() != 2 or codes.shape[0] != books or codes.shape[1] == 0 \
+                or bool((codes < 0).any()) or bool((codes >= sizes[:, None]).any()):
+            raise UsageError(f"{path}: ref_audio_tokens must be ({books}, T) codes of this model's codebooks, "
+                             f"got {tuple(codes.shape)}", hint="encode the reference with this model: "
+                             "`audiocpp codec encode REF.wav --model ... --out voice.prompt`")
+        prompt.tensors["ref_audio_tokens"] = codes.to(torch.long)
+        return prompt
+
+    def decode_voice_prompt(self, prompt: CodecPrompt) -> AudioBuffer:
+        """The codec's decoding of the prompt's codes, as generated frames are decoded."""
+        codes = prompt.tensors["ref_audio_tokens"]
+        return AudioBuffer(self.parts.codec.decode(codes[None])[0, 0].to(torch.float32).numpy().copy(),
+                           self.sample_rate)
+
 
 class Audio8Session(Session):
     model: Audio8LoadedModel
@@ -87,9 +131,13 @@ class Audio8Session(Session):
         if multi and request.task is not Task.CLONE:
             raise UsageError(f"task {request.task.cli_name!r} takes no references (multi_reference_cond)",
                              hint="use --task clon to condition on reference voices")
-        if multi and request.voice is not None:
-            raise UsageError("give either --voice-ref or multi_reference_cond, not both",
+        if multi and (request.voice is not None or request.voice_prompt is not None):
+            raise UsageError("give either --voice-ref / --voice-prompt or multi_reference_cond, not both",
                              hint="list every reference in multi_reference_cond")
+        if request.voice_prompt is not None and not request.voice_prompt.ref_text.strip():
+            raise UsageError("Audio8 TTS cloning needs the transcript of the reference audio, and the voice "
+                             "prompt has none", hint="encode it with its transcript: `audiocpp codec encode "
+                             "REF.wav --model ... --reference-text '...' --out voice.prompt`")
         if request.voice is not None and not str(o.get("reference_text") or "").strip():
             raise UsageError("Audio8 TTS cloning needs the transcript of the reference audio",
                              hint="pass --reference-text 'the exact words spoken in --voice-ref'")
@@ -124,18 +172,12 @@ class Audio8Session(Session):
         return self.cached(("codes", audio.content_hash()), lambda: self._encode_now(audio))
 
     def _encode_now(self, audio: AudioBuffer) -> torch.Tensor:
-        samples = np.asarray(audio.samples, dtype=np.float32)
-        if samples.size == 0:
-            raise UsageError("the reference audio is empty")
-        rate = self.codec.sample_rate
-        if audio.sample_rate != rate:
-            from audiocpp.engine.audio.resample import resample
-
-            samples = resample(samples, audio.sample_rate, rate)
-        return self.codec.encode(torch.from_numpy(np.ascontiguousarray(samples))[None, None])[0]
+        return self.model.encode_codes(audio)
 
     def _references(self, request: PreparedRequest) -> list[Reference]:
         o = request.options
+        if request.voice_prompt is not None:  # what --voice-ref with --reference-text would have encoded
+            return [Reference(request.voice_prompt.ref_text, request.voice_prompt.tensors["ref_audio_tokens"])]
         if request.voice is not None:
             return [Reference(str(o["reference_text"]), self.encode_reference(request.voice))]
         if o.get("multi_reference_cond"):
@@ -201,7 +243,11 @@ class Audio8Session(Session):
                 previous = Turn(chunk, codes)
             request.progress.advance()
         audio = np.concatenate([b.samples for b in outputs]) if outputs else np.zeros(0, np.float32)
-        return Synthesis(AudioBuffer(audio, rate), chunks=outputs if len(outputs) > 1 else [], details=details)
+        voice_prompt = request.voice_prompt
+        if voice_prompt is None and request.voice is not None:  # the prepared voice, for --voice-prompt-out
+            voice_prompt = self.model.codec_prompt(references[0].codes, str(request.options["reference_text"]))
+        return Synthesis(AudioBuffer(audio, rate), chunks=outputs if len(outputs) > 1 else [], details=details,
+                         voice_prompt=voice_prompt)
 
     def _decode(self, codes: torch.Tensor) -> np.ndarray:
         if codes.shape[1] == 0:

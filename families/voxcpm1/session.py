@@ -50,6 +50,13 @@ class VoxCPM1Session(VoxCPM2Session):
             )
 
     def _prompt_parts(self, request: PreparedRequest) -> dict[str, Any]:
+        prompt = request.voice_prompt
+        if prompt is not None:  # what --voice-ref with --reference-text would have encoded
+            if not prompt.ref_text.strip() or "prompt_latents" not in prompt.tensors:
+                raise UsageError("VoxCPM1 clones by prompt continuation: the voice prompt needs its transcript",
+                                 hint="encode the reference with it: `audiocpp codec encode REF.wav --model ... "
+                                 "--reference-text '...' --out voice.prompt`")
+            return {"prompt_feats": prompt.tensors["prompt_latents"], "prompt_text": prompt.ref_text}
         if request.voice is None:
             return {}
         return {"prompt_feats": self._encode(request.voice, "left"),

@@ -33,6 +33,7 @@ from audiocpp.engine.records import AudioBuffer
 from audiocpp.engine.session import PreparedRequest, Session, Synthesis
 from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.tasks import Mode, Task
+from audiocpp.engine.voice_prompt import CodecPrompt
 
 from .generate import DecodeOptions, VoxCPMGenerator
 from .prompt import PromptBuilder, design_text, normalize_text
@@ -62,6 +63,66 @@ class VoxCPM2LoadedModel(LoadedModel):
 
     def _create_session(self, task: Task, mode: Mode, options: dict[str, Any]) -> Session:
         return VoxCPM2Session(self, task, mode, options)
+
+    # -- voice prompts and the codec tool (`audiocpp codec`) ------------------------------------
+    def encode_latents(self, audio: AudioBuffer, padding: str) -> torch.Tensor:
+        """``(T, P, D)`` latent patches of mono ``audio`` (any rate), padded ``left`` (continuation
+        prompt) or ``right`` (reference) to whole patches."""
+        from .prompt import encode_prompt_audio
+
+        vae = self.parts.codec
+        samples = audio.samples
+        if audio.sample_rate != vae.sample_rate:
+            from audiocpp.engine.audio.resample import resample
+
+            samples = resample(np.asarray(samples, dtype=np.float32), audio.sample_rate, vae.sample_rate)
+        if len(samples) == 0:
+            raise UsageError("the prompt / reference audio is empty", hint="pass audio with sound in it")
+        return encode_prompt_audio(vae, torch.from_numpy(np.ascontiguousarray(samples, dtype=np.float32)),
+                                   self.config.patch_size, padding)
+
+    def codec_prompt(self, reference: torch.Tensor | None, prompt: torch.Tensor | None, text: str) -> CodecPrompt:
+        """The voice prompt file's content: reference latents (isolated reference) and/or
+        continuation latents with their transcript."""
+        vae = self.parts.codec
+        tensors = {name: t for name, t in (("reference_latents", reference), ("prompt_latents", prompt))
+                   if t is not None}
+        return CodecPrompt(self.family, tensors, text, sample_rate=vae.sample_rate,
+                           frame_rate=vae.sample_rate / (vae.chunk_size * self.config.patch_size))
+
+    def encode_voice_prompt(self, audio: AudioBuffer, reference_text: str | None,
+                            options: dict[str, Any]) -> CodecPrompt:
+        """What a clone with ``--voice-ref`` (and ``--reference-text``) encodes: the reference
+        (right-padded) where the model has an isolated reference prompt, and the continuation
+        prompt (left-padded) with the transcript, or always where it has no isolated reference."""
+        text = (reference_text or "").strip()
+        reference_prefix = self.config.variant.reference_prefix
+        return self.codec_prompt(self.encode_latents(audio, "right") if reference_prefix else None,
+                                 self.encode_latents(audio, "left") if text or not reference_prefix else None, text)
+
+    def load_voice_prompt(self, path: Path) -> CodecPrompt:
+        prompt = CodecPrompt.load(path, family=self.family)
+        shape = (self.config.patch_size, self.config.audio_vae.latent_dim)
+        names = [n for n in ("reference_latents", "prompt_latents") if n in prompt.tensors]
+        for name in names:
+            t = prompt.tensors[name]
+            if not t.is_floating_point() or t.dim() != 3 or tuple(t.shape[1:]) != shape or t.shape[0] == 0:
+                raise UsageError(f"{path}: {name} must be (T, {shape[0]}, {shape[1]}) latents for this model, "
+                                 f"got {tuple(t.shape)}", hint="encode the reference with this model: "
+                                 "`audiocpp codec encode REF.wav --model ... --out voice.prompt`")
+            prompt.tensors[name] = t.to(torch.float32)
+        if not names:
+            raise UsageError(f"{path} holds no VoxCPM latents", hint="encode the reference with "
+                             "`audiocpp codec encode REF.wav --model ... --out voice.prompt`")
+        return prompt
+
+    def decode_voice_prompt(self, prompt: CodecPrompt) -> AudioBuffer:
+        """The AudioVAE's decoding of the reference latents (else the continuation latents)."""
+        from .generate import _latents
+
+        patches = prompt.tensors.get("reference_latents", prompt.tensors.get("prompt_latents"))
+        audio = self.parts.codec.decode(_latents(patches))[0, 0]
+        return AudioBuffer(audio.to(torch.float32).numpy().copy(), self.sample_rate)
 
 
 class VoxCPM2Session(Session):
@@ -108,22 +169,29 @@ class VoxCPM2Session(Session):
         return self.cached(key, lambda: self._encode_now(audio, padding))
 
     def _encode_now(self, audio: AudioBuffer, padding: str) -> torch.Tensor:
-        from .prompt import encode_prompt_audio
+        return self.model.encode_latents(audio, padding)
 
-        vae = self.model.parts.codec
-        samples = audio.samples
-        if audio.sample_rate != vae.sample_rate:
-            from audiocpp.engine.audio.resample import resample
-
-            samples = resample(np.asarray(samples, dtype=np.float32), audio.sample_rate, vae.sample_rate)
-        if len(samples) == 0:
-            raise UsageError("the prompt / reference audio is empty")
-        return encode_prompt_audio(vae, torch.from_numpy(np.ascontiguousarray(samples, dtype=np.float32)),
-                                   self.model.config.patch_size, padding)
+    def _voice_prompt(self, request: PreparedRequest, parts: dict[str, Any]) -> CodecPrompt | None:
+        """The prepared voice a clone returns (``--voice-prompt-out``): the given prompt, or the
+        latents encoded from ``--voice-ref`` (with its transcript's continuation prompt)."""
+        if request.voice_prompt is not None or request.voice is None:
+            return request.voice_prompt
+        text = str(request.options.get("reference_text") or "")
+        return self.model.codec_prompt(parts.get("reference"), parts.get("prompt_feats") if text else None, text)
 
     def _prompt_parts(self, request: PreparedRequest) -> dict[str, Any]:
         o = request.options
         parts: dict[str, Any] = {}
+        voice_prompt = request.voice_prompt
+        if voice_prompt is not None:  # what --voice-ref (and --reference-text) would have encoded
+            if "reference_latents" in voice_prompt.tensors:
+                parts["reference"] = voice_prompt.tensors["reference_latents"]
+            if voice_prompt.ref_text and "prompt_latents" in voice_prompt.tensors:
+                if o.get("prompt_audio") is not None:
+                    raise UsageError("the voice prompt and prompt_audio both give a continuation prompt",
+                                     hint="use a voice prompt encoded without --reference-text, or drop prompt_audio")
+                parts["prompt_feats"] = voice_prompt.tensors["prompt_latents"]
+                parts["prompt_text"] = voice_prompt.ref_text
         if request.voice is not None:
             parts["reference"] = self._encode(request.voice, "right")
             if o.get("reference_text"):
@@ -205,4 +273,5 @@ class VoxCPM2Session(Session):
             details["attempts"].append(attempts)
             request.progress.advance()
         audio = np.concatenate([b.samples for b in outputs]) if outputs else np.zeros(0, np.float32)
-        return Synthesis(AudioBuffer(audio, rate), chunks=outputs if len(outputs) > 1 else [], details=details)
+        return Synthesis(AudioBuffer(audio, rate), chunks=outputs if len(outputs) > 1 else [], details=details,
+                         voice_prompt=self._voice_prompt(request, parts))
