@@ -20,7 +20,7 @@ _CONTAINER = {"wav16": ".wav", "wav24": ".wav", "wav32": ".wav", "flac": ".flac"
 USAGE = """\
 usage: audiocpp [--family F] [--task tts|clon|design] [--model PATH]
                 (--text TEXT | --text-file FILE | stdin) --out FILE [options]
-       audiocpp families | options --family F | inspect PATH | package ...
+       audiocpp families | options --family F | inspect PATH | package ... | codec encode|decode ...
 
 try:   audiocpp --family omnivoice --text "Hello." --out hello.wav   (demo model, random weights)
        audiocpp --help            every flag and subcommand
