@@ -36,6 +36,7 @@ def manifest(path: Path, items: int) -> None:
 
 CONFIGS = {
     "local1": ["--workers", "1"],
+    "local1t1": ["--workers", "1", "--threads", "1"],
     "local2": ["--workers", "2"],
     "ray1": ["--ray", "--workers", "1", "--num-cpus", str(max(1, (os.cpu_count() or 2)))],
     "ray2": ["--ray", "--workers", "2", "--num-cpus", "1"],
