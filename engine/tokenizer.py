@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 from tokenizers.models import BPE
 
@@ -57,6 +58,9 @@ K_EOS = "tokenizer.ggml.eos_token_id"
 K_UNK = "tokenizer.ggml.unknown_token_id"
 K_ADD_BOS = "tokenizer.ggml.add_bos_token"
 K_ADD_EOS = "tokenizer.ggml.add_eos_token"
+
+
+_GGUF_HINT = "the GGUF's tokenizer keys are damaged; convert the model again"
 
 
 def _check_style(style: str) -> None:
@@ -161,7 +165,35 @@ def split_merge(merge: str) -> tuple[str, str]:
 
 def _int(metadata: Mapping[str, Any], key: str) -> int | None:
     value = metadata.get(key)
-    return None if value is None else int(value)
+    if value is None:
+        return None
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return int(value)
+    raise ModelError(f"the GGUF's {key} is {str(value)[:40]!r}, not an integer", hint=_GGUF_HINT)
+
+
+def _flag(metadata: Mapping[str, Any], key: str) -> bool:
+    value = metadata.get(key)
+    if value is None:
+        return False
+    if isinstance(value, (bool, int, np.bool_, np.integer)):
+        return bool(value)
+    raise ModelError(f"the GGUF's {key} is {str(value)[:40]!r}, not a boolean", hint=_GGUF_HINT)
+
+
+def _token_types(metadata: Mapping[str, Any], count: int) -> list[int] | None:
+    raw = metadata.get(K_TYPES)
+    if raw is None:
+        return None
+    if isinstance(raw, np.ndarray) and raw.dtype.kind in "iu" and raw.ndim == 1:
+        types = raw.tolist()
+    elif isinstance(raw, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in raw):
+        types = raw
+    else:
+        raise ModelError(f"the GGUF's {K_TYPES} is not an integer array", hint=_GGUF_HINT)
+    if len(types) != count:
+        raise ModelError(f"the GGUF has {len(types)} token types for {count} tokens", hint=_GGUF_HINT)
+    return types
 
 
 def tokenizer_from_gguf(metadata: Mapping[str, Any], style: str,
@@ -174,15 +206,12 @@ def tokenizer_from_gguf(metadata: Mapping[str, Any], style: str,
     """
     _check_style(style)
     model = metadata.get(K_MODEL)
-    if model != "gpt2":
-        raise ModelError(f"the GGUF tokenizer model is {model!r}; only BPE ('gpt2') tokenizers are supported",
+    if not isinstance(model, str) or model != "gpt2":
+        raise ModelError(f"the GGUF tokenizer model is {str(model)[:40]!r}; only BPE ('gpt2') tokenizers are supported",
                          hint="SentencePiece-unigram ('llama' with scores) GGUF tokenizers are not rebuilt here")
     tokens = _strings(metadata, K_TOKENS)
     pairs = merge_pairs(metadata)
-    raw_types = metadata.get(K_TYPES)
-    types = None if raw_types is None else [int(t) for t in raw_types]
-    if types is not None and len(types) != len(tokens):
-        raise ModelError(f"the GGUF has {len(types)} token types for {len(tokens)} tokens")
+    types = _token_types(metadata, len(tokens))
 
     vocab: dict[str, int] = {}
     for i, tok in enumerate(tokens):
@@ -226,7 +255,7 @@ def _template(tokenizer: Tokenizer, metadata: Mapping[str, Any], tokens: list[st
     specials: dict[str, int] = {}
     for flag, key, place in ((K_ADD_BOS, K_BOS, 0), (K_ADD_EOS, K_EOS, 1)):
         tid = _int(metadata, key)
-        if metadata.get(flag) and tid is not None and 0 <= tid < len(tokens):
+        if _flag(metadata, flag) and tid is not None and 0 <= tid < len(tokens):
             single.insert(len(single) if place else 0, f"{tokens[tid]}:0")
             specials[tokens[tid]] = tid
         if place == 0:

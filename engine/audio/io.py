@@ -85,6 +85,10 @@ def encode_audio(audio: AudioBuffer, fmt: str) -> bytes:
         raise AudioError(f"cannot encode the audio as {fmt}: {error}", hint="try another format (wav16 always works)") from None
     return buffer.getvalue()
 
+#: the most samples (frames x channels) one read decodes: 2^26 float32 (256 MiB), 23 minutes of mono
+#: 48 kHz audio; a header claiming more (a lie, or a decompression bomb) is refused before decoding
+MAX_DECODED_SAMPLES = 1 << 26
+
 _READ_HINT = "use a WAV, FLAC, OGG or MP3 file (convert others with e.g. `ffmpeg -i in.m4a out.wav`)"
 
 
@@ -126,7 +130,21 @@ def _read_frames(path: Path) -> tuple[np.ndarray, int]:
             hint="the file was cut short (an interrupted copy or download?); get a complete copy",
         )
     try:
-        data, sample_rate = sf.read(str(path), dtype="float32", always_2d=True)
+        with sf.SoundFile(str(path)) as handle:
+            declared = handle.frames * handle.channels
+            if declared > MAX_DECODED_SAMPLES:  # the header's word: refused before allocating for it
+                minutes = handle.frames / max(handle.samplerate, 1) / 60
+                raise AudioError(
+                    f"audio file {str(path)!r} claims {handle.frames} frames of {handle.channels} channels "
+                    f"({minutes:.0f} min at {handle.samplerate} Hz): more than the {MAX_DECODED_SAMPLES} samples "
+                    "audiocpp decodes at once",
+                    hint="pass a shorter clip (e.g. `ffmpeg -i in.wav -t 30 -ac 1 out.wav`); a damaged header "
+                    "can claim this too",
+                )
+            if handle.seekable():
+                handle.seek(0)  # as soundfile.read does (the MP3 decoder's output depends on it)
+            data = handle.read(dtype="float32", always_2d=True)
+            sample_rate = handle.samplerate
     except (sf.LibsndfileError, RuntimeError, ValueError, TypeError) as error:
         detail = getattr(error, "error_string", None) or str(error) or type(error).__name__
         raise AudioError(f"cannot decode audio file {str(path)!r}: {detail}", hint=_READ_HINT) from None

@@ -152,8 +152,23 @@ def _extend_over_closers(text: str, j: int) -> int:
     return j
 
 
+_WINDOW = 64  # even: a window ending at a "." starts at a letter of a "a.b.c." run
+
+
 def _is_abbreviation(text: str, dot: int) -> bool:
-    word = text[text.rfind(" ", 0, dot) + 1:dot + 1].lstrip(_OPENERS_TO_STRIP)
+    # The word is looked up within a window first: searching back to the start of a space-less
+    # text at every "." made text like "字.字.字." quadratic (minutes for a megabyte).
+    lo = max(0, dot + 1 - _WINDOW)
+    start = text.rfind(" ", lo, dot) + 1
+    if start == 0 and lo > 0 and not _abbreviation_word(text[lo:dot + 1]):
+        return False  # a word longer than the window that does not even end like an abbreviation
+    if start == 0:
+        start = text.rfind(" ", 0, dot) + 1
+    return _abbreviation_word(text[start:dot + 1])
+
+
+def _abbreviation_word(word: str) -> bool:
+    word = word.lstrip(_OPENERS_TO_STRIP)
     return word in ABBREVIATIONS or bool(_INITIAL.fullmatch(word) or _DOTTED.fullmatch(word))
 
 
@@ -264,11 +279,15 @@ def _pack(items: list[Piece], budget: int) -> list[Piece]:
 def _group(items: list[Piece], budget: int) -> list[list[Piece]]:
     """``_pack`` that keeps the pieces of each chunk apart (for ``_rebalance``)."""
     groups: list[list[Piece]] = []
+    size = 0  # _size(groups[-1]), kept as it grows (recounting made long texts slow)
     for item in items:
-        if groups and _size(groups[-1]) + len(item[0]) + len(item[1]) <= budget:
+        grown = size + len(item[0]) + len(item[1])
+        if groups and grown <= budget:
             groups[-1].append(item)
+            size = grown
         else:
             groups.append([item])
+            size = len(item[1])
     return groups
 
 

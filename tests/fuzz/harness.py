@@ -53,7 +53,7 @@ CI_EXAMPLES: dict[str, int] = {
     "gguf_bytes": 300, "gguf_struct": 300, "package_bytes": 200, "package_keys": 250,
     "safetensors_bytes": 200, "safetensors_header": 250, "torch_bytes": 120, "torch_pickle": 150,
     "audio_bytes": 250, "audio_header": 200, "spec_json": 60, "options": 300, "text_chunk": 150,
-    "text_big": 6, "tokenizer_gguf": 120, "tokenizer_text": 150, "voice_prompt": 120,
+    "text_big": 2, "tokenizer_gguf": 120, "tokenizer_text": 150, "voice_prompt": 120,
     "manifest": 80, "srt": 200, "cli": 40,
 }
 
