@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from audiocpp.engine.weights.gguf_file import GGUFFile
-from tests.support import cli_ok, read_wav
+from tests.support import cli_ok, read_wav, run_cli
 
 SHORT = ["--request-option", "max_tokens=6", "--request-option", "retry_badcase=false"]
 
@@ -110,6 +110,18 @@ def test_voxcpm_cpp_gguf_with_pair_merges_loads(voxcpm1_folder: Path, tmp_path: 
         audio[name] = read_wav(out)[0]
     assert audio["folder"].shape == audio["pairs"].shape
     assert float(np.abs(audio["folder"] - audio["pairs"]).max()) < 1e-5
+
+
+def test_voxcpm_cpp_gguf_of_voxcpm2_is_refused_clearly(voxcpm1_folder: Path, tmp_path: Path) -> None:
+    """VoxCPM.cpp's converter writes VoxCPM2 checkpoints in the same layout (voxcpm_architecture
+    "voxcpm2"); audiocpp does not read that layout and says so, exit 1, no traceback, no file."""
+    strings = _tool("voxcpm1.convert_voxcpm_cpp").convert(voxcpm1_folder, tmp_path / "v1.gguf")
+    v2 = ggml_rewrite(strings, tmp_path / "v2.gguf", {"voxcpm_architecture": "voxcpm2"})
+    out = tmp_path / "x.wav"
+    proc = run_cli("--model", v2, "--text", "Hello.", "--out", out)
+    assert proc.returncode == 1, proc.stderr
+    assert "VoxCPM.cpp GGUF of a 'voxcpm2' model" in proc.stderr and "audiocpp package" in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
 
 
 # -- ggml re-writers: leading unit dims dropped ------------------------------------------------
