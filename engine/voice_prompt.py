@@ -52,25 +52,43 @@ def save_prompt_dict(path: str | Path, data: dict[str, Any]) -> None:
 
 def read_prompt_dict(path: str | Path, *, family: str | None = None) -> dict[str, Any]:
     """The dict in a voice-prompt file; ``family``: refuse a prompt another family made."""
-    import torch
+    from .errors import ModelError
+    from .weights.torch_source import load_weights_only
 
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"voice prompt {str(path)!r} does not exist", hint="check the path")
     try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # pickle / zip errors come in many types
-        raise UsageError(f"{str(path)!r} is not a voice prompt: cannot read it ({type(exc).__name__})",
+        data = load_weights_only(path, mmap=False)  # bounded reads, every failure one error
+    except ModelError as exc:
+        raise UsageError(f"{str(path)!r} is not a voice prompt: cannot read it ({exc.message[:200]})",
                          hint=MAKE_HINT) from None
-    if not isinstance(data, dict) or data.get("format_version") != FORMAT_VERSION:
-        version = data.get("format_version") if isinstance(data, dict) else None
-        raise UsageError(f"{str(path)!r} is not a voice prompt: unsupported format version {version!r}",
+    version = data.get("format_version") if isinstance(data, dict) else None
+    if not isinstance(version, int) or isinstance(version, bool) or version != FORMAT_VERSION:
+        raise UsageError(f"{str(path)!r} is not a voice prompt: unsupported format version {_short(version)}",
                          hint=MAKE_HINT)
     made_by = data.get("family")
+    if made_by is not None and not isinstance(made_by, str):
+        raise UsageError(f"{str(path)!r} is not a voice prompt: its family is {_short(made_by)}", hint=MAKE_HINT)
     if family is not None and made_by is not None and made_by != family:
         raise UsageError(f"the voice prompt {str(path)!r} was made by {made_by}, not {family}",
                          hint=f"encode the reference with a {family} model (`audiocpp codec encode --model ...`)")
     return data
+
+
+def _short(value: Any) -> str:
+    text = repr(value) if isinstance(value, (str, int, float, type(None))) else type(value).__name__
+    return text[:60]
+
+
+def prompt_number(data: dict[str, Any], key: str, kind: type, path: str | Path) -> Any:
+    """``data[key]`` as an int or a float (0 when absent), or a clear error."""
+    value = data.get(key)
+    if value is None:
+        return kind(0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) > 1e9:
+        raise UsageError(f"{str(path)!r} is not a voice prompt: {key} is {_short(value)}", hint=MAKE_HINT)
+    return kind(value)
 
 
 def prompt_family(path: str | Path) -> str | None:
@@ -108,8 +126,8 @@ class CodecPrompt:
         text = data.get("ref_text", "")
         if not isinstance(text, str):
             raise UsageError(f"{str(path)!r} is not a voice prompt: ref_text must be a string", hint=MAKE_HINT)
-        return cls(family, tensors, text, int(data.get("sample_rate") or 0), float(data.get("frame_rate") or 0.0),
-                   extras)
+        return cls(family, tensors, text, prompt_number(data, "sample_rate", int, path),
+                   prompt_number(data, "frame_rate", float, path), extras)
 
     def tensor(self, name: str, path: str | Path | None = None) -> Any:
         """The tensor ``name``, or a clear error naming the file."""

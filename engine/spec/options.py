@@ -47,13 +47,13 @@ def parse_value(opt: OptionSpec, raw: Any, *, where: str) -> Any:
         elif kind == "string":
             value = str(raw)
         elif kind in ("path", "audio_path"):
-            value = Path(str(raw)).expanduser()
+            value = _to_path(raw)
         elif kind == "string_list":
             value = _to_list(raw, str)
         elif kind == "float_list":
             value = _to_list(raw, _to_float)
         elif kind in ("path_list", "audio_path_list"):
-            value = _to_list(raw, lambda s: Path(str(s)).expanduser())
+            value = _to_list(raw, _to_path)
         else:  # pragma: no cover - the schema restricts types
             raise ValueError(f"unsupported option type {kind}")
     except (TypeError, ValueError) as exc:
@@ -75,6 +75,13 @@ def parse_value(opt: OptionSpec, raw: Any, *, where: str) -> Any:
             if not item.exists():
                 raise UsageError(f"{where}: file {str(item)!r} does not exist", hint="check the path")
     return value
+
+
+def _to_path(raw: Any) -> Path:
+    try:
+        return Path(str(raw)).expanduser()
+    except RuntimeError:  # "~name" of a user this system does not know
+        raise ValueError(f"{str(raw)!r} starts with '~' but there is no such user's home folder") from None
 
 
 def _to_bool(raw: Any) -> bool:

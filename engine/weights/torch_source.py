@@ -26,13 +26,20 @@ WRAPPER_KEYS = ("state_dict", "model", "model_state_dict", "module", "generator"
 
 def load_torch_state_dict(path: Path) -> dict[str, torch.Tensor]:
     """The tensors of ``path``; unwraps ``{"state_dict": {...}}``-style wrappers."""
+    return _unwrap(load_weights_only(path), path)
+
+
+def load_weights_only(path: Path, *, mmap: bool = True) -> Any:
+    """``torch.load(path, weights_only=True)`` with every failure a ModelError, a zip checkpoint
+    memory-mapped (``mmap``) after its records are checked, and a legacy one read so that no
+    length in the file makes torch allocate past the file's size."""
     if not path.is_file():
         raise ModelError(f"{path} does not exist" if not path.exists() else f"{path} is not a file")
     kwargs: dict[str, Any] = {"map_location": "cpu", "weights_only": True}
     try:
         if zipfile.is_zipfile(path):
             _check_archive(path)
-            obj = torch.load(path, mmap=True, **kwargs)
+            obj = torch.load(path, mmap=mmap, **kwargs)
         else:  # the legacy (pre-1.6) format, read through a reader that never asks for more than the file holds
             with _CappedReader(open(path, "rb", buffering=0)) as fh:  # noqa: SIM115
                 obj = torch.load(fh, **kwargs)
@@ -51,7 +58,7 @@ def load_torch_state_dict(path: Path) -> dict[str, torch.Tensor]:
             f"{path} is not a readable PyTorch checkpoint ({type(exc).__name__}: {str(exc)[:200]})",
             hint="the file is probably truncated or not a torch.save file; download it again",
         ) from None
-    return _unwrap(obj, path)
+    return obj
 
 
 class _CappedReader(io.BufferedReader):

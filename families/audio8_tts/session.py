@@ -29,6 +29,7 @@ import torch
 
 from audiocpp.engine.errors import UsageError
 from audiocpp.engine.model import LoadedModel
+from audiocpp.engine.nn.build import torch_dtype
 from audiocpp.engine.records import AudioBuffer
 from audiocpp.engine.session import PreparedRequest, Session, Synthesis
 from audiocpp.engine.spec.model import ModelSpec
@@ -40,8 +41,6 @@ from .generate import DualARGenerator, SamplingOptions, prompt_tensor
 from .model.dual_ar import DualAR
 from .prompt import PromptBuilder, Reference, Turn, word_budget_chunks
 from .weights import Audio8Parts
-
-COMPUTE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 class Audio8LoadedModel(LoadedModel):
@@ -95,7 +94,7 @@ class Audio8LoadedModel(LoadedModel):
         cfg = self.parts.codec.cfg
         books = cfg.num_codebooks
         sizes = torch.tensor([cfg.semantic_codebook_size] + [cfg.residual_codebook_size] * (books - 1))
-        if codes.is_floating_point() or codes.dim() != 2 or codes.shape[0] != books or codes.shape[1] == 0 \
+        if codes.is_floating_point() or codes.is_complex() or codes.dim() != 2 or codes.shape[0] != books or codes.shape[1] == 0 \
                 or bool((codes < 0).any()) or bool((codes >= sizes[:, None]).any()):
             raise UsageError(f"{path}: ref_audio_tokens must be ({books}, T) codes of this model's codebooks, "
                              f"got {tuple(codes.shape)}", hint="encode the reference with this model: "
@@ -115,7 +114,8 @@ class Audio8Session(Session):
 
     def __init__(self, model: Audio8LoadedModel, task: Task, mode: Mode, options: dict[str, Any]) -> None:
         super().__init__(model, task, mode, options)
-        self.dtype = COMPUTE_DTYPES[options.get("compute_dtype") or "float32"]
+        # float32 (the exact mode) unless the session asks for another compute dtype
+        self.dtype = torch_dtype(options.get("compute_dtype"), default=torch.float32)
         self.network = model.model_for(self.dtype)
         self.generator = DualARGenerator(self.network)
         self.builder = PromptBuilder(model.parts.tokenizer, model.config)

@@ -49,21 +49,21 @@ class OmniVoicePrompt:
             return UsageError(f"{path} is not an OmniVoice voice prompt: {why}",
                               hint="make one with --voice-ref FILE --reference-text TEXT --voice-prompt-out FILE")
 
-        try:
-            data = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as exc:  # pickle/zip errors come in many types
-            raise bad(f"cannot read it ({type(exc).__name__})") from None
-        if not isinstance(data, dict) or data.get("format_version") != FORMAT_VERSION:
-            raise bad(f"unsupported format version {data.get('format_version') if isinstance(data, dict) else None!r}")
-        if data.get("family", "omnivoice") != "omnivoice":
-            raise bad(f"it was made by {data['family']}")
+        from audiocpp.engine.voice_prompt import read_prompt_dict
+
+        try:  # bounded reads, the format version and a string family checked (as every family's prompt)
+            data = read_prompt_dict(path, family="omnivoice")
+        except UsageError as exc:
+            raise bad(exc.message.split(": ", 1)[-1]) from None
         codes, text, rms = data.get("ref_audio_tokens"), data.get("ref_text"), data.get("ref_rms")
         if not isinstance(codes, torch.Tensor) or codes.dim() != 2 or codes.shape[0] != num_codebooks:
             raise bad(f"ref_audio_tokens must be a ({num_codebooks}, T) tensor")
-        if codes.is_floating_point() or codes.numel() == 0 or codes.min() < 0 or codes.max() >= codebook_size:
+        if codes.is_floating_point() or codes.is_complex() or codes.numel() == 0 or codes.min() < 0 \
+                or codes.max() >= codebook_size:
             raise bad(f"ref_audio_tokens must hold codes in [0, {codebook_size})")
         if not isinstance(text, str) or not isinstance(rms, (int, float)):
             raise bad("ref_text must be a string and ref_rms a number")
-        rate, fps = data.get("sample_rate"), data.get("frame_rate")
-        return cls(codes.to(torch.long), text, float(rms), sample_rate=int(rate) if rate else None,
-                   frame_rate=float(fps) if fps else None)
+        from audiocpp.engine.voice_prompt import prompt_number
+
+        rate, fps = prompt_number(data, "sample_rate", int, path), prompt_number(data, "frame_rate", float, path)
+        return cls(codes.to(torch.long), text, float(rms), sample_rate=rate or None, frame_rate=fps or None)

@@ -24,3 +24,18 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if text:
         terminalreporter.write_line(text)
     harness.write_report()
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """One loaded tiny model of each family with voice prompts: the OmniVoice demo, the committed
+    tiny Audio8 folder, a tiny random VoxCPM2 checkpoint (built as tests/voxcpm2 builds it)."""
+    from audiocpp.engine import load
+    from audiocpp.engine.registry import get_family
+    from tools.voxcpm2 import checkpoint
+
+    vox = checkpoint.write_checkpoint(tmp_path_factory.mktemp("vox") / "tiny", checkpoint.TINY_V2, seed=1234)
+    repo = Path(__file__).resolve().parents[2]
+    return {"omnivoice": load(get_family("omnivoice").demo_model_path()),
+            "audio8_tts": load(repo / "tests" / "data" / "audio8_tts" / "tiny"),
+            "voxcpm2": load(vox)}
