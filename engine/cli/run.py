@@ -61,6 +61,7 @@ class RunArgs:
     sample_rate: int | None = None  # resample what is written (engine.cli.pipes)
     srt: Path | None = None  # dub these subtitles (engine.cli.dubbing)
     stream_by_line: bool = False  # stdin text: one request per line (engine.cli.pipes)
+    device: str | None = None  # load option 'device' (engine.device)
 
 
 def read_text(args: RunArgs) -> str:
@@ -202,6 +203,12 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
     load_options = parse_key_values(args.load_options, flag="--load-option")
     if args.codec is not None:
         load_options["codec"] = str(args.codec)
+    if args.device is not None:
+        load_options["device"] = args.device
+    if "device" in load_options:  # a device this machine lacks is a usage error before any loading
+        from ..device import resolve_device
+
+        resolve_device(load_options["device"])
     request = build_request(args, text or "", request_options)
 
     from ..hub import resolve_model

@@ -29,8 +29,9 @@ _SPELLINGS = PRESET_SPELLINGS["compute_dtype"]
 
 
 def torch_dtype(name: str | torch.dtype | None, default: torch.dtype = torch.float32) -> torch.dtype:
-    """The torch dtype of a ``compute_dtype`` value (None -> ``default``)."""
-    if name is None or name == "":
+    """The torch dtype of a ``compute_dtype`` value (None, ``""`` and ``auto`` -> ``default``: the
+    loaded model's per-device default, ``engine.device.default_compute_dtype``)."""
+    if name is None or name == "" or (isinstance(name, str) and name.strip().lower() == "auto"):
         return default
     if isinstance(name, torch.dtype):
         return name
@@ -59,12 +60,30 @@ def materialize(module: torch.nn.Module, dtype: torch.dtype | None = None, *, wh
 
 
 def load_on_meta(factory: Callable[[], M], source: TensorSource, *, dtype: torch.dtype | None = torch.float32,
-                 what: str = "model", ignore: Iterable[str] = ()) -> M:
+                 what: str = "model", ignore: Iterable[str] = (), device: torch.device | str | None = None,
+                 quantize: Iterable[str] = ()) -> M:
     """Build ``factory()`` on meta, load ``source`` into it strictly with its floating tensors in
-    ``dtype`` (None: the dtypes the module was built with), materialize."""
+    ``dtype`` (None: the dtypes the module was built with) on ``device`` (default: the CPU),
+    materialize.
+
+    ``quantize``: globs of module names whose ``nn.Linear`` layers keep a Q8_0 / Q4_0 weight
+    quantized (``engine.nn.quantized``) when ``dtype`` is a 16-bit compute dtype; float32 compute
+    (the exact mode) dequantizes every weight instead. Names and shapes are checked strictly first,
+    quantized tensors included."""
     module = build_on_meta(factory)
-    load_module_weights(module, source, dtype=dtype, what=what, ignore=ignore)
+    ignore = tuple(ignore)
+    globs = tuple(quantize)
+    if globs and dtype in (torch.bfloat16, torch.float16):
+        from ..weights.loading import check_module_weights
+        from .quantized import quantize_linears
+
+        check_module_weights(module, source, what=what, ignore=ignore)
+        ignore += tuple(quantize_linears(module, source, globs, dtype=dtype,
+                                         device=torch.device(device) if device is not None else torch.device("cpu")))
+    load_module_weights(module, source, dtype=dtype, what=what, ignore=ignore, device=device)
     materialize(module, dtype, what=what)
+    if device is not None:
+        module.to(device)  # what the factory built outside meta (small derived buffers)
     return module
 
 

@@ -33,6 +33,7 @@ import torch
 
 from ..errors import ModelError
 from ..nn.weight_norm import fold_weight_norm
+from .blocks import BlockTensor
 from .source import TensorInfo, TensorSource, cast, dtype_name, unknown_tensor
 
 Patterns = str | Sequence[str]
@@ -49,10 +50,13 @@ def _matches(name: str, globs: tuple[str, ...]) -> bool:
 
 @dataclass
 class Entry:
-    """How a layer serves one name: a lazy info and a loader."""
+    """How a layer serves one name: a lazy info and a loader; names passed through unchanged
+    also serve the stored blocks of a quantized tensor and the release hint of their source."""
 
     info: Callable[[], tuple[tuple[int, ...], str]]
     load: Callable[[torch.dtype | None], torch.Tensor]
+    blocks: Callable[[], BlockTensor | None] | None = None
+    release: Callable[[], None] | None = None
 
 
 class Layer(TensorSource):
@@ -80,13 +84,22 @@ class Layer(TensorSource):
     def get(self, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
         return self._entry(name).load(dtype)
 
+    def blocks(self, name: str) -> BlockTensor | None:
+        entry = self._entry(name)
+        return entry.blocks() if entry.blocks is not None else None
+
+    def release(self, name: str) -> None:
+        entry = self._entry(name)
+        if entry.release is not None:
+            entry.release()
+
 
 def passthrough(base: TensorSource, name: str) -> Entry:
     def info() -> tuple[tuple[int, ...], str]:
         i = base.info(name)
         return i.shape, i.dtype
 
-    return Entry(info, lambda dtype: base.get(name, dtype))
+    return Entry(info, lambda dtype: base.get(name, dtype), lambda: base.blocks(name), lambda: base.release(name))
 
 
 def _computed(fn: Callable[[], torch.Tensor], shape: Sequence[int] | None = None) -> Entry:
@@ -494,6 +507,12 @@ class AdaptedSource(TensorSource):
 
     def get(self, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
         return self._final.get(name, dtype)
+
+    def blocks(self, name: str) -> BlockTensor | None:
+        return self._final.blocks(name)
+
+    def release(self, name: str) -> None:
+        self._final.release(name)
 
 
 def adapt(source: TensorSource, ops: Iterable[Op]) -> AdaptedSource:

@@ -17,6 +17,7 @@ import mmap
 import os
 import stat
 import struct
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,7 @@ class GGUFFile:
                 )
             self.tensors[name] = GGUFTensorInfo(name, ne, ggml_type, offset, nbytes)
         self._buf = buf
+        _MAPPED.add(self)
 
     def _alignment(self) -> int:
         value = self.metadata.get("general.alignment", DEFAULT_ALIGNMENT)
@@ -213,6 +215,34 @@ class GGUFFile:
     def size(self) -> int:
         return len(self._buf)
 
+    # -- page release (engine.weights.mapped) ---------------------------------------------
+    @property
+    def address(self) -> int:
+        """The address of the mapping's first byte (to tell which tensors view it)."""
+        return int(np.frombuffer(self._buf, dtype=np.uint8, count=1).ctypes.data) if len(self._buf) else 0
+
+    def release(self, name: str) -> None:
+        """Drop the pages of tensor ``name`` from this process (``MADV_DONTNEED``): the caller
+        made its own copy. The mapping is private and never written, so a page touched again is
+        read back from the file unchanged; only whole pages inside the tensor are dropped."""
+        info = self.tensors.get(name)
+        if info is not None:
+            self.release_range(info.offset, info.nbytes)
+
+    def release_range(self, offset: int, nbytes: int) -> None:
+        madvise = getattr(self._mmap, "madvise", None)
+        advice = getattr(mmap, "MADV_DONTNEED", None)
+        if madvise is None or advice is None or self._mmap.closed:
+            return
+        page = mmap.PAGESIZE
+        start = (offset + page - 1) // page * page
+        end = min(offset + nbytes, len(self._buf)) // page * page
+        if end > start:
+            try:
+                madvise(advice, start, end - start)
+            except (OSError, ValueError):
+                pass
+
     def get(self, key: str, default: Any = None) -> Any:
         return self.metadata.get(key, default)
 
@@ -220,6 +250,40 @@ class GGUFFile:
     def architecture(self) -> str | None:
         arch = self.metadata.get("general.architecture")
         return arch if isinstance(arch, str) else None
+
+
+#: every open GGUF mapping, to find the file a tensor views (``mapped_file``)
+_MAPPED: weakref.WeakSet[GGUFFile] = weakref.WeakSet()
+
+
+def mapped_file(tensor: Any) -> tuple[GGUFFile, int] | None:
+    """The open GGUF file whose mapping holds ``tensor``'s bytes and their offset in it, or None
+    (a tensor with its own memory, or a view of something else)."""
+    try:
+        ptr = int(tensor.data_ptr())
+    except (AttributeError, RuntimeError):
+        return None
+    if getattr(tensor, "device", None) is not None and tensor.device.type != "cpu":
+        return None
+    for file in list(_MAPPED):
+        try:
+            base, size = file.address, file.size
+        except (ValueError, BufferError):
+            continue
+        if base <= ptr < base + size:
+            return file, ptr - base
+    return None
+
+
+def release_pages(tensor: Any) -> bool:
+    """Drop the pages of a tensor that views a GGUF mapping (after copying it elsewhere: packed,
+    cast or quantized); True if it did. Tensors with their own memory are left alone."""
+    found = mapped_file(tensor)
+    if found is None:
+        return False
+    file, offset = found
+    file.release_range(offset, int(tensor.numel() * tensor.element_size()))
+    return True
 
 
 def _map(path: Path) -> tuple[Any, mmap.mmap]:

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from ..errors import ModelError
+from .blocks import BlockTensor, block_tensor
 from .gguf_file import GGUFFile, GGUFTensorInfo, ggml_type_name
 from .source import TensorInfo, TensorSource, cast, unknown_tensor
 
@@ -59,6 +60,15 @@ def gguf_tensor(file: GGUFFile, info: GGUFTensorInfo, dtype: torch.dtype | None 
     return cast(tensor, dtype)
 
 
+def gguf_blocks(file: GGUFFile, info: GGUFTensorInfo, shape: tuple[int, ...] | None = None) -> BlockTensor | None:
+    """The Q8_0 / Q4_0 matrix ``info`` as stored (its bytes a view of the mapping), when its
+    PyTorch shape is 2-D and equals ``shape`` (the exact shape a package records); else None."""
+    torch_shape = info.torch_shape
+    if shape is not None and tuple(shape) != torch_shape:
+        return None
+    return block_tensor(ggml_type_name(info.ggml_type), torch_shape, file.raw(info.name))
+
+
 def _rows(ne: tuple[int, ...]) -> int:
     count = 1
     for d in ne[1:]:
@@ -93,3 +103,9 @@ class GGUFSource(TensorSource):
 
     def get(self, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
         return gguf_tensor(self.gguf, self._require(name), dtype)
+
+    def blocks(self, name: str) -> BlockTensor | None:
+        return gguf_blocks(self.gguf, self._require(name))
+
+    def release(self, name: str) -> None:
+        self.gguf.release(self._require(name).name)

@@ -49,7 +49,8 @@ def check_module_weights(module: torch.nn.Module, source: TensorSource, *, what:
 
 @torch.no_grad()
 def load_module_weights(module: torch.nn.Module, source: TensorSource, *, dtype: torch.dtype | None = None,
-                        what: str = "model", ignore: Iterable[str] = ()) -> None:
+                        what: str = "model", ignore: Iterable[str] = (),
+                        device: torch.device | str | None = None) -> None:
     """Load ``source`` into ``module`` strictly (parameters and persistent buffers).
 
     Missing, unexpected or misshapen tensors raise one ModelError naming them (names
@@ -57,7 +58,10 @@ def load_module_weights(module: torch.nn.Module, source: TensorSource, *, dtype:
     compared. ``dtype`` converts the module's floating-point parameters and buffers first.
     Tensors are copied one at a time into the module's storage (``copy_``), so peak memory
     is the module plus one tensor; parameters on the ``meta`` device are replaced by the
-    loaded tensors instead (tied parameters stay tied).
+    loaded tensors instead (tied parameters stay tied), moved to ``device`` one at a time (no
+    second host copy of the model). A tensor that ends up in memory of its own (cast,
+    dequantized, copied to a device) has its pages of a memory-mapped file released at once,
+    so the file's pages and the copies are not both resident.
     """
     ignore = tuple(ignore)
     check_module_weights(module, source, what=what, ignore=ignore)
@@ -71,12 +75,26 @@ def load_module_weights(module: torch.nn.Module, source: TensorSource, *, dtype:
         want = target.dtype
         if target.device.type == "meta":
             if id(target) not in replaced:
-                replaced[id(target)] = _assign(module, name, target, source.get(name, want))
+                value = source.get(name, want)
+                if device is not None:
+                    value = value.to(device)
+                replaced[id(target)] = _assign(module, name, target, value)
+                _release_if_copied(source, name, replaced[id(target)])
             else:
                 _assign(module, name, target, replaced[id(target)])
             continue
         value = source.get(name, want)
         target.copy_(value)
+        del value
+        source.release(name)
+
+
+def _release_if_copied(source: TensorSource, name: str, kept: torch.Tensor) -> None:
+    """Release ``name``'s mapped pages unless the module keeps a view of them."""
+    from .gguf_file import mapped_file
+
+    if mapped_file(kept) is None:
+        source.release(name)
 
 
 def _assign(module: torch.nn.Module, name: str, old: torch.Tensor, value: torch.Tensor) -> torch.Tensor:

@@ -29,8 +29,9 @@ import torch
 
 from ..errors import ModelError
 from ..hashing import bytes_sha256
+from .blocks import BlockTensor
 from .gguf_file import GGUFFile, GGUFTensorInfo, dims_fit, ggml_type_name
-from .gguf_source import gguf_tensor
+from .gguf_source import gguf_blocks, gguf_tensor
 from .source import TensorInfo, TensorSource, unknown_tensor
 
 ARCHITECTURE = "audiocpp"
@@ -94,6 +95,13 @@ class PackageSource(TensorSource):
     def get(self, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
         info, shape = self._require(name)
         return gguf_tensor(self.gguf, info, dtype).reshape(shape)
+
+    def blocks(self, name: str) -> BlockTensor | None:
+        info, shape = self._require(name)
+        return gguf_blocks(self.gguf, info, shape)
+
+    def release(self, name: str) -> None:
+        self.gguf.release(self._require(name)[0].name)
 
     def embedded_file_names(self) -> list[str]:
         return list(self._embedded)

@@ -12,11 +12,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..errors import ModelError
+
+if TYPE_CHECKING:
+    from .blocks import BlockTensor
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,15 @@ class TensorSource(ABC):
         Float storage (F32/F16/BF16) comes back in its own dtype unless ``dtype`` is set;
         block-quantized storage comes back as float32 (or ``dtype``).
         """
+
+    def blocks(self, name: str) -> BlockTensor | None:
+        """The tensor as stored, when it is a 2-D Q8_0 / Q4_0 matrix that a quantized kernel can
+        use without dequantizing (``engine.nn.quantized``); None otherwise (the default)."""
+        return None
+
+    def release(self, name: str) -> None:
+        """A hint that the caller holds its own copy of ``name``: memory-mapped sources drop the
+        tensor's pages from the process (re-read from the file if touched again). No-op here."""
 
     def __contains__(self, name: object) -> bool:
         return name in self._name_set()

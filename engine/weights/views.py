@@ -45,6 +45,12 @@ class PrefixView(TensorSource):
     def get(self, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
         return self.base.get(self.prefix + name, dtype)
 
+    def blocks(self, name: str):  # noqa: ANN201 - BlockTensor | None, as TensorSource.blocks
+        return self.base.blocks(self.prefix + name)
+
+    def release(self, name: str) -> None:
+        self.base.release(self.prefix + name)
+
     def __getattr__(self, attr: str):
         # model_spec_json, family, files_root... of a package stay reachable through a view.
         if attr.startswith("_") or attr == "base":

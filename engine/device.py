@@ -1,0 +1,160 @@
+"""Devices: the ``device`` load option (``cpu``, ``cuda``, ``cuda:N``, ``mps``, ``auto``) and the
+per-device defaults of a loaded model.
+
+- :func:`resolve_device` turns the option into a ``torch.device``; a device this machine does
+  not have is a ``UsageError`` that names the ones it has (:func:`available_devices`).
+- :func:`default_compute_dtype` is the compute dtype a session gets when it does not ask for one
+  (``compute_dtype=auto``): on the CPU the dtype the weights are stored in (float32 for F32
+  weights, the exact mode; bfloat16 for BF16, F16 and block-quantized weights, since torch's CPU
+  float16 GEMM is about 10x slower than bfloat16 and the int8 kernels take bfloat16 rows); on a
+  GPU the dtype the family's upstream runs in there (``gpu_dtype``), unless the weights are F32.
+- :func:`storage_dtype` summarises what a weights source stores (by bytes of its large tensors).
+
+Random draws stay on the CPU generator of the request (``PreparedRequest.generator``) and their
+results move to the device, so a seed gives the same draws on every device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from .errors import UsageError
+
+if TYPE_CHECKING:
+    import torch
+
+    from .weights.source import TensorSource
+
+DEVICE_OPTION = "device"
+DEVICE_HINT = "use --device cpu (or auto: the best device this machine has)"
+#: Storage types of block-quantized weights that the engine keeps quantized in memory.
+QUANTIZED_STORAGE = frozenset({"Q8_0", "Q4_0"})
+
+
+def available_devices() -> list[str]:
+    """The devices this machine has, as the ``device`` option spells them (``cpu`` first)."""
+    import torch
+
+    found = ["cpu"]
+    if torch.cuda.is_available():
+        found += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        found.append("mps")
+    return found
+
+
+def best_device() -> str:
+    """``auto``: the first CUDA device, else Apple's MPS, else the CPU (upstream VoxCPM's order)."""
+    found = available_devices()
+    for prefix in ("cuda", "mps"):
+        for name in found:
+            if name.startswith(prefix):
+                return name
+    return "cpu"
+
+
+def resolve_device(value: Any = None) -> torch.device:
+    """The ``torch.device`` of a ``device`` option value (None or ``""`` mean ``auto``).
+
+    ``cuda`` is ``cuda:0``; a device that is not there, or a spelling torch does not know, is a
+    ``UsageError`` naming the devices this machine has."""
+    import torch
+
+    if isinstance(value, torch.device):
+        text = str(value)
+    else:
+        text = "auto" if value is None else str(value).strip().lower()
+    if text in ("", "auto"):
+        text = best_device()
+    found = available_devices()
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise UsageError(f"unknown device {text!r}",
+                         hint=f"use cpu, cuda, cuda:N, mps or auto; this machine has: {', '.join(found)}") from None
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", 0)
+    name = str(device) if device.type != "mps" else "mps"
+    if device.type not in ("cpu", "cuda", "mps") or (device.type == "cpu" and device.index not in (None, 0)):
+        raise UsageError(f"device {text!r} is not supported",
+                         hint=f"use cpu, cuda, cuda:N, mps or auto; this machine has: {', '.join(found)}")
+    if device.type == "cpu":
+        return torch.device("cpu")
+    if name not in found:
+        what = "no CUDA GPU" if device.type == "cuda" and not any(f.startswith("cuda") for f in found) else \
+            "no MPS device" if device.type == "mps" else f"no {name}"
+        raise UsageError(f"device {text!r} is not available: this machine has {what} "
+                         f"(available: {', '.join(found)})", hint=DEVICE_HINT)
+    return device
+
+
+def device_of(options: dict[str, Any] | None) -> torch.device:
+    """The device a family loads on, from its typed load options."""
+    return resolve_device((options or {}).get(DEVICE_OPTION))
+
+
+def storage_dtype(source: TensorSource, names: Iterable[str] | None = None, *, min_numel: int = 4096) -> str:
+    """The storage type holding most bytes of ``source``'s tensors of at least ``min_numel``
+    elements (the weight matrices, not norms or biases): ``F32``, ``BF16``, ``F16``, ``Q8_0``...
+    Empty or integer-only sources give ``F32``."""
+    totals: dict[str, int] = {}
+    for name in source.names() if names is None else names:
+        info = source.info(name)
+        numel = 1
+        for d in info.shape:
+            numel *= int(d)
+        if numel < min_numel or info.dtype.startswith(("I", "U", "BOOL")):
+            continue
+        totals[info.dtype] = totals.get(info.dtype, 0) + numel
+    if not totals:
+        return "F32"
+    return max(totals.items(), key=lambda kv: kv[1])[0]
+
+
+def default_compute_dtype(device: torch.device, stored: str, *, gpu_dtype: torch.dtype | None = None) -> torch.dtype:
+    """The compute dtype of ``compute_dtype=auto`` for weights stored as ``stored`` on ``device``.
+
+    CPU: F32 -> float32 (exact); BF16, F16 and block-quantized (Q8_0, Q4_0...) -> bfloat16.
+    GPU: F32 -> float32 unless the family's upstream computes in ``gpu_dtype`` there; 16-bit
+    storage -> that dtype (F16 -> float16, BF16 -> bfloat16); quantized -> ``gpu_dtype`` or bfloat16.
+    """
+    import torch
+
+    if device.type == "cpu":
+        return torch.float32 if stored in ("F32", "F64") else torch.bfloat16
+    if stored == "F16":
+        return torch.float16
+    if stored == "BF16":
+        return torch.bfloat16
+    if stored in ("F32", "F64"):
+        return gpu_dtype or torch.float32
+    return gpu_dtype or torch.bfloat16
+
+
+def check_dtype_on_device(dtype: torch.dtype, device: torch.device) -> None:
+    """Refuse what a device cannot compute in (float64 on MPS)."""
+    import torch
+
+    if device.type == "mps" and dtype == torch.float64:
+        raise UsageError("MPS does not compute in float64", hint="use compute_dtype float32 or bfloat16")
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (timings on GPUs)."""
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def auto_compute_dtype(device: torch.device, layout: str, source: TensorSource | None = None, *,
+                       gpu_dtype: torch.dtype | None = None) -> torch.dtype:
+    """``compute_dtype=auto`` for a model loaded from ``layout`` (``package``, ``gguf`` or
+    ``folder``): packages and GGUFs by what ``source`` (the dominant network's weights) stores;
+    upstream snapshot folders as F32 (the exact mode on the CPU, whatever the checkpoint's dtype)."""
+    stored = storage_dtype(source) if layout in ("package", "gguf") and source is not None else "F32"
+    return default_compute_dtype(device, stored, gpu_dtype=gpu_dtype)

@@ -1,0 +1,199 @@
+"""Linear layers that keep a Q8_0 / Q4_0 package's weights quantized in memory and compute with them.
+
+Measured on the CPU this project is developed on (AVX512-VNNI and AVX512-BF16, one thread;
+figures in docs/numerics.md), per linear layer of 1024-6144 features:
+
+- ``torch._weight_int8pack_mm`` (int8 weights, one scale per output row, bfloat16 rows) beats
+  the oneDNN-packed bfloat16 GEMM for 1-4 rows (about 1.3-1.5x at one row) and loses beyond 8;
+  with float32 rows it is 10-100x slower, so it is only used with bfloat16 rows.
+- Converting the int8 matrix to bfloat16 (exact: integers up to 127) and running the bfloat16
+  GEMM, the row scales applied to the output, costs the GEMM plus one pass over the weights: about
+  5 % more than bfloat16 weights at 400 rows, so many-row calls (MaskGIT, prefill) take this path.
+- ``torch.ao`` dynamic quantized linear (fbgemm/oneDNN, VNNI) is the fastest of all but quantizes
+  the activations per tensor: 2.3 % relative output error without outlier channels, 11 % with a
+  few 20x channels (int8 weight-only: 1.0 %; ggml's Q8_0 x Q8_0: 0.8-1.3 %): not used.
+- Q8_0's own blocks (one scale per 32 values) have no torch kernel; they are requantized at load
+  to one scale per output row (the largest block scale of the row), which doubles Q8_0's weight
+  error (0.5 % -> 1.0 % relative output error on random weights). That is the price of the kernel.
+- Q4_0 maps exactly onto ``torch._weight_int4pack_mm_for_cpu`` (groups of 32, value =
+  (nibble - 8) * scale + 0): 4-bit weights resident, bfloat16 rows. On other devices Q4_0 goes
+  through the int8 layer (requantized from its 4-bit values, 8 bits resident).
+
+Off the CPU (CUDA, MPS) the int8 layer converts the int8 matrix to the compute dtype per call and
+runs the device's GEMM (int8 resident, one transient matrix per layer).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable
+from functools import cache
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..weights.blocks import BlockTensor
+from ..weights.source import TensorSource
+
+#: At most this many rows per call take ``_weight_int8pack_mm`` on the CPU; more rows convert the
+#: weights and use the bfloat16 GEMM (crossover measured at 8-16 rows for 1024-2048 features).
+INT8PACK_MAX_ROWS = 8
+#: Rows requantized at a time at load (bounds the float32 transient).
+_CHUNK_ROWS = 512
+
+
+@cache
+def int8pack_available() -> bool:
+    try:
+        y = torch._weight_int8pack_mm(torch.ones(1, 32, dtype=torch.bfloat16), torch.ones(8, 32, dtype=torch.int8),
+                                      torch.ones(8, dtype=torch.bfloat16))
+        return tuple(y.shape) == (1, 8)
+    except (RuntimeError, AttributeError, NotImplementedError):
+        return False
+
+
+@cache
+def int4pack_available() -> bool:
+    try:
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.zeros(32, 64, dtype=torch.int32), 2)
+        sz = torch.zeros(2, 32, 2, dtype=torch.bfloat16)
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(torch.ones(1, 64, dtype=torch.bfloat16), packed, 32, sz)
+        return tuple(y.shape) == (1, 32)
+    except (RuntimeError, AttributeError, NotImplementedError):
+        return False
+
+
+def requantize_rows(blocks: BlockTensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A block-quantized matrix as int8 values with one float32 scale per row: ``w ~= q * s[:, None]``.
+    The scale is the row's largest |value| / 127 (the blocks with the row's largest scale keep their
+    values exactly). Works through ``_CHUNK_ROWS`` rows at a time."""
+    rows, cols = blocks.shape
+    values, scales = blocks.values(), blocks.scales()
+    q = torch.empty((rows, cols), dtype=torch.int8)
+    s = torch.empty(rows, dtype=torch.float32)
+    for lo in range(0, rows, _CHUNK_ROWS):
+        hi = min(rows, lo + _CHUNK_ROWS)
+        w = torch.from_numpy(values[lo:hi].astype(np.float32)).view(hi - lo, cols // 32, 32)
+        w *= torch.from_numpy(scales[lo:hi])[:, :, None]
+        w = w.view(hi - lo, cols)
+        scale = w.abs().amax(dim=1) / 127.0
+        s[lo:hi] = scale
+        q[lo:hi] = torch.round(w / torch.where(scale > 0, scale, 1.0)[:, None]).clamp_(-127, 127).to(torch.int8)
+    return q, s
+
+
+class Int8Linear(nn.Module):
+    """``y = (x q^T) * s + b``: int8 weights ``q`` (out, in) with one scale per output row.
+
+    ``qweight`` and ``scale`` are non-persistent buffers (they are not the checkpoint's names);
+    ``bias`` is an ordinary parameter, loaded by name."""
+
+    def __init__(self, qweight: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None) -> None:
+        super().__init__()
+        self.out_features, self.in_features = qweight.shape
+        self.register_buffer("qweight", qweight.contiguous(), persistent=False)
+        self.register_buffer("scale", scale.contiguous(), persistent=False)
+        self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        lead = x.shape[:-1]
+        rows = x.reshape(-1, self.in_features)
+        if rows.device.type == "cpu" and rows.dtype == torch.bfloat16 and rows.shape[0] <= INT8PACK_MAX_ROWS \
+                and int8pack_available():
+            y = torch._weight_int8pack_mm(rows.contiguous(), self.qweight, self.scale.to(torch.bfloat16))
+        else:
+            y = F.linear(rows, self.qweight.to(rows.dtype)) * self.scale.to(rows.dtype)
+        if self.bias is not None:
+            y = y + self.bias.to(y.dtype)
+        return y.reshape(*lead, self.out_features)
+
+    def dequantized(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """The weight matrix these int8 values and scales stand for."""
+        return self.qweight.to(dtype) * self.scale.to(dtype)[:, None]
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8 per-row scales"
+
+
+class Int4Linear(nn.Module):
+    """``y = x W^T + b`` with Q4_0's 4-bit values and block scales packed for
+    ``torch._weight_int4pack_mm_for_cpu`` (CPU only; bfloat16 rows)."""
+
+    GROUP = 32
+
+    def __init__(self, packed: torch.Tensor, scale_zeros: torch.Tensor, out_features: int, in_features: int,
+                 bias: torch.Tensor | None = None) -> None:
+        super().__init__()
+        self.out_features, self.in_features = out_features, in_features
+        self.register_buffer("packed", packed, persistent=False)
+        self.register_buffer("scale_zeros", scale_zeros, persistent=False)
+        self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
+
+    @classmethod
+    def from_blocks(cls, blocks: BlockTensor) -> Int4Linear:
+        rows, cols = blocks.shape
+        nibbles = torch.from_numpy(blocks.nibbles().astype(np.int32))
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(nibbles, 2)
+        d = torch.from_numpy(blocks.scales()).t()  # (cols / 32, rows)
+        scale_zeros = torch.stack([d, torch.zeros_like(d)], dim=-1).to(torch.bfloat16).contiguous()
+        return cls(packed, scale_zeros, rows, cols)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        lead = x.shape[:-1]
+        rows = x.reshape(-1, self.in_features).to(torch.bfloat16).contiguous()
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, self.GROUP, self.scale_zeros).to(x.dtype)
+        if self.bias is not None:
+            y = y + self.bias.to(y.dtype)
+        return y.reshape(*lead, self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int4 groups of 32 (Q4_0)"
+
+
+def quantized_linear(blocks: BlockTensor, device: torch.device, dtype: torch.dtype) -> nn.Module:
+    """The layer for one stored matrix on ``device``, its scales in ``dtype``: Q4_0 on a CPU that
+    has the int4 kernel -> :class:`Int4Linear`; everything else -> :class:`Int8Linear`."""
+    if blocks.qtype == "Q4_0" and device.type == "cpu" and int4pack_available() and blocks.shape[0] % 16 == 0:
+        return Int4Linear.from_blocks(blocks)
+    q, s = requantize_rows(blocks)
+    return Int8Linear(q.to(device), s.to(device=device, dtype=dtype))
+
+
+def quantize_linears(module: nn.Module, source: TensorSource, patterns: Iterable[str] = ("*",), *,
+                     dtype: torch.dtype = torch.bfloat16, device: torch.device | str = "cpu") -> list[str]:
+    """Replace the ``nn.Linear`` layers of ``module`` (matched by module name against the globs
+    ``patterns``) whose weight ``source`` stores as a Q8_0 / Q4_0 matrix by quantized layers built
+    from those blocks, on ``device``; the stored tensor's pages are released after. Returns the
+    weight names replaced: load the rest of the module with them ignored (biases stay
+    parameters and load by name)."""
+    device = torch.device(device)
+    globs = tuple(patterns)
+    done: list[str] = []
+    for name, child in list(module.named_modules()):
+        if not isinstance(child, nn.Linear) or not any(fnmatch.fnmatchcase(name, g) for g in globs):
+            continue
+        weight_name = f"{name}.weight"
+        if weight_name not in source:
+            continue
+        blocks = source.blocks(weight_name)
+        if blocks is None or blocks.shape != (child.out_features, child.in_features):
+            continue
+        layer = quantized_linear(blocks, device, dtype)
+        if child.bias is not None:
+            layer.bias = nn.Parameter(child.bias, requires_grad=False)  # meta: loaded by name afterwards
+        source.release(weight_name)
+        owner_name, _, leaf = name.rpartition(".")
+        setattr(module.get_submodule(owner_name) if owner_name else module, leaf, layer)
+        done.append(weight_name)
+    return done
+
+
+def quantized_bytes(module: nn.Module) -> int:
+    """Bytes held by the quantized layers under ``module`` (values and scales)."""
+    total = 0
+    for child in module.modules():
+        if isinstance(child, (Int8Linear, Int4Linear)):
+            total += sum(b.numel() * b.element_size() for b in child.buffers(recurse=False))
+    return total
