@@ -79,8 +79,11 @@ class Audio8Parts:
         return adapt(source, model_adapters(source))
 
     def build_model(self, dtype: torch.dtype = torch.float32, *, packed: bool = False) -> DualAR:
-        """The DualAR with its weights in ``dtype`` (float32 is exact against upstream), its linear
-        layers on oneDNN-packed weights if ``packed`` (``engine.nn.packed_linear``)."""
+        """The DualAR with its weights in ``dtype`` (float32 is exact against upstream). With
+        ``packed``, its linear layers run on faster kernels: in float32, layers whose weights are
+        bfloat16 values (the real checkpoint stores bf16) keep them in bfloat16 and compute in
+        float32 (``engine.nn.bf16_linear``); the others use oneDNN-packed weights
+        (``engine.nn.packed_linear``)."""
         with torch.device("meta"):
             model = DualAR(self.config)
         source = self.model_source()
@@ -88,8 +91,11 @@ class Audio8Parts:
         load_module_weights(model.fast, adapt(source, [Keep("fast_*")]), dtype=dtype, what="Audio8 TTS fast AR")
         _materialize(model, dtype)
         if packed:
+            from audiocpp.engine.nn.bf16_linear import convert_linears
             from audiocpp.engine.nn.packed_linear import pack_linears
 
+            if dtype == torch.float32:
+                convert_linears(model)  # bf16-stored weights, float32 math, half the bytes read
             pack_linears(model)
         for p in model.parameters():  # own the weights: do not keep the file mapped
             p.data = p.data.clone()

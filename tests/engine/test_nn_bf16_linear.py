@@ -1,0 +1,37 @@
+"""engine.nn.bf16_linear: float32 math over bfloat16-stored weights equals F.linear up to
+summation order, for decode and prefill shapes and odd sizes; only exactly-bf16 weights convert."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from audiocpp.engine.nn.bf16_linear import BF16WeightLinear, convert_linears, exactly_bf16, kernel
+
+pytestmark = pytest.mark.skipif(kernel() is None, reason="the bf16-weight kernel cannot be built here (no AVX-512 "
+                                                          "or no compiler): layers stay on torch's kernels")
+
+
+@pytest.mark.parametrize("rows,n,k,bias", [(1, 64, 896, True), (3, 37, 100, False), (50, 130, 64, True),
+                                           (1, 5, 15, False), (2000, 8, 32, True)])
+def test_matches_float32_linear(rows: int, n: int, k: int, bias: bool) -> None:
+    torch.manual_seed(rows + n)
+    lin = nn.Linear(k, n, bias=bias)
+    lin.weight.data = lin.weight.data.to(torch.bfloat16).float()
+    x = torch.randn(2, rows, k)
+    ref = F.linear(x, lin.weight, lin.bias)
+    got = BF16WeightLinear(lin, kernel())(x)
+    assert got.shape == ref.shape and got.dtype == torch.float32
+    assert (got - ref).abs().max() <= 2e-6 * ref.abs().max()
+
+
+def test_converts_only_exact_bfloat16_weights() -> None:
+    model = nn.Sequential(nn.Linear(8, 8), nn.Sequential(nn.Linear(8, 4)), nn.Linear(4, 2))
+    model[0].weight.data = model[0].weight.data.to(torch.bfloat16).float()
+    model[1][0].weight.data = model[1][0].weight.data.to(torch.bfloat16).float()
+    assert not exactly_bf16(model[2].weight)
+    assert convert_linears(model) == 2
+    assert isinstance(model[0], BF16WeightLinear) and isinstance(model[1][0], BF16WeightLinear)
+    assert isinstance(model[2], nn.Linear)
