@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from audiocpp.engine import fs
 from audiocpp.engine.errors import AudiocppError, UsageError
 from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.spec.options import resolve_options
@@ -85,7 +86,10 @@ class Item:
 
 
 def _absolute(value: str | Path, base: Path) -> str:
-    path = Path(value).expanduser()
+    try:
+        path = Path(value).expanduser()
+    except RuntimeError:  # "~name" of a user this system does not know
+        raise ValueError(f"{str(value)!r} starts with '~' but there is no such user's home folder") from None
     return str(path if path.is_absolute() else (base / path).resolve())
 
 
@@ -197,7 +201,7 @@ class _Checker:
             shown = str(default)
         else:
             return None
-        if not path.is_file():
+        if not fs.is_file(path):  # never raises (a name too long is simply not there)
             raise ValueError(f"{name} {shown!r} does not exist" + ("" if shown == str(path) else f" ({path})"))
         return str(path)
 
@@ -273,6 +277,9 @@ def read_manifest(path: Path, spec: ModelSpec, defaults: Defaults) -> list[Item]
             raw = json.loads(line)
         except json.JSONDecodeError as error:
             problems.append(f"line {number}: not valid JSON: {error.msg} (column {error.colno})")
+            continue
+        except (ValueError, RecursionError) as error:  # a number of 5000 digits, nesting too deep
+            problems.append(f"line {number}: not valid JSON: {str(error)[:120]}")
             continue
         try:
             items.append(checker.item(raw, number, len(items)))

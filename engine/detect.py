@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import fs
 from .errors import ModelError
 from .spec.model import ModelSpec
 from .weights.gguf_file import GGUFFile, is_gguf
@@ -46,11 +47,11 @@ class PathFacts:
     @classmethod
     def read(cls, path: str | Path) -> PathFacts:
         path = Path(path)
-        if not path.exists():
+        if not fs.exists(path):
             raise ModelError(f"model path {str(path)!r} does not exist", hint="check the --model path")
         facts = cls(path=path)
         target = path
-        if path.is_dir():
+        if fs.is_dir(path):
             facts.folder = path
             inner = path / "model.gguf"
             if inner.is_file():

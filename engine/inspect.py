@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from . import fs
 from .errors import ModelError, SpecError
 from .records import ModelInfo
 from .spec.model import ModelSpec
@@ -38,7 +39,7 @@ def embedded_spec(source: TensorSource) -> ModelSpec | None:
 def inspect_path(path: str | Path, family: str, spec: ModelSpec) -> ModelInfo:
     """Describe ``path``: GGUFs (and single weight files) directly, folders through ``resolve_weights``."""
     path = Path(path).expanduser()
-    if not path.exists():
+    if not fs.exists(path):
         raise ModelError(f"model path {str(path)!r} does not exist", hint="check the path")
     metadata: dict[str, object] = {}
     if path.is_dir():

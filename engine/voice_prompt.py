@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import fs
 from .errors import UsageError
 
 FORMAT_VERSION = 1
@@ -56,7 +57,7 @@ def read_prompt_dict(path: str | Path, *, family: str | None = None) -> dict[str
     from .weights.torch_source import load_weights_only
 
     path = Path(path)
-    if not path.is_file():
+    if not fs.is_file(path):
         raise UsageError(f"voice prompt {str(path)!r} does not exist", hint="check the path")
     try:
         data = load_weights_only(path, mmap=False)  # bounded reads, every failure one error

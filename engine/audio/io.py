@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import fs
 from ..errors import AudioError
 from ..records import AudioBuffer
 from ._wav import declared_wav_truncation
@@ -93,9 +94,9 @@ _READ_HINT = "use a WAV, FLAC, OGG or MP3 file (convert others with e.g. `ffmpeg
 
 
 def _check_readable(path: Path) -> None:
-    if not path.exists():
+    if not fs.exists(path):
         raise AudioError(f"audio file {str(path)!r} does not exist", hint="check the path")
-    if path.is_dir():
+    if fs.is_dir(path):
         raise AudioError(f"{str(path)!r} is a folder, not an audio file", hint="pass the path of a file")
     if not os.access(path, os.R_OK):
         raise AudioError(f"audio file {str(path)!r} is not readable", hint="check its permissions")
@@ -178,10 +179,10 @@ def write_audio(path: str | os.PathLike[str], audio: AudioBuffer, fmt: str) -> N
                          hint="this is a bug in the model or its options; please report it")
     dest = Path(path)
     folder = dest.parent
-    if not folder.is_dir():
+    if not fs.is_dir(folder):
         raise AudioError(f"cannot write {str(dest)!r}: the folder {str(folder)!r} does not exist",
                          hint="create the folder first or choose another output path")
-    if dest.is_dir():
+    if fs.is_dir(dest):
         raise AudioError(f"cannot write {str(dest)!r}: it is a folder", hint="pass a file name")
     tmp = folder / f".{dest.name}.{secrets.token_hex(6)}.tmp"
     try:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .. import fs
 from ..errors import UsageError
 from .model import ModelSpec, OptionScope, OptionSpec
 
@@ -68,11 +69,11 @@ def parse_value(opt: OptionSpec, raw: Any, *, where: str) -> Any:
     if kind == "enum" and allowed and value not in allowed:
         also = f" (or {', '.join(opt.aliases())})" if opt.aliases() else ""
         raise UsageError(f"{where}: {value!r} is not allowed", hint=f"use one of: {', '.join(allowed)}{also}")
-    if kind in ("audio_path", "path") and not value.exists():
+    if kind in ("audio_path", "path") and not fs.exists(value):
         raise UsageError(f"{where}: file {str(value)!r} does not exist", hint="check the path")
     if kind in ("audio_path_list", "path_list"):
         for item in value:
-            if not item.exists():
+            if not fs.exists(item):
                 raise UsageError(f"{where}: file {str(item)!r} does not exist", hint="check the path")
     return value
 

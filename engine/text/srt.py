@@ -17,10 +17,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import fs
 from ..errors import UsageError
 
 _TIME = r"(\d{1,3}):(\d{2}):(\d{2})[,.](\d{1,3})"
 _TIMING = re.compile(rf"^\s*{_TIME}\s*-->\s*{_TIME}(?:\s+.*)?$")
+_NUMBER = re.compile(r"[0-9]{1,9}")  # ASCII digits: "²".isdigit() is true but int("²") fails
 _TAGS = re.compile(r"<[^>]*>|\{\\[^}]*\}")
 _HINT = "each cue is a number, 'HH:MM:SS,mmm --> HH:MM:SS,mmm' and its text, cues in time order without overlap"
 
@@ -71,7 +73,7 @@ def parse_srt(text: str, name: str = "the SRT file") -> list[Cue]:
     cues: list[Cue] = []
     for position, (line_no, block) in enumerate(blocks, start=1):
         number_line, rest = block[0], block[1:]
-        if not number_line.isdigit():
+        if not _NUMBER.fullmatch(number_line):
             if _TIMING.match(number_line):  # a cue without its number
                 problems.append(f"cue {position} (line {line_no}): the cue number is missing before its timing line")
             else:
@@ -119,9 +121,9 @@ def read_srt(path: str | Path) -> list[Cue]:
     """The cues of the SRT file ``path`` (UTF-8, with or without BOM)."""
     path = Path(path)
     flag = f"--srt {str(path)!r}"
-    if not path.exists():
+    if not fs.exists(path):
         raise UsageError(f"{flag} does not exist", hint="check the path")
-    if path.is_dir():
+    if fs.is_dir(path):
         raise UsageError(f"{flag} is a folder", hint="pass a .srt file")
     try:
         text = path.read_text(encoding="utf-8-sig")

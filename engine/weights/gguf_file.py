@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import fs
 from ..errors import ModelError
 
 GGUF_MAGIC = b"GGUF"
@@ -356,7 +357,7 @@ def read_gguf_metadata(path: str | Path) -> dict[str, Any]:
 
 def is_gguf(path: str | Path) -> bool:
     path = Path(path)
-    if not path.is_file():
+    if not fs.is_file(path):
         return False
     with open(path, "rb") as fh:
         return fh.read(4) == GGUF_MAGIC

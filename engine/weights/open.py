@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import fs
 from ..errors import ModelError
 from .source import TensorSource
 
@@ -20,9 +21,9 @@ def open_weights(path: str | Path) -> TensorSource:
     - a folder: an HF snapshot (``FolderSource``), or a folder holding ``model.gguf``.
     """
     path = Path(path).expanduser()
-    if not path.exists():
+    if not fs.exists(path):
         raise ModelError(f"weights path {str(path)!r} does not exist", hint="check the path")
-    if path.is_dir():
+    if fs.is_dir(path):
         from .folder import FolderSource, root_checkpoint
 
         if root_checkpoint(path) is None and (path / "model.gguf").is_file():

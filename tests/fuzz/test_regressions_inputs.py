@@ -76,3 +76,49 @@ def test_a_legacy_prompt_claiming_a_huge_string_is_refused(tmp_path: Path) -> No
     path.write_bytes(data[:at] + b"X\xff\xff\xff\x7f" + data[at + 5:])
     outcome = check("regression", lambda: read_prompt_dict(path), files=[path])
     assert isinstance(outcome, UsageError)
+
+
+def test_srt_cue_numbers_are_ascii_digits() -> None:
+    """"³".isdigit() is true, int("³") a ValueError; 5000 digits exceed int()'s limit."""
+    from audiocpp.engine.text.srt import parse_srt
+
+    for number in ("³", "1" * 5000):
+        with pytest.raises(UsageError, match="expected a cue number"):
+            parse_srt(f"{number}\n00:00:01,000 --> 00:00:02,000\nHello.\n")
+
+
+def test_manifest_lines_that_break_json_loads(tmp_path: Path) -> None:
+    """A 5000-digit number (ValueError) or 50 000 brackets (RecursionError) on one line; a path
+    of an unknown user's home (RuntimeError), a file name too long (OSError): each a bad line."""
+    from batch.manifest import Defaults, read_manifest
+
+    spec = load_spec_file(REPO / "model_specs" / "omnivoice.json")
+    path = tmp_path / "m.jsonl"
+    path.write_text("\n".join([
+        '{"id": "a", "text": "x", "seed": ' + "1" * 5000 + "}",
+        "[" * 50_000,
+        '{"id": "b", "text": "x", "task": "clon", "reference_text": "hi", "voice_ref": "~nosuchuser0/x.wav"}',
+        '{"id": "c", "text": "x", "task": "clon", "reference_text": "hi", "voice_ref": "' + "a" * 5000 + '.wav"}',
+    ]))
+    with pytest.raises(UsageError, match="has 4 bad lines") as caught:
+        read_manifest(path, spec, Defaults())
+    for line in ("line 1: not valid JSON", "line 2: not valid JSON", "line 3:", "line 4:"):
+        assert line in caught.value.message
+
+
+def test_paths_the_system_refuses_are_simply_not_there(tmp_path: Path) -> None:
+    """pathlib's exists()/is_file() raise OSError (ENAMETOOLONG) for a 5000-byte name in Python
+    3.11; every reader of a user's path says "does not exist" instead."""
+    from audiocpp.engine.audio.io import read_audio
+    from audiocpp.engine.errors import AudioError, ModelError
+    from audiocpp.engine.text.srt import read_srt
+    from audiocpp.engine.weights import open_weights
+
+    long = tmp_path / ("a" * 5000)
+    for call, error in ((lambda: read_audio(long), AudioError), (lambda: open_weights(long), ModelError),
+                        (lambda: read_srt(long), UsageError), (lambda: read_prompt_dict(long), UsageError)):
+        with pytest.raises(error, match="does not exist"):
+            call()
+    spec = load_spec_file(REPO / "model_specs" / "voxcpm2.json")
+    with pytest.raises(UsageError, match="does not exist"):
+        resolve_options(spec, "request", {"prompt_audio": str(long)})
