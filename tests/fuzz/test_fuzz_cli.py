@@ -23,6 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from . import seeds
+from . import test_fuzz_manifest_srt as manifest_targets
 from .harness import Broken, check, fuzz_settings
 from .mutate import mutated
 
@@ -136,6 +137,12 @@ def command_lines(draw: st.DrawFn, files: dict[str, Path], out_dir: Path) -> lis
                                                   if draw(st.booleans()) else [])]
     if which == 1:
         return ["options", "--family", draw(st.one_of(st.sampled_from(FAMILIES), st.text(max_size=8)))]
+    if which == 3:
+        manifest = out_dir.parent / "batch.jsonl"
+        lines = draw(st.lists(manifest_targets.manifest_line(), min_size=1, max_size=3))
+        manifest.write_text("\n".join(lines), encoding="utf-8", errors="surrogatepass")
+        return ["batch", str(manifest), "--check", "--family", draw(st.sampled_from(FAMILIES)),
+                "--out-dir", str(out_dir / "batch")]
     if which == 2:
         return ["codec", "decode", str(files["prompt"]), "--model", str(files["model"]),
                 "--out", str(out_dir / "decoded.wav")]
@@ -171,6 +178,6 @@ def test_cli(fuzz_dir: Path, cli_env: None, data: st.DataObject) -> None:
     argv = data.draw(command_lines(files, out_dir))
     result = check("cli", lambda: run_cli(argv), files=list(files.values()), limit_s=60)
     code, stderr = result
-    if argv[0] in ("inspect", "options") and code == 0:
-        return  # a mutation the readers accept (only data bytes changed): inspect may succeed
+    if argv[0] in ("inspect", "options", "batch") and code == 0:
+        return  # inputs the readers accept (a mutation of data bytes only, a manifest of good lines)
     promise(code, stderr, out_dir, before)
