@@ -44,6 +44,12 @@ class PathFacts:
     config: dict[str, Any] | None = None
     folder: Path | None = None
 
+    @property
+    def embedded_family(self) -> str | None:
+        """The family a package GGUF's embedded spec names (``audiocpp.model_spec.family``), or None."""
+        value = (self.gguf_metadata or {}).get(EMBEDDED_FAMILY_KEY)
+        return value if isinstance(value, str) and value else None
+
     @classmethod
     def read(cls, path: str | Path) -> PathFacts:
         path = Path(path)

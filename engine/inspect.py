@@ -14,7 +14,7 @@ from .weights import TensorSource, open_weights, resolve_weights
 #: Metadata keys shown by inspect when present.
 KEY_METADATA = (
     "general.architecture", "general.name", "audiocpp.weight_type", "audiocpp.source_format",
-    "audiocpp.model_spec.family", "audiocpp.model_spec.version",
+    "audiocpp.model_spec.family", "audiocpp.model_spec.version", "audiocpp.family_distribution",
 )
 
 

@@ -35,7 +35,16 @@ class LoadedModel(ABC):
         self.reference_cache = ContentCache(max_entries=8)
 
     def session(self, task: str | Task = "tts", mode: str | Mode = "offline", **session_options: Any) -> Session:
-        """Shorthand: ``model.session("tts", compute_dtype="bfloat16")``."""
+        """Shorthand: ``model.session("tts", compute_dtype="bfloat16")``: session options are keyword
+        arguments named as the spec names them (no family prefix)."""
+        for name in session_options:
+            if self.spec.option("session", name) is None:
+                names = [row.name for row in self.spec.options.session]
+                raise UsageError(
+                    f"{self.family} has no session option {name!r}",
+                    hint=f"session options of {self.family} (keyword arguments of session()): {', '.join(names)}"
+                    if names else f"{self.family} takes no session options",
+                )
         return self.create_session(task, mode, session_options)
 
     def create_session(

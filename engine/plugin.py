@@ -34,12 +34,16 @@ class FamilyPlugin:
     name: str = ""
     spec_file: str | Path | None = None
 
+    @property
+    def spec_path(self) -> Path:
+        """Where the spec lives: ``spec_file``, or the one shipped in ``audiocpp.model_specs``."""
+        if self.spec_file is not None:
+            return Path(self.spec_file)
+        return Path(str(resources.files("audiocpp.model_specs").joinpath(f"{self.name}.json")))
+
     @cached_property
     def spec(self) -> ModelSpec:
-        path = self.spec_file
-        if path is None:
-            path = Path(str(resources.files("audiocpp.model_specs").joinpath(f"{self.name}.json")))
-        return load_spec_file(path)
+        return load_spec_file(self.spec_path)
 
     # -- detection and inspection -------------------------------------------------
     def detect(self, facts: PathFacts):
@@ -62,14 +66,20 @@ class FamilyPlugin:
             )
 
     def load(self, path: str | Path | None, load_options: dict[str, Any] | None = None) -> LoadedModel:
-        """Check the status, parse load options against the spec, then call :meth:`_load`."""
+        """Check the status, parse load options against the spec, then call :meth:`_load` with a
+        path (``None``: :meth:`demo_model_path`) and the typed load options (defaults filled in)."""
+        from .errors import UsageError
         from .spec.options import resolve_options
 
         self.ensure_runnable()
         options = resolve_options(self.spec, "load", load_options)
-        return self._load(None if path is None else Path(path), options)
+        if path is None:
+            path = self.demo_model_path()
+            if path is None:
+                raise UsageError(f"family {self.name!r} has no demo model", hint="pass the model's path")
+        return self._load(Path(path), options)
 
-    def _load(self, path: Path | None, options: dict[str, Any]) -> LoadedModel:
+    def _load(self, path: Path, options: dict[str, Any]) -> LoadedModel:
         raise NotImplementedError(f"family {self.name!r} does not implement loading")
 
     # -- packaging --------------------------------------------------------------------

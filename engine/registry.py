@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from .detect import PathFacts
-from .errors import ModelError, UsageError
+from .errors import AudiocppError, ModelError, UsageError
 from .plugin import FamilyPlugin
+from .spec.model import ModelSpec
 
 GROUP = "audiocpp.families"
 
@@ -29,12 +30,17 @@ class BrokenPlugin:
 
 
 _ORIGINS: dict[str, str] = {}
+_DISTRIBUTIONS: dict[str, str] = {}
+
+#: Package metadata key: the distribution (pip name) of the plugin that packaged a third-party family.
+DISTRIBUTION_KEY = "audiocpp.family_distribution"
 
 
 @cache
 def _discover() -> tuple[dict[str, FamilyPlugin], tuple[BrokenPlugin, ...]]:
     plugins: dict[str, FamilyPlugin] = {}
     _ORIGINS.clear()
+    _DISTRIBUTIONS.clear()
     broken: list[BrokenPlugin] = []
     for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
         try:
@@ -54,6 +60,8 @@ def _discover() -> tuple[dict[str, FamilyPlugin], tuple[BrokenPlugin, ...]]:
         plugins[ep.name] = plugin
         dist = getattr(ep, "dist", None)
         _ORIGINS[ep.name] = f"{dist.name} {dist.version}" if dist is not None else ep.value
+        if dist is not None:
+            _DISTRIBUTIONS[ep.name] = dist.name
     return plugins, tuple(broken)
 
 
@@ -61,6 +69,21 @@ def origin(name: str) -> str:
     """The distribution that registered a family ("audiocpp 0.1.0" for built-ins)."""
     _discover()
     return _ORIGINS.get(name, "?")
+
+
+def distribution(name: str) -> str | None:
+    """The name of the distribution (what ``pip install`` takes) that registered family ``name``."""
+    _discover()
+    return _DISTRIBUTIONS.get(name)
+
+
+def spec_location(spec: ModelSpec) -> str:
+    """Where ``spec`` lives, for hints: the file of the installed plugin whose spec it is (an
+    out-of-tree family's own package file, ``.../audiocpp/model_specs/<family>.json`` for built-ins)."""
+    plugin = families().get(spec.family)
+    if plugin is not None and plugin.spec == spec:
+        return str(plugin.spec_path)
+    return f"of family {spec.family!r}"
 
 
 def families() -> dict[str, FamilyPlugin]:
@@ -71,13 +94,30 @@ def broken_families() -> tuple[BrokenPlugin, ...]:
     return _discover()[1]
 
 
+def _short_error(text: str) -> str:
+    """The first line of a plugin's error, and its first problem when that line announces a list."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("hint:")]
+    if not lines:
+        return text
+    return " ".join(lines[:2]) if lines[0].endswith(":") else lines[0]
+
+
+def _broken(name: str) -> BrokenPlugin | None:
+    return next((b for b in broken_families() if b.name == name), None)
+
+
+def _broken_error(name: str, broken: BrokenPlugin, what: str = "") -> UsageError:
+    return UsageError(f"{what}family {name!r} is installed but its plugin failed to load: {broken.error}",
+                      hint=f"fix or reinstall the plugin ({broken.target}); `audiocpp families` lists it as broken")
+
+
 def get_family(name: str) -> FamilyPlugin:
     plugins = families()
     plugin = plugins.get(name)
     if plugin is None:
-        for broken in broken_families():
-            if broken.name == name:
-                raise UsageError(f"family {name!r} is installed but failed to load: {broken.error}")
+        broken = _broken(name)
+        if broken is not None:
+            raise _broken_error(name, broken)
         raise UsageError(
             f"unknown family {name!r}",
             hint=f"installed families: {', '.join(sorted(plugins)) or 'none'} (see `audiocpp families`)",
@@ -88,17 +128,27 @@ def get_family(name: str) -> FamilyPlugin:
 def detect_family(path: str | Path) -> FamilyPlugin:
     """The one family whose files ``path`` holds, or a ModelError listing the candidates."""
     facts = PathFacts.read(path)
+    embedded = facts.embedded_family
+    if embedded is not None and embedded not in families():
+        raise _not_installed(path, embedded, facts)
     evidence = []
     for plugin in families().values():
         found = plugin.detect(facts)
         if found is not None:
             evidence.append((found, plugin))
     if not evidence:
+        broken = broken_families()
+        note = ""
+        if broken:
+            listing = "; ".join(f"{b.name} ({_short_error(b.error)})" for b in broken)
+            note = (f"; {'a family plugin that could read it is' if len(broken) == 1 else 'family plugins are'} "
+                    f"installed but failed to load: {listing}")
         raise ModelError(
-            f"cannot tell which family {str(path)!r} belongs to",
+            f"cannot tell which family {str(path)!r} belongs to{note}",
             hint=f"pass --family (one of: {', '.join(sorted(families()))}); "
             "detection reads GGUF general.architecture / an embedded model spec, config.json model_type "
-            "or architecture, and the folder layout",
+            "or architecture, and the folder layout" + ("; `audiocpp families` lists the broken plugins"
+                                                        if broken else ""),
         )
     evidence.sort(key=lambda item: -item[0].strength)
     best = evidence[0][0].strength
@@ -112,9 +162,40 @@ def detect_family(path: str | Path) -> FamilyPlugin:
     return top[0][1]
 
 
+def _not_installed(path: str | Path, family: str, facts: PathFacts) -> AudiocppError:
+    """The error for a package whose family has no working plugin here."""
+    broken = _broken(family)
+    if broken is not None:
+        return _broken_error(family, broken, what=f"{str(path)!r} is a package of family {family!r}; that ")
+    dist = (facts.gguf_metadata or {}).get(DISTRIBUTION_KEY)
+    how = (f"pip install {dist}" if isinstance(dist, str) and dist.strip()
+           else f"pip install the package that provides the audiocpp family {family!r}")
+    return ModelError(f"{str(path)!r} is a package of family {family!r}, which is not installed ({how})",
+                      hint=f"installed families: {', '.join(sorted(families())) or 'none'} (see `audiocpp families`); "
+                      f"`audiocpp inspect {path}` shows what the package holds")
+
+
+def _check_family_of_package(path: str | Path, plugin: FamilyPlugin) -> None:
+    """``--family X`` with a package of another family: say whose package it is."""
+    try:
+        facts = PathFacts.read(path)
+    except AudiocppError:  # unreadable or missing: the loader reports it with its own words
+        return
+    embedded = facts.embedded_family
+    if embedded is None or embedded == plugin.name:
+        return
+    if embedded not in families():
+        raise _not_installed(path, embedded, facts)
+    raise UsageError(f"{str(path)!r} is a package of family {embedded!r}, not {plugin.name!r}",
+                     hint=f"drop --family (the package names its family) or pass --family {embedded}")
+
+
 def resolve_family(path: str | Path | None, family: str | None) -> FamilyPlugin:
     if family:
-        return get_family(family)
+        plugin = get_family(family)
+        if path is not None:
+            _check_family_of_package(path, plugin)
+        return plugin
     if path is None:
         raise UsageError("no model given", hint="pass --model PATH, or --family NAME to use its demo model")
     return detect_family(path)

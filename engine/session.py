@@ -92,7 +92,14 @@ def cap_reference(audio: AudioBuffer, cap: float, name: str) -> AudioBuffer:
 
 @dataclass
 class PreparedRequest:
-    """A validated request: typed options with defaults, loaded reference audio, a seed."""
+    """A validated request, what ``Session._synthesize`` receives.
+
+    ``options``: every request option of the spec by its full name (``seed``, ``mytts.gain``), typed,
+    defaults filled in (None where the spec has no default). ``seed``: the request's seed (drawn at
+    random when the request gave none; only a spec that declares ``seed`` lets callers set it).
+    ``voice``: the reference audio (mono float32, its own rate) or None; ``voice_prompt``: a loaded
+    prompt or None; ``progress``: call ``start(label, total)`` and ``advance()``.
+    """
 
     text: str
     task: Task
@@ -123,7 +130,10 @@ class PreparedRequest:
 
 @dataclass
 class Synthesis:
-    """What a family's generator returns when it is done."""
+    """What a family's generator returns when it is done: the whole ``audio``; its ``chunks`` (the
+    long-form or streamed pieces, in order; ``TaskResult.chunks``, the files of ``--out-dir`` in
+    offline mode); a prepared ``voice_prompt`` to save (``--voice-prompt-out``); ``details`` for
+    parity tests and power users. Without ``chunks`` the metrics count the pieces it yielded."""
 
     audio: AudioBuffer
     chunks: list[AudioBuffer] = field(default_factory=list)
@@ -191,7 +201,7 @@ class Session(ABC):
             time_to_first_audio_s=first_audio if first_audio is not None else wall,
             peak_rss_mb=peak_rss_mb(),
             seed=prepared.seed,
-            num_chunks=max(1, len(synthesis.chunks)),
+            num_chunks=max(1, len(synthesis.chunks) or index),  # the streamed pieces when chunks= was not given
         )
         result = TaskResult(
             audio=synthesis.audio,

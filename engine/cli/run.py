@@ -173,6 +173,7 @@ def run_request(args: RunArgs) -> None:
         raise UsageError("--stream-by-line reads the text from stdin line by line",
                          hint="use it with --mode streaming and the text on stdin (--text - or a pipe)")
     kept: list[Path] = []
+    created = _folders_to_create(args.out_dir)
     try:
         text = None if cues is not None or incremental else read_text(args)
         if text is not None and not text.strip():
@@ -182,6 +183,9 @@ def run_request(args: RunArgs) -> None:
     except KeyboardInterrupt:
         _report_interrupt(args, kept)
         raise SystemExit(130) from None
+    except Exception:
+        _discard_partial_output(args, kept, created)
+        raise
 
 
 def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | None, kept: list[Path],

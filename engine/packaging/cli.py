@@ -104,6 +104,16 @@ def build_plan(inputs: dict[str, Path], spec: ModelSpec, spec_json: str | None,
     return plan_from_spec(spec, inputs, spec_json=spec_json)
 
 
+def _record_distribution(plan: PackagePlan, plugin: FamilyPlugin | None) -> None:
+    """A third-party family's package names the distribution that provides the family, so that
+    where it is not installed the engine can say what to ``pip install``."""
+    from ..registry import DISTRIBUTION_KEY, distribution
+
+    dist = distribution(plugin.name) if plugin is not None else None
+    if dist is not None and dist.lower() != "audiocpp" and plan.family == plugin.name:
+        plan.metadata.setdefault(DISTRIBUTION_KEY, dist)
+
+
 def package_from_cli(*, out: Path, inputs: list[str], spec: Path | None, family: str | None,
                      weight_type: str, keep_types: list[str], overwrite: bool) -> PackageSummary:
     """The ``audiocpp package`` command: every check runs before the output is created."""
@@ -115,6 +125,7 @@ def package_from_cli(*, out: Path, inputs: list[str], spec: Path | None, family:
     parsed = parse_inputs(inputs)
     model_spec, spec_json, plugin = resolve_spec(parsed, spec, family)
     plan = build_plan(parsed, model_spec, spec_json, plugin, spec_given=spec is not None)
+    _record_distribution(plan, plugin)
     summary = write_package(plan, out, wtype, rules, overwrite=overwrite, progress=Progress())
     print(summary.format())
     note = demo_note(parsed)

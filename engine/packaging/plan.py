@@ -41,7 +41,7 @@ class PackagePlan:
     spec_json: str | None = None  # embedded verbatim; derived from ``spec`` when None
     source_paths: dict[str, str] = field(default_factory=dict)  # namespace -> input path
     name: str = ""  # general.name (the model folder's name)
-    source_format: str = ""  # input extension (".safetensors"), or "packed" for several inputs
+    source_format: str = ""  # input extension (".safetensors"), "folder", or "packed" for several inputs
     metadata: dict[str, Any] = field(default_factory=dict)  # extra GGUF KV pairs
 
     def spec_text(self) -> str | None:
@@ -190,7 +190,10 @@ def plan_from_spec(spec: ModelSpec, inputs: dict[str, Path], *, spec_json: str |
         root = first if first.is_dir() else first.parent
         files = _sidecars_near(spec, root, first)
     name = root.resolve().name if root is not None else spec.family
-    source_format = _source_format(list(paths.values()))
+    if model is not None and model.is_dir() and len(inputs) == 1:
+        source_format = "folder"  # one model folder, whatever files its namespaces come from
+    else:
+        source_format = _source_format(list(paths.values()))
     return PackagePlan(
         family=spec.family, namespaces=namespaces, files=files, spec=spec, spec_json=spec_json,
         source_paths={ns: _relative(p, root) for ns, p in paths.items()}, name=name,

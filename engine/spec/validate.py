@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from .canonical import option_name_problems
 from .model import PRESETS, ModelSpec
 
 NUMERIC = ("int", "float")
@@ -80,8 +81,8 @@ def _semantic_problems(data: dict[str, Any], expected_family: str | None) -> lis
             if name in seen:
                 problems.append(f"{path}.name: duplicate option {name!r} in scope {scope!r}")
             seen.add(name)
-            if scope == "request" and "." in name and not name.startswith(f"{family}."):
-                problems.append(f"{path}.name: namespaced request option {name!r} must start with '{family}.'")
+            for where, message in option_name_problems(family, scope, name, row["type"]):
+                problems.append(f"{path}.{where}: {message}")
             problems.extend(_default_problems(row, path))
         declared[scope] = seen
 

@@ -124,6 +124,8 @@ def _wip_family_site(root: Path) -> Path:
                        / "toytone.json").read_text())
     spec.update(family="wiptone", status="wip", status_note="its model code has not landed yet")
     spec.pop("detection", None)
+    for row in spec["options"]["request"]:  # the toy's own options are named toytone.*
+        row["name"] = row["name"].replace("toytone.", "wiptone.")
     (site / "wiptone.json").write_text(json.dumps(spec))
     (site / "wiptone.py").write_text(
         "from pathlib import Path\nfrom audiocpp.engine.plugin import FamilyPlugin\n\n"

@@ -142,7 +142,7 @@ def test_layout_metadata_and_files(folder: Path, inputs: dict[str, torch.Tensor]
     assert meta["general.architecture"] == "audiocpp"
     assert meta["general.name"] == "TinyModel"
     assert meta["audiocpp.tensor_name_format"] == "native"
-    assert meta["audiocpp.source_format"] == "packed"
+    assert meta["audiocpp.source_format"] == "folder"  # one model folder as the input
     assert meta["audiocpp.weight_type"] == "q8_0"
     assert meta["audiocpp.model_spec.version"] == 1
     assert meta["audiocpp.model_spec.family"] == "pkgtest"

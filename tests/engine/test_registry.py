@@ -104,8 +104,19 @@ def test_missing_path_and_wrong_magic(tmp_path: Path) -> None:
         registry.detect_family(bad)
 
 
-def test_wip_family_is_refused_with_its_status_note() -> None:
-    plugin = registry.get_family("audio8_tts")
+def test_wip_family_is_refused_with_its_status_note(tmp_path: Path) -> None:
+    from audiocpp.engine.plugin import FamilyPlugin
+    from audiocpp.engine.spec import builtin_spec_path
+
+    spec = json.loads(builtin_spec_path("voxcpm2").read_text())
+    spec.update(status="wip", status_note="its model code has not landed yet")
+    (tmp_path / "voxcpm2.json").write_text(json.dumps(spec))
+
+    class WipPlugin(FamilyPlugin):
+        name = "voxcpm2"
+        spec_file = tmp_path / "voxcpm2.json"
+
+    plugin = WipPlugin()
     assert plugin.spec.status == "wip"
     with pytest.raises(FamilyUnavailableError) as err:
         plugin.load("/nonexistent")

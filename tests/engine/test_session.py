@@ -71,7 +71,7 @@ def test_seeds_are_reproducible_and_reported(toy_model) -> None:
     [
         ({"text": "   "}, "text to synthesize is empty"),
         ({"text": "x", "options": {"nope": 1}}, "no request option 'nope'"),
-        ({"text": "x", "options": {"gain": "2"}}, "above the maximum"),
+        ({"text": "x", "options": {"toytone.gain": "2"}}, "above the maximum"),
         ({"text": "x", "instruct": "female"}, "no request option 'instruct'"),
         ({"text": "x", "seed": 3, "options": {"seed": 4}}, "given twice"),
     ],

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from audiocpp.engine.errors import ModelError
+from audiocpp.engine.plugin_api import ModelError
 
 
 @dataclass(frozen=True)
@@ -17,6 +17,7 @@ class ToneConfig:
     def from_file(cls, path: Path) -> ToneConfig:
         try:
             raw = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ModelError(f"cannot read the toy config {path}: {exc}") from None
-        return cls(seconds_per_char=float(raw.get("seconds_per_char", cls.seconds_per_char)))
+            return cls(seconds_per_char=float(raw.get("seconds_per_char", cls.seconds_per_char)))
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            raise ModelError(f"cannot read the toy config {path}: {exc}",
+                             hint="config.json holds an object such as {\"seconds_per_char\": 0.02}") from None

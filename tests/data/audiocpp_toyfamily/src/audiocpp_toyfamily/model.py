@@ -20,8 +20,8 @@ class ToneBank(nn.Module):
         super().__init__()
         self.tone = Tone(size)
 
-    def word(self, word: str, samples_per_char: int, sample_rate: int) -> np.ndarray:
+    def word(self, word: str, samples_per_char: int, sample_rate: int, pitch: float = 1.0) -> np.ndarray:
         """The tones of ``word``, ``samples_per_char`` samples each (float32)."""
-        freqs = self.tone.frequencies.numpy()
+        freqs = self.tone.frequencies.numpy() * pitch
         t = np.arange(samples_per_char, dtype=np.float32) / sample_rate
         return np.concatenate([np.sin(2 * np.pi * freqs[ord(c) % len(freqs)] * t) for c in word])

@@ -5,9 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from audiocpp.engine.model import LoadedModel
-from audiocpp.engine.records import AudioBuffer
-from audiocpp.engine.session import Session, Synthesis
+from audiocpp.engine.plugin_api import AudioBuffer, LoadedModel, Session, Synthesis
 
 from .weights import ToneParts
 
@@ -16,9 +14,9 @@ class ToneLoadedModel(LoadedModel):
     sample_rate = 16000
 
     def __init__(self, spec, path, load_options, parts: ToneParts) -> None:
-        super().__init__(spec, path, load_options)
+        super().__init__(spec, path, load_options)  # sets self.spec, self.path, self.load_options
         self.parts = parts
-        self.seconds_per_char = parts.config.seconds_per_char * float(self.load_options.get("slowdown") or 1.0)
+        self.seconds_per_char = parts.config.seconds_per_char * float(self.load_options["slowdown"])
 
     def _create_session(self, task, mode, options):
         return ToneSession(self, task, mode, options)
@@ -28,15 +26,16 @@ class ToneSession(Session):
     model: ToneLoadedModel
 
     def _synthesize(self, request):
-        model = self.model
-        gain = float(request.options["gain"])
-        gen = request.generator()
+        model = self.model  # the ToneLoadedModel that made this session
+        pitch = self.options["pitch"]  # session options: local names, typed, defaults filled in
+        gain = request.options["toytone.gain"]  # request options: full names, typed, defaults filled in
+        gen = request.generator()  # a CPU torch.Generator seeded with request.seed
         words = request.text.split()
         pieces = []
         n = int(model.seconds_per_char * model.sample_rate)
         request.progress.start("toytone", len(words))
         for word in words:
-            tones = model.parts.bank.word(word, n, model.sample_rate)
+            tones = model.parts.bank.word(word, n, model.sample_rate, pitch)
             noise = torch.rand(n * len(word), generator=gen).numpy() * 1e-3
             piece = AudioBuffer((tones * gain + noise).astype(np.float32), model.sample_rate)
             pieces.append(piece)
@@ -44,4 +43,4 @@ class ToneSession(Session):
             if request.streaming:
                 yield piece
         audio = AudioBuffer(np.concatenate([p.samples for p in pieces]), model.sample_rate)
-        return Synthesis(audio=audio, chunks=pieces if len(pieces) > 1 else [], details={"words": len(words)})
+        return Synthesis(audio=audio, chunks=pieces, details={"words": len(words)})

@@ -1,4 +1,4 @@
-"""Loading the toy model from a folder or a package GGUF (the spec's ``sources``)."""
+"""Loading the toy model from a folder or a package GGUF (the spec's two ``sources``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from typing import Any
 
 import torch
 
-from audiocpp.engine.nn.build import load_on_meta
-from audiocpp.engine.weights import resolve_weights
+from audiocpp.engine.plugin_api import ModelSpec, load_on_meta, resolve_weights
 
 from .config import ToneConfig
 from .model import ToneBank
@@ -21,14 +20,14 @@ class ToneParts:
     bank: ToneBank
 
 
-def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec=None) -> ToneParts:
+def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: ModelSpec | None = None) -> ToneParts:
     if spec is None:
         from . import plugin
 
         spec = plugin.spec
-    resolved = resolve_weights(spec, path)  # a folder or a package GGUF, as the spec's sources say
-    config = ToneConfig.from_file(resolved.file("config"))
-    source = resolved.namespace("weights")
+    weights = resolve_weights(spec, path)  # a folder or a package GGUF, as the spec's sources say
+    config = ToneConfig.from_file(weights.file("config"))  # a Path (in a package: the extracted copy)
+    source = weights.namespace("weights")  # a TensorSource over the "weights" tensors
     size = source.info("tone.frequencies").shape[0] if "tone.frequencies" in source.names() else 0
     bank = load_on_meta(lambda: ToneBank(size), source, dtype=torch.float32, what="toy tone")
     return ToneParts(config, bank)
