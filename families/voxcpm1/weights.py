@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from audiocpp.engine.device import auto_compute_dtype, device_of
 from audiocpp.engine.errors import ModelError
 from audiocpp.engine.nn.build import build_on_meta, load_on_meta
 from audiocpp.engine.spec.model import ModelSpec
@@ -177,9 +178,13 @@ def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: Model
             hint="VoxCPM2 checkpoints (architecture 'voxcpm2') belong to --family voxcpm2",
         )
     tokenizer = _tokenizer(resolved)
+    device = device_of(options)
     model = build_on_meta(lambda: VoxCPMModel(cfg))
-    check_module_weights(model, lm_source(resolved, model), what="VoxCPM1 generator")
+    model_src = lm_source(resolved, model)
+    check_module_weights(model, model_src, what="VoxCPM1 generator")
     shapes = build_on_meta(lambda: AudioVAE(cfg.audio_vae))
     vae = load_on_meta(lambda: AudioVAE(cfg.audio_vae), vae_source(resolved, cfg, shapes), dtype=torch.float32,
-                       what="AudioVAE")
-    return VoxCPM1Parts(cfg, vae.eval(), tokenizer, spec, Path(path), resolved.source_id, resolved.layout)
+                       what="AudioVAE", device=device)
+    compute = auto_compute_dtype(device, resolved.layout, model_src, gpu_dtype=torch.bfloat16)
+    return VoxCPM1Parts(cfg, vae.eval(), tokenizer, spec, Path(path), resolved.source_id, resolved.layout,
+                        device, compute)

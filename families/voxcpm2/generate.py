@@ -109,7 +109,7 @@ class VoxCPMGenerator:
             raise_too_long(len(prompt), cfg.max_length)
         # Upstream's caches hold max_length positions; ours only what this request can use.
         total = min(len(prompt) + max_len, cfg.max_length)
-        run = Run(context=self.context_patches(prompt))
+        run = Run(context=self.context_patches(prompt).to(m.device))
 
         tokens = prompt.tokens.to(m.device).unsqueeze(0)
         text_mask = prompt.text_mask.to(m.device, dtype).unsqueeze(0).unsqueeze(-1)
@@ -196,7 +196,7 @@ class VoxCPMGenerator:
         """Yield audio ``(n,)`` per generated patch; return the :class:`Run`."""
         cfg = self.config
         gen = self.run(prompt, opts, generator)
-        context = self.context_patches(prompt)
+        context = self.context_patches(prompt).to(self.model.device)
         if cfg.variant.streaming == "stateful":
             decoder = self.vae.streaming_decoder()
             if len(context):

@@ -80,15 +80,17 @@ def design_text(text: str, instruct: str | None) -> str:
 def encode_prompt_audio(vae, samples: torch.Tensor, patch_size: int, padding: str) -> torch.Tensor:
     """Upstream ``_encode_wav`` after loading: pad to whole patches (``left`` for continuation
     prompts, ``right`` for references), VAE-encode, and cut into ``(T, P, D)`` latent patches.
-    ``samples`` is mono float32 at the VAE's encode rate."""
-    audio = samples.reshape(1, -1).to(torch.float32)
+    ``samples`` is mono float32 at the VAE's encode rate; the patches come back on the CPU (the
+    prompt is assembled there and moved to the generator's device)."""
+    device = next(vae.parameters()).device
+    audio = samples.reshape(1, -1).to(device=device, dtype=torch.float32)
     patch_len = patch_size * vae.chunk_size
     rest = audio.shape[1] % patch_len
     if rest:
         pad = patch_len - rest
         audio = torch.nn.functional.pad(audio, (pad, 0) if padding == "left" else (0, pad))
     feat = vae.encode(audio)
-    return feat.reshape(vae.latent_dim, -1, patch_size).permute(1, 2, 0).contiguous()
+    return feat.reshape(vae.latent_dim, -1, patch_size).permute(1, 2, 0).contiguous().cpu()
 
 
 class PromptBuilder:

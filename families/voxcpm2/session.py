@@ -121,8 +121,8 @@ class VoxCPM2LoadedModel(LoadedModel):
         from .generate import _latents
 
         patches = prompt.tensors.get("reference_latents", prompt.tensors.get("prompt_latents"))
-        audio = self.parts.codec.decode(_latents(patches))[0, 0]
-        return AudioBuffer(audio.to(torch.float32).numpy().copy(), self.sample_rate)
+        audio = self.parts.codec.decode(_latents(patches.to(self.parts.device)))[0, 0]
+        return AudioBuffer(audio.to(torch.float32).cpu().numpy().copy(), self.sample_rate)
 
 
 class VoxCPM2Session(Session):
@@ -130,7 +130,7 @@ class VoxCPM2Session(Session):
 
     def __init__(self, model: VoxCPM2LoadedModel, task: Task, mode: Mode, options: dict[str, Any]) -> None:
         super().__init__(model, task, mode, options)
-        self.dtype = torch_dtype(options.get("compute_dtype"))
+        self.dtype = torch_dtype(options.get("compute_dtype"), model.parts.compute_dtype)
         self.generator = model.generator_for(self.dtype)
         cfg = model.config
         self.builder = PromptBuilder(model.parts.tokenizer, cfg.patch_size, cfg.audio_vae.latent_dim,
@@ -258,16 +258,16 @@ class VoxCPM2Session(Session):
                     except StopIteration as stop:
                         run = stop.value
                         break
-                    samples = piece.detach().to(torch.float32).numpy().copy()
+                    samples = piece.detach().to(torch.float32).cpu().numpy().copy()
                     pieces.append(samples)
                     yield AudioBuffer(samples, rate)
                 audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
                 attempts = 1
             else:
                 wav, run, attempts = self.generator.generate(prompt, opts, rng)
-                audio = wav.detach().to(torch.float32).numpy().copy()
+                audio = wav.detach().to(torch.float32).cpu().numpy().copy()
             outputs.append(AudioBuffer(audio, rate))
-            details["latents"].append(run.generated.to(torch.float32).numpy())
+            details["latents"].append(run.generated.to(torch.float32).cpu().numpy())
             details["num_patches"].append(len(run.patches))
             details["stopped"].append(run.stopped)
             details["attempts"].append(attempts)

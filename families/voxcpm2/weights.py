@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import gc
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from audiocpp.engine.device import auto_compute_dtype, device_of
 from audiocpp.engine.errors import ModelError
 from audiocpp.engine.nn.build import build_on_meta, load_on_meta
 from audiocpp.engine.spec.model import ModelSpec
@@ -59,6 +60,13 @@ def vae_adapters(cfg: VoxCPMConfig) -> list[Op]:
     return ops
 
 
+#: The generator's linear layers that a Q8_0 / Q4_0 package keeps quantized under a 16-bit compute
+#: dtype: the two MiniCPM LMs, most of the weights, run on one row per step, where the int8 kernel
+#: beats bfloat16. The local encoder and DiT run on 10-20 rows per weight read (every Euler step),
+#: where no int8 kernel beats the bfloat16 GEMM (docs/numerics.md): they are dequantized at load.
+QUANTIZED_LINEARS = ("base_lm.*", "residual_lm.*")
+
+
 @dataclass
 class VoxCPM2Parts:
     """A loaded model: the AudioVAE (the codec) and tokenizer ready, the generator weights
@@ -71,23 +79,32 @@ class VoxCPM2Parts:
     path: Path
     source_id: str
     layout: str
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    #: ``compute_dtype=auto`` (``engine.device.auto_compute_dtype``)
+    compute_dtype: torch.dtype = torch.float32
 
     def model_source(self) -> TensorSource:
         return adapt(resolve_weights(self.spec, self.path).namespace("weights"), lm_adapters(self.config))
 
     def build_model(self, dtype: torch.dtype, *, packed: bool = False) -> VoxCPMModel:
         """The generator with its weights in ``dtype`` (checkpoints are bf16; float32 is exact
-        against upstream run in float32), its linear layers on oneDNN-packed weights if
-        ``packed``. The weights file is opened for this and unmapped after, unless parameters
-        still view it (a bf16 checkpoint loaded in bf16 without packing: zero-copy)."""
+        against upstream run in float32) on the parts' device, its linear layers on oneDNN-packed
+        weights if ``packed`` (CPU). A Q8_0 / Q4_0 package under a 16-bit dtype keeps the LMs'
+        linears quantized (:data:`QUANTIZED_LINEARS`). The weights file is opened for this and
+        unmapped after, unless parameters still view it (a bf16 checkpoint loaded in bf16 without
+        packing: zero-copy); copied tensors release their pages of the file as they are made."""
+        from audiocpp.engine.weights.gguf_file import release_pages
+
         model = load_on_meta(lambda: VoxCPMModel(self.config), self.model_source(), dtype=dtype,
-                             what="VoxCPM2 generator")
-        if packed:
+                             what="VoxCPM2 generator", device=self.device, quantize=QUANTIZED_LINEARS)
+        if packed and self.device.type == "cpu":
             from audiocpp.engine.nn.packed_linear import pack_linears
 
             pack_linears(model)
             for param in model.parameters():  # the rest may still view the file: own them
-                param.data = param.data.clone()
+                old = param.data
+                param.data = old.clone()
+                release_pages(old)
         gc.collect()  # the source's memory map sits in a reference cycle: unmap it now
         return model.eval()
 
@@ -116,8 +133,11 @@ def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: Model
             hint="VoxCPM1/1.5 checkpoints (architecture 'voxcpm') belong to --family voxcpm1",
         )
     tokenizer = VoxCPMTokenizer.from_file(resolved.file("tokenizer_json"))
+    device = device_of(options)
     model_src: TensorSource = adapt(resolved.namespace("weights"), lm_adapters(cfg))
     check_module_weights(build_on_meta(lambda: VoxCPMModel(cfg)), model_src, what="VoxCPM2 generator")
     vae_src: TensorSource = adapt(resolved.namespace("audiovae_weights"), vae_adapters(cfg))
-    vae = load_on_meta(lambda: AudioVAE(cfg.audio_vae), vae_src, dtype=torch.float32, what="AudioVAE")
-    return VoxCPM2Parts(cfg, vae.eval(), tokenizer, spec, Path(path), resolved.source_id, resolved.layout)
+    vae = load_on_meta(lambda: AudioVAE(cfg.audio_vae), vae_src, dtype=torch.float32, what="AudioVAE", device=device)
+    compute = auto_compute_dtype(device, resolved.layout, model_src, gpu_dtype=torch.bfloat16)
+    return VoxCPM2Parts(cfg, vae.eval(), tokenizer, spec, Path(path), resolved.source_id, resolved.layout,
+                        device, compute)

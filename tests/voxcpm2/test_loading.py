@@ -83,7 +83,7 @@ def test_layouts_load_to_identical_outputs(tiny_ckpt: Path, packages: dict[str, 
 @pytest.mark.parametrize("kind", ["bf16", "f16", "q8_0"])
 def test_reduced_precision_packages_drift_little(kind: str, tiny_ckpt: Path, packages: dict[str, Path]) -> None:
     latents, audio = synth(tiny_ckpt)
-    other_latents, other_audio = synth(packages[kind])
+    other_latents, other_audio = synth(packages[kind], compute_dtype="float32")  # the storage alone
     assert other_latents.shape == latents.shape
     assert 0 < np.abs(other_latents - latents).max() < 0.1
     assert cosine(other_audio, audio) > 0.999
