@@ -46,13 +46,15 @@ def stdout_format(fmt: str | None, streaming: bool) -> str:
     other format only in offline mode (encoded whole)."""
     from ..audio.io import available_write_formats
 
+    if sys.stdout.isatty():
+        raise UsageError("--out - writes audio to stdout, which is a terminal here",
+                         hint="pipe it into a player (`... --out - | aplay`) or a file, or pass --out FILE.wav")
     fmt = fmt or "wav16"
     if fmt in STREAM_FORMATS:
         return fmt
     formats = available_write_formats()
     if fmt not in formats:
-        raise UsageError(f"--format {fmt!r} is not supported",
-                         hint=f"use one of: {', '.join([*formats, 'pcm16'])}")
+        raise UsageError(f"--format {fmt!r} is not supported", hint=f"use one of: {', '.join(formats)}")
     if streaming:
         raise UsageError(f"--out - streams {', '.join(STREAM_FORMATS)} in streaming mode, not {fmt}",
                          hint="use --format wav16 or pcm16, or --mode offline to write the whole file at once")

@@ -193,14 +193,14 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
     """``text``: the whole text; None: the cues of ``--srt``, or sentences read from stdin as they come."""
     from ..audio.io import write_audio
     from ..progress import Progress
+    from ..registry import resolve_family
+    from ..session import REFERENCE_CAP_OPTION, check_reference_length
+    from ..spec.options import resolve_options
     from .pipes import AudioOutput, merge_results, read_segments
 
     # --out -: from here on fd 1 is stderr and the audio has the real stdout to itself.
     output = AudioOutput(args.out, fmt, streaming=mode is Mode.STREAMING, target_rate=args.sample_rate)
     info = output.info
-    from ..registry import resolve_family
-    from ..session import REFERENCE_CAP_OPTION, check_reference_length
-    from ..spec.options import resolve_options
 
     request_options = parse_key_values(args.request_options, flag="--request-option")
     session_options = parse_key_values(args.session_options, flag="--session-option")
@@ -302,6 +302,38 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
     if args.metrics:
         for key, value in result.metrics.as_dict().items():
             print(f"{key}={value}", file=info)
+
+
+def _folders_to_create(folder: Path | None) -> list[Path]:
+    """The folders that writing into ``folder`` would create, innermost first."""
+    missing: list[Path] = []
+    while folder is not None and not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _discard_partial_output(args: RunArgs, kept: list[Path], created: list[Path]) -> None:
+    """A run that fails leaves no output: the chunk files (and voice prompt) it wrote are removed,
+    and the folders it created for them if they are empty again. Ctrl-C keeps them instead."""
+    removed = 0
+    for path in kept:
+        if path == args.out:  # written last, whole: only printing the report can fail after it
+            continue
+        try:
+            path.unlink()
+            removed += 1
+        except OSError:
+            pass
+    for folder in created:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (someone else's files) or already gone
+            break
+    kept.clear()
+    if removed:
+        print(f"note: removed the {removed} file{'s' if removed > 1 else ''} this run wrote before the error "
+              "(a failed run leaves no partial output)", file=sys.stderr)
 
 
 def _report_interrupt(args: RunArgs, kept: list[Path]) -> None:

@@ -184,3 +184,14 @@ def test_streaming_resampler_equals_the_whole(orig: int, new: int) -> None:
     got = np.concatenate(pieces)
     want = resample(x, orig, new)
     assert got.shape == want.shape and float(np.abs(got - want).max()) < 1e-5
+
+
+def test_out_dash_refuses_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from audiocpp.engine.cli.pipes import stdout_format
+    from audiocpp.engine.errors import UsageError
+
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    with pytest.raises(UsageError, match="terminal"):
+        stdout_format(None, streaming=True)
