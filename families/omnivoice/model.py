@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from audiocpp.engine.nn.attention import sdpa
-from audiocpp.engine.nn.mlp import SwiGLU
+from audiocpp.engine.nn.decoder import HF_NAMES, DecoderConfig, DecoderLayer
 from audiocpp.engine.nn.norm import RMSNorm
 from audiocpp.engine.nn.rope import rope_inv_freq, rotate_half
 
@@ -109,58 +109,41 @@ def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: 
     return out.view(hq, n, d).transpose(0, 1).reshape(n, hq * d)
 
 
-class Qwen3Attention(nn.Module):
-    def __init__(self, cfg: LMConfig) -> None:
-        super().__init__()
-        d, h, hk = cfg.head_dim, cfg.num_attention_heads, cfg.num_key_value_heads
-        self.head_dim = d
-        self.scale = d ** -0.5
-        self.q_proj = nn.Linear(cfg.hidden_size, h * d, bias=cfg.attention_bias)
-        self.k_proj = nn.Linear(cfg.hidden_size, hk * d, bias=cfg.attention_bias)
-        self.v_proj = nn.Linear(cfg.hidden_size, hk * d, bias=cfg.attention_bias)
-        self.o_proj = nn.Linear(h * d, cfg.hidden_size, bias=cfg.attention_bias)
-        self.q_norm = RMSNorm(d, cfg.rms_norm_eps)
-        self.k_norm = RMSNorm(d, cfg.rms_norm_eps)
-
-    def forward(self, x: torch.Tensor, rope: Rope, packing: Packing) -> torch.Tensor:
-        """``x`` (N, hidden) packed rows, ``rope`` cos/sin (N, head_dim)."""
-        shape = (x.shape[0], -1, self.head_dim)
-        q = self.q_norm(self.q_proj(x).view(shape))
-        k = self.k_norm(self.k_proj(x).view(shape))
-        v = self.v_proj(x).view(shape)
-        cos, sin = rope[0].unsqueeze(1), rope[1].unsqueeze(1)
-        q = (q * cos) + (rotate_half(q) * sin)
-        k = (k * cos) + (rotate_half(k) * sin)
-        return self.o_proj(packing.attend(q, k, v, self.scale))
-
-
-class Qwen3DecoderLayer(nn.Module):
-    def __init__(self, cfg: LMConfig) -> None:
-        super().__init__()
-        self.self_attn = Qwen3Attention(cfg)
-        self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size)
-        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-
-    def forward(self, x: torch.Tensor, rope: Rope, packing: Packing) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), rope, packing)
-        return x + self.mlp(self.post_attention_layernorm(x))
+def decoder_config(cfg: LMConfig) -> DecoderConfig:
+    """The Qwen3 block as ``engine.nn.decoder`` describes it (HF names, qk-norm, GQA)."""
+    return DecoderConfig(dim=cfg.hidden_size, n_head=cfg.num_attention_heads, n_kv_head=cfg.num_key_value_heads,
+                         head_dim=cfg.head_dim, intermediate_size=cfg.intermediate_size, norm_eps=cfg.rms_norm_eps,
+                         qkv_bias=cfg.attention_bias, o_bias=cfg.attention_bias, qk_norm=True,
+                         rope_base=cfg.rope_theta, names=HF_NAMES)
 
 
 class Qwen3Model(nn.Module):
-    """``transformers.Qwen3Model`` without the KV cache (MaskGIT re-runs the whole sequence)."""
+    """``transformers.Qwen3Model`` without the KV cache (MaskGIT re-runs the whole sequence).
+
+    The blocks are ``engine.nn.decoder.DecoderLayer`` (weights, q/k/v projections with qk-norm,
+    the SiLU MLP; upstream's names ``layers.N.self_attn.q_proj`` ...). The attention is this
+    family's: bidirectional over packed rows (:class:`Packing`), which the engine's causal
+    :class:`~audiocpp.engine.nn.decoder.DecoderStack` does not do.
+    """
 
     def __init__(self, cfg: LMConfig) -> None:
         super().__init__()
         self.cfg = cfg
+        self.scale = cfg.head_dim ** -0.5
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.layers = nn.ModuleList(Qwen3DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        block = decoder_config(cfg)
+        self.layers = nn.ModuleList(DecoderLayer(block) for _ in range(cfg.num_hidden_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
     def forward(self, x: torch.Tensor, rope: Rope, packing: Packing) -> torch.Tensor:
-        """Packed rows (N, hidden) -> final hidden states (N, hidden)."""
+        """Packed rows (N, hidden) and cos/sin (N, head_dim) -> final hidden states (N, hidden)."""
+        cos, sin = rope[0].unsqueeze(1), rope[1].unsqueeze(1)
         for layer in self.layers:
-            x = layer(x, rope, packing)
+            attn = layer.attn
+            q, k, v = (t[0] for t in attn.project(layer.attention_input(x).unsqueeze(0)))  # (N, heads, D)
+            q = (q * cos) + (rotate_half(q) * sin)
+            k = (k * cos) + (rotate_half(k) * sin)
+            x = layer.mlp_block(x + attn.output(packing.attend(q, k, v, self.scale)))
         return self.norm(x)
 
 

@@ -1,7 +1,14 @@
 """The DAC acoustic encoder and decoder of the Higgs Audio v2 codec (transformers' ``Dac*``
 modules, with the codec's adjustments: ``output_padding = stride % 2`` in every transposed
 conv of the decoder and no final tanh). Weight norm, where a checkpoint has it, is folded at
-load time, so the convs here are plain."""
+load time, so the convs here are plain.
+
+Private, not ``engine.nn.dac``: the residual unit is the same maths as the engine's centred
+``ResidualUnit``, but these modules carry transformers' names (``res_unit1.snake1``,
+``conv1``, ``conv_t1``), which the snapshot, our packages and omnivoice.cpp's GGUFs all use,
+where the engine's follow DAC's ``block.0..3``; and the strided convs here are centred
+(``padding = ceil(stride / 2)``, ``output_padding = stride % 2``), not the engine's causal ones.
+"""
 
 from __future__ import annotations
 
