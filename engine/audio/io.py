@@ -73,17 +73,23 @@ def check_write_format(fmt: str, flag: str = "--format") -> None:  # flag: what 
 
 def encode_audio(audio: AudioBuffer, fmt: str) -> bytes:
     """``audio`` as the bytes of a ``fmt`` file (for writing to a pipe)."""
-    import io
-
     import soundfile as sf
 
     check_write_format(fmt)
     major, subtype = ALL_FORMATS[fmt]
-    buffer = io.BytesIO()
     try:
-        sf.write(buffer, np.asarray(audio.samples, dtype=np.float32), audio.sample_rate, subtype=subtype, format=major)
+        return _encode(np.asarray(audio.samples, dtype=np.float32), audio.sample_rate, major, subtype)
     except (sf.LibsndfileError, RuntimeError, ValueError) as error:
         raise AudioError(f"cannot encode the audio as {fmt}: {error}", hint="try another format (wav16 always works)") from None
+
+
+def _encode(samples: np.ndarray, sample_rate: int, major: str, subtype: str) -> bytes:
+    import io
+
+    import soundfile as sf
+
+    buffer = io.BytesIO()
+    sf.write(buffer, samples, sample_rate, subtype=subtype, format=major)
     return buffer.getvalue()
 
 #: the most samples (frames x channels) one read decodes: 2^26 float32 (256 MiB), 23 minutes of mono
@@ -192,8 +198,12 @@ def write_audio(path: str | os.PathLike[str], audio: AudioBuffer, fmt: str) -> N
         raise AudioError(f"cannot write {str(dest)!r}: {error.strerror or error}",
                          hint="check that the folder exists and is writable") from None
     try:
+        # Encoded in memory first, then written with plain file I/O: soundfile's writes to a Python
+        # file run in cffi callbacks, where a full disk printed "Exception ignored" tracebacks
+        # and then failed an assertion instead of raising OSError (ENOSPC).
+        data = _encode(samples, audio.sample_rate, major, subtype)
         with os.fdopen(fd, "wb") as handle:
-            sf.write(handle, samples, audio.sample_rate, subtype=subtype, format=major)
+            handle.write(data)
         os.replace(tmp, dest)
     except BaseException as error:
         try:

@@ -203,8 +203,31 @@ def _family_help(argv: list[str]) -> str | None:
     return None
 
 
+class Terminated(SystemExit):
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt, so that cleanup runs
+    (temporary outputs removed: no partial file) and the exit code is the shell's 128 + 15."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> None:
+    import signal
+
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread: leave signals alone
+        previous = None
+    try:
+        _main(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str]) -> None:
     try:
         family = _family_help(argv)
         if family is not None:
@@ -228,6 +251,9 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         raise SystemExit(130) from None
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        raise
     except SystemExit:
         raise
     except Exception as exc:  # an internal bug: say so plainly, traceback on request

@@ -87,6 +87,17 @@ def read_safetensors_header(path: Path) -> tuple[dict[str, tuple[str, tuple[int,
     return entries, (metadata if isinstance(metadata, dict) else {}), data_start
 
 
+def _still_whole(path: Path, needed: int) -> None:
+    """The file still holds ``needed`` bytes (it may have been cut short since it was mapped)."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = -1
+    if size < needed:
+        raise ModelError(f"{path} changed while it was in use: it needs {needed} bytes but now has {max(size, 0)}",
+                         hint="do not rewrite or truncate a model file while audiocpp reads it; load it again")
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -101,6 +112,7 @@ class SafetensorsSource(TensorSource):
         self._entries, self.metadata, self._start = read_safetensors_header(self.path)
         self.files = {}
         self._handle: Any = None
+        self._size = self._start + max((end for *_, end in self._entries.values()), default=0)
 
     def _file(self) -> Any:
         """The ``safe_open`` handle, opened on first use."""
@@ -128,6 +140,7 @@ class SafetensorsSource(TensorSource):
             raise unknown_tensor(self, name)
         from safetensors import SafetensorError
 
+        _still_whole(self.path, self._size)  # a page past the end of a cut mapping is a SIGBUS
         try:
             tensor = self._file().get_tensor(name)
         except (SafetensorError, OSError, RuntimeError) as exc:

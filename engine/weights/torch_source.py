@@ -116,6 +116,7 @@ class TorchSource(TensorSource):
         self.metadata = {}
         self.files = {}
         self._tensors = load_torch_state_dict(self.path)
+        self._size = self.path.stat().st_size  # zip checkpoints stay memory-mapped: see get()
 
     def names(self) -> list[str]:
         return list(self._tensors)
@@ -130,4 +131,7 @@ class TorchSource(TensorSource):
         t = self._tensors.get(name)
         if t is None:
             raise unknown_tensor(self, name)
+        from .safetensors_source import _still_whole
+
+        _still_whole(self.path, self._size)  # reading a mapped page past a cut end is a SIGBUS
         return cast(t, dtype)
