@@ -50,7 +50,9 @@ def _discover() -> tuple[dict[str, FamilyPlugin], tuple[BrokenPlugin, ...]]:
                 raise TypeError(f"{ep.value} is not a FamilyPlugin (got {type(plugin).__name__})")
             if plugin.name != ep.name:
                 raise ValueError(f"entry point {ep.name!r} names a plugin called {plugin.name!r}")
-            _ = plugin.spec  # validate the spec now so broken specs are reported here
+            if plugin.spec.family != ep.name:  # validates the spec now, so broken specs are reported here
+                raise ValueError(f"plugin {ep.name!r} has the spec of family {plugin.spec.family!r} "
+                                 f"({plugin.spec_path})")
         except Exception as exc:  # a broken third-party plugin must not break the CLI
             broken.append(BrokenPlugin(ep.name, ep.value, f"{type(exc).__name__}: {exc}"))
             continue
