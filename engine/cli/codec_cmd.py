@@ -112,6 +112,8 @@ def encode_cmd(
     from .run import _warnings_on_stderr
 
     check_input_file(audio, "the reference audio")
+    if str(out) == "-":
+        raise UsageError("a voice prompt is written to a file, not stdout", hint="pass --out voice.prompt")
     check_out_file(out, "--out")
     raw = parse_key_values(request_option or [], flag="--request-option")
     text = (reference_text or "").strip()

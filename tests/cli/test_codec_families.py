@@ -13,7 +13,7 @@ import soundfile as sf
 import torch
 
 import audiocpp.engine as ac
-from audiocpp.engine.audio.io import read_audio
+from audiocpp.engine.audio.io import available_write_formats, read_audio
 from audiocpp.engine.registry import get_family
 from audiocpp.engine.voice_prompt import read_prompt_dict
 from tests.cli.conftest import CLI_ENV, ok
@@ -74,6 +74,11 @@ def test_cli_encode_then_decode_is_the_family_decode(family: str, checkpoints, m
     got, rate = sf.read(out, dtype="float32")
     own = _own_decode(model, data)
     assert rate == model.sample_rate and got.shape == own.shape and float(np.abs(got - own).max()) == 0.0
+    if family == "audio8_tts" and "opus" in available_write_formats():  # 44.1 kHz: opus takes 48 kHz
+        proc = run_cli("codec", "decode", prompt, "--model", checkpoints[family], "--out", tmp_path / "x.opus",
+                       env=CLI_ENV)
+        assert "resampling the 44100 Hz audio to 48000 Hz" in ok(proc) + proc.stderr
+        assert sf.info(tmp_path / "x.opus").samplerate == 48000
 
 
 @pytest.mark.parametrize("family", FAMILIES)
