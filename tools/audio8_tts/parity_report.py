@@ -33,7 +33,7 @@ TEXT = "Hello world. This is a test."
 
 def run(model, case, manifest, audio_dir, mode="offline"):
     task, request = request_for(case, manifest["defaults"], audio_dir)
-    return model.session(task, mode).run(request)
+    return model.session(task, mode, compute_dtype="float32").run(request)
 
 
 def generation(model, manifest, goldens: Path) -> None:
