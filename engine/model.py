@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .cache import ContentCache
 from .errors import UsageError
+from .guard import ModelGuard, guarded, model_guard
 from .spec.model import ModelSpec
 from .spec.options import resolve_options
 from .tasks import Mode, Task, parse_mode, parse_task
@@ -26,6 +27,19 @@ class LoadedModel(ABC):
     """
 
     sample_rate: int = 0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A family's voice-prompt hooks run holding the model's guard, as sessions do (engine/guard.py)."""
+        super().__init_subclass__(**kwargs)
+        for name in ("load_voice_prompt", "encode_voice_prompt", "decode_voice_prompt"):
+            method = cls.__dict__.get(name)
+            if callable(method) and not getattr(method, "__audiocpp_guarded__", False):
+                setattr(cls, name, guarded(method))
+
+    @property
+    def guard(self) -> ModelGuard:
+        """The lock its sessions share: one synthesis at a time per model (engine/guard.py)."""
+        return model_guard(self)
 
     def __init__(self, spec: ModelSpec, path: Path | None, load_options: dict[str, Any] | None = None) -> None:
         self.spec = spec
@@ -63,7 +77,8 @@ class LoadedModel(ABC):
                 hint=f"{self.family} supports: {', '.join(self.spec.modes)}",
             )
         options = resolve_options(self.spec, "session", session_options)
-        return self._create_session(task, mode, options)
+        with model_guard(self).held(reentrant=True):  # families build per-dtype networks here
+            return self._create_session(task, mode, options)
 
     @abstractmethod
     def _create_session(self, task: Task, mode: Mode, options: dict[str, Any]) -> Session: ...

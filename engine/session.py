@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import fs
 from .errors import AudiocppWarning, UsageError
+from .guard import model_guard
 from .metrics import Stopwatch, peak_rss_mb
 from .progress import NullProgress, Progress
 from .records import AudioBuffer, Metrics, StreamEvent, TaskRequest, TaskResult, VoicePrompt, VoiceReference
@@ -172,7 +174,13 @@ class Session(ABC):
         return result
 
     def stream(self, request: TaskRequest, *, progress: Progress | None = None) -> Iterator[StreamEvent]:
-        """Yield ``audio`` events as the family produces them, then one ``final`` event."""
+        """Yield ``audio`` events as the family produces them, then one ``final`` event. The model's
+        guard is held from preparing the request to the final event: sessions of one model run one
+        at a time, from any number of threads (engine/guard.py); finish or close() a stream."""
+        with model_guard(self.model).held(what=f"the {self.family} model"):
+            yield from self._stream(request, progress=progress)
+
+    def _stream(self, request: TaskRequest, *, progress: Progress | None = None) -> Iterator[StreamEvent]:
         clock = Stopwatch()
         prepared = self.prepare(request, progress=progress)
         generator = self._synthesize(prepared)
@@ -268,7 +276,7 @@ class Session(ABC):
             return None
         if isinstance(value, (str, Path)):
             path = Path(value)
-            if not path.is_file():
+            if not fs.is_file(path):
                 raise UsageError(f"voice prompt {str(path)!r} does not exist", hint="check the --voice-prompt path")
             from .hashing import file_sha256
 
