@@ -7,6 +7,9 @@ as the draws happen in the same order and shapes.
 - ``gumbel_noise_like`` / ``keep_top_k``: OmniVoice's forms.
 - ``legacy_top_k_top_p`` / ``exponential_race``: fish-speech / Audio8's candidate filter and
   sampler (``argmax(p / -log u)``, one uniform per vocabulary entry).
+
+Uniforms are drawn on the generator's device and moved to the scores' device: a request's CPU
+generator gives the same draws whichever device the model runs on (engine.device).
 """
 
 from __future__ import annotations
@@ -14,8 +17,15 @@ from __future__ import annotations
 import torch
 
 
+def uniform(shape: torch.Size | tuple[int, ...], generator: torch.Generator | None, *, dtype: torch.dtype,
+            device: torch.device) -> torch.Tensor:
+    """``torch.rand(shape)`` from ``generator`` (drawn on its device), on ``device``."""
+    where = generator.device if generator is not None else device
+    return torch.rand(shape, generator=generator, dtype=dtype, device=where).to(device)
+
+
 def uniform_like(x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-    return torch.rand(x.shape, generator=generator, dtype=x.dtype, device=x.device)
+    return uniform(x.shape, generator, dtype=x.dtype, device=x.device)
 
 
 def gumbel_noise_like(x: torch.Tensor, generator: torch.Generator | None, eps: float = 1e-10) -> torch.Tensor:
@@ -51,6 +61,5 @@ def exponential_race(scores: torch.Tensor, generator: torch.Generator | None) ->
     with ``u ~ U[0, 1)`` of the same shape drawn from ``generator`` (the exponential race, a
     categorical draw; Audio8's ``_sample``)."""
     probabilities = torch.softmax(scores, dim=-1)
-    random = torch.rand(probabilities.shape, dtype=probabilities.dtype, device=probabilities.device,
-                        generator=generator)
+    random = uniform(probabilities.shape, generator, dtype=probabilities.dtype, device=probabilities.device)
     return torch.argmax(probabilities / -torch.log(random), dim=-1)

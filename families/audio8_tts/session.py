@@ -76,7 +76,8 @@ class Audio8LoadedModel(LoadedModel):
             from audiocpp.engine.audio.resample import resample
 
             samples = resample(samples, audio.sample_rate, codec.sample_rate)
-        return codec.encode(torch.from_numpy(np.ascontiguousarray(samples))[None, None])[0]
+        audio = torch.from_numpy(np.ascontiguousarray(samples))[None, None].to(self.parts.device)
+        return codec.encode(audio)[0].cpu()
 
     def codec_prompt(self, codes: torch.Tensor, text: str) -> CodecPrompt:
         codec = self.parts.codec
@@ -105,7 +106,8 @@ class Audio8LoadedModel(LoadedModel):
     def decode_voice_prompt(self, prompt: CodecPrompt) -> AudioBuffer:
         """The codec's decoding of the prompt's codes, as generated frames are decoded."""
         codes = prompt.tensors["ref_audio_tokens"]
-        return AudioBuffer(self.parts.codec.decode(codes[None])[0, 0].to(torch.float32).numpy().copy(),
+        return AudioBuffer(self.parts.codec.decode(codes[None].to(self.parts.device))[0, 0].to(torch.float32).cpu()
+                           .numpy().copy(),
                            self.sample_rate)
 
 
@@ -114,8 +116,9 @@ class Audio8Session(Session):
 
     def __init__(self, model: Audio8LoadedModel, task: Task, mode: Mode, options: dict[str, Any]) -> None:
         super().__init__(model, task, mode, options)
-        # float32 (the exact mode) unless the session asks for another compute dtype
-        self.dtype = torch_dtype(options.get("compute_dtype"), default=torch.float32)
+        # compute_dtype=auto: float32 (the exact mode) for F32 weights and snapshot folders on the
+        # CPU, bfloat16 for 16-bit / quantized packages and on GPUs (engine.device)
+        self.dtype = torch_dtype(options.get("compute_dtype"), default=model.parts.compute_dtype)
         self.network = model.model_for(self.dtype)
         self.generator = DualARGenerator(self.network)
         self.builder = PromptBuilder(model.parts.tokenizer, model.config)
@@ -217,7 +220,8 @@ class Audio8Session(Session):
             decoder = StreamingDecoder(self.codec) if request.streaming else None
             pending = 0
             finished = False
-            for frame, emitted in self.generator.frames(prompt, mask, opts, rng):
+            device = self.model.parts.device
+            for frame, emitted in self.generator.frames(prompt.to(device), mask.to(device), opts, rng):
                 if not bool(emitted[0]):
                     finished = True
                     continue
@@ -252,7 +256,8 @@ class Audio8Session(Session):
     def _decode(self, codes: torch.Tensor) -> np.ndarray:
         if codes.shape[1] == 0:
             return np.zeros(0, np.float32)
-        return self.codec.decode(codes[None])[0, 0].to(torch.float32).numpy().copy()
+        return self.codec.decode(codes[None].to(self.model.parts.device))[0, 0].to(torch.float32).cpu().numpy().copy()
 
     def _push(self, decoder: StreamingDecoder, frames: list[torch.Tensor]) -> np.ndarray:
-        return decoder.push(torch.stack(frames, dim=1)[None])[0, 0].to(torch.float32).numpy().copy()
+        codes = torch.stack(frames, dim=1)[None].to(self.model.parts.device)
+        return decoder.push(codes)[0, 0].to(torch.float32).cpu().numpy().copy()

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
+from audiocpp.engine.device import auto_compute_dtype, device_of
 from audiocpp.engine.errors import ModelError
 from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.tokenizer import load_tokenizer
@@ -73,24 +74,38 @@ class Audio8Parts:
     source_id: str
     layout: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    #: ``compute_dtype=auto`` (``engine.device.auto_compute_dtype``)
+    compute_dtype: torch.dtype = torch.float32
 
     def model_source(self) -> TensorSource:
         source = resolve_weights(self.spec, self.path).namespace("model_weights")
         return adapt(source, model_adapters(source))
 
     def build_model(self, dtype: torch.dtype = torch.float32, *, packed: bool = False) -> DualAR:
-        """The DualAR with its weights in ``dtype`` (float32 is exact against upstream). With
-        ``packed``, its linear layers run on faster kernels: in float32, layers whose weights are
-        bfloat16 values (the real checkpoint stores bf16) keep them in bfloat16 and compute in
-        float32 (``engine.nn.bf16_linear``); the others use oneDNN-packed weights
-        (``engine.nn.packed_linear``)."""
+        """The DualAR with its weights in ``dtype`` (float32 is exact against upstream) on the parts'
+        device. With ``packed`` (CPU), its linear layers run on faster kernels: in float32, layers
+        whose weights are bfloat16 values (the real checkpoint stores bf16) keep them in bfloat16
+        and compute in float32 (``engine.nn.bf16_linear``); the others use oneDNN-packed weights
+        (``engine.nn.packed_linear``). A Q8_0 / Q4_0 package under a 16-bit dtype keeps its
+        quantized linears quantized (``engine.nn.quantized``: int8 rows, one-row decode steps)."""
+        from audiocpp.engine.nn.quantized import quantize_linears
+        from audiocpp.engine.weights.gguf_file import release_pages
+
+        device = self.device
         with torch.device("meta"):
             model = DualAR(self.config)
         source = self.model_source()
-        load_module_weights(model.slow, adapt(source, [Drop("fast_*")]), dtype=dtype, what="Audio8 TTS slow AR")
-        load_module_weights(model.fast, adapt(source, [Keep("fast_*")]), dtype=dtype, what="Audio8 TTS fast AR")
+        for module, src, what in ((model.slow, adapt(source, [Drop("fast_*")]), "Audio8 TTS slow AR"),
+                                  (model.fast, adapt(source, [Keep("fast_*")]), "Audio8 TTS fast AR")):
+            ignore: list[str] = []
+            if dtype in (torch.bfloat16, torch.float16):
+                check_module_weights(module, src, what=what)
+                ignore = quantize_linears(module, src, dtype=dtype, device=device)
+            load_module_weights(module, src, dtype=dtype, what=what, ignore=ignore, device=device)
         _materialize(model, dtype)
-        if packed:
+        model.to(device)
+        if packed and device.type == "cpu":
             from audiocpp.engine.nn.bf16_linear import convert_linears
             from audiocpp.engine.nn.packed_linear import pack_linears
 
@@ -98,7 +113,10 @@ class Audio8Parts:
                 convert_linears(model)  # bf16-stored weights, float32 math, half the bytes read
             pack_linears(model)
         for p in model.parameters():  # own the weights: do not keep the file mapped
-            p.data = p.data.clone()
+            if p.device.type == "cpu":
+                old = p.data
+                p.data = old.clone()
+                release_pages(old)  # the file's pages leave the process as the copy is made
         gc.collect()
         return model.eval()
 
@@ -116,11 +134,15 @@ def load_parts(spec: ModelSpec, path: Path, options: dict[str, Any] | None = Non
     source = adapt(source, model_adapters(source))
     check_module_weights(model.slow, adapt(source, [Drop("fast_*")]), what="Audio8 TTS slow AR")
     check_module_weights(model.fast, adapt(source, [Keep("fast_*")]), what="Audio8 TTS fast AR")
+    device = device_of(options)
     raw = resolved.namespace("codec_weights")
-    load_module_weights(codec, adapt(raw, codec_adapters(raw)), dtype=torch.float32, what="Audio8 TTS codec")
+    load_module_weights(codec, adapt(raw, codec_adapters(raw)), dtype=torch.float32, what="Audio8 TTS codec",
+                        device=device)
     _materialize(codec, torch.float32)
+    codec.to(device)
+    compute = auto_compute_dtype(device, resolved.layout, source, gpu_dtype=torch.bfloat16)
     return Audio8Parts(cfg, tokenizer, codec.eval(), spec, Path(path), resolved.source_id, resolved.layout,
-                       dict(resolved.metadata))
+                       dict(resolved.metadata), device, compute)
 
 
 #: Parameters held in float32 whatever the compute dtype: the Falcon-H1 (0.1B) slow AR's Mamba2

@@ -136,9 +136,9 @@ def test_streaming_equals_offline(name: str, falcon) -> None:
     assert cosine(joined, offline.audio.samples) >= 0.99999
 
 
-def synth(model, **options) -> tuple[np.ndarray, np.ndarray]:
+def synth(model, compute_dtype: str = "float32", **options) -> tuple[np.ndarray, np.ndarray]:
     request = TaskRequest(text="Hello world. This is a test.", seed=7, options={"max_new_tokens": 24, **options})
-    result = model.session("tts").run(request)
+    result = model.session("tts", compute_dtype=compute_dtype).run(request)  # float32: packages compared as stored
     return result.details["codes"][0], result.audio.samples
 
 

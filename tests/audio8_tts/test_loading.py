@@ -24,8 +24,10 @@ _one_thread = pytest.fixture(autouse=True, scope="module")(one_torch_thread)
 TEXT = "Hello world. This is a test."
 
 
-def synth(model, seed: int = 7, **options) -> tuple[np.ndarray, np.ndarray]:
-    result = model.session("tts").run(TaskRequest(text=TEXT, seed=seed, options={"max_new_tokens": 30, **options}))
+def synth(model, seed: int = 7, compute_dtype: str = "float32", **options) -> tuple[np.ndarray, np.ndarray]:
+    # float32: packages compared as stored (compute_dtype=auto runs 16-bit/quantized packages in bfloat16)
+    result = model.session("tts", compute_dtype=compute_dtype).run(
+        TaskRequest(text=TEXT, seed=seed, options={"max_new_tokens": 30, **options}))
     return result.details["codes"][0], result.audio.samples
 
 
