@@ -108,22 +108,24 @@ def _check_readable(path: Path) -> None:
         raise AudioError(f"audio file {str(path)!r} is not readable", hint="check its permissions")
 
 
-def read_audio_channels(path: str | os.PathLike[str]) -> tuple[np.ndarray, int]:
-    """All channels of ``path`` as float32 ``(C, T)`` and the sample rate."""
-    data, sample_rate = _read_frames(Path(path))
+def read_audio_channels(path: str | os.PathLike[str], *, max_seconds: float | None = None) -> tuple[np.ndarray, int]:
+    """All channels of ``path`` as float32 ``(C, T)`` and the sample rate (``max_seconds``: as for
+    :func:`read_audio`)."""
+    data, sample_rate = _read_frames(Path(path), max_seconds)
     return np.ascontiguousarray(data.T), sample_rate
 
 
-def read_audio(path: str | os.PathLike[str]) -> AudioBuffer:
-    """``path`` as mono float32 at its own rate (mean over channels, as upstream)."""
-    data, sample_rate = _read_frames(Path(path))
+def read_audio(path: str | os.PathLike[str], *, max_seconds: float | None = None) -> AudioBuffer:
+    """``path`` as mono float32 at its own rate (mean over channels, as upstream).
+    ``max_seconds``: refuse a longer file from its header, before decoding it (uploads)."""
+    data, sample_rate = _read_frames(Path(path), max_seconds)
     channels_first = data.T
     if channels_first.shape[0] > 1:
         channels_first = np.mean(channels_first, axis=0, keepdims=True)
     return AudioBuffer(channels_first[0], sample_rate)
 
 
-def _read_frames(path: Path) -> tuple[np.ndarray, int]:
+def _read_frames(path: Path, max_seconds: float | None = None) -> tuple[np.ndarray, int]:
     """``soundfile.read(path, dtype="float32", always_2d=True)``: ``(T, C)`` and the rate."""
     import soundfile as sf
 
@@ -148,6 +150,10 @@ def _read_frames(path: Path) -> tuple[np.ndarray, int]:
                     hint="pass a shorter clip (e.g. `ffmpeg -i in.wav -t 30 -ac 1 out.wav`); a damaged header "
                     "can claim this too",
                 )
+            if max_seconds is not None and handle.frames > max_seconds * max(handle.samplerate, 1):
+                raise AudioError(f"audio file {str(path)!r} is {handle.frames / max(handle.samplerate, 1):.1f} s "
+                                 f"long; at most {max_seconds:g} s are accepted here",
+                                 hint="pass a shorter clip (e.g. `ffmpeg -i in.wav -t 20 out.wav`)")
             if handle.seekable():
                 handle.seek(0)  # as soundfile.read does (the MP3 decoder's output depends on it)
             data = handle.read(dtype="float32", always_2d=True)

@@ -39,3 +39,15 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     return {"omnivoice": load(get_family("omnivoice").demo_model_path()),
             "audio8_tts": load(repo / "tests" / "data" / "audio8_tts" / "tiny"),
             "voxcpm2": load(vox)}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _warm_thread_pools() -> None:
+    """Start torch's and tokenizers' worker threads before any call runs under the harness's
+    memory cap: a thread's first allocation reserves a malloc arena (64 MiB of address space
+    each), and on a many-core machine a pool started inside a capped call would hit the cap."""
+    import torch
+
+    a = torch.randn(1024, 1024)
+    (a @ a).sum()
+    torch.nn.functional.conv1d(torch.randn(4, 16, 4096), torch.randn(16, 16, 9)).sum()

@@ -54,7 +54,7 @@ CI_EXAMPLES: dict[str, int] = {
     "safetensors_bytes": 500, "safetensors_header": 700, "torch_bytes": 300, "torch_pickle": 150,
     "audio_bytes": 600, "audio_header": 500, "spec_json": 150, "options": 600, "text_chunk": 300,
     "text_big": 2, "tokenizer_gguf": 300, "tokenizer_text": 300, "voice_prompt": 250,
-    "manifest": 200, "srt": 500, "cli": 80,
+    "manifest": 200, "srt": 500, "cli": 80, "upload": 200,
 }
 #: targets whose inputs take seconds each: the long profile scales them by at most this much
 SLOW_SCALE_CAP = {"text_big": 3}

@@ -38,6 +38,17 @@ def test_an_honest_short_flac_still_reads(tmp_path: Path) -> None:
     read_both(path)
 
 
+def test_max_seconds_refuses_from_the_header(tmp_path: Path) -> None:
+    """Uploads can refuse a long file before decoding it (the header claims 600 frames at 16 kHz)."""
+    from audiocpp.engine.audio.io import read_audio
+
+    path = tmp_path / "ok.flac"
+    path.write_bytes(_flac_claiming(600))
+    with pytest.raises(AudioError, match="at most 0.01 s"):
+        read_audio(path, max_seconds=0.01)
+    assert read_audio(path, max_seconds=1).sample_rate == 16000
+
+
 def test_dotted_cjk_text_is_chunked_in_linear_time() -> None:
     """"字." repeated: each "." searched back to the start of the space-less text for its word
     (200 000 characters took 10 s, a megabyte minutes); the look-back is now bounded."""
