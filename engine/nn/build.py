@@ -48,20 +48,25 @@ def build_on_meta(factory: Callable[[], M]) -> M:
         return factory()
 
 
-def materialize(module: torch.nn.Module, dtype: torch.dtype | None = None, *, what: str = "model") -> None:
-    """Check that loading replaced every meta tensor; cast floating parameters to ``dtype``."""
+def materialize(module: torch.nn.Module, dtype: torch.dtype | None = None, *, what: str = "model",
+                keep_stored: Iterable[str] = ()) -> None:
+    """Check that loading replaced every meta tensor; cast floating parameters to ``dtype``
+    (except those matching a ``keep_stored`` glob)."""
+    import fnmatch
+
     for name, tensor in list(module.named_parameters()) + list(module.named_buffers()):
         if tensor.device.type == "meta":
             raise ModelError(f"{what} tensor {name!r} was not loaded")
     if dtype is not None:
-        for p in module.parameters():
-            if p.is_floating_point() and p.dtype != dtype:
+        keep = tuple(keep_stored)
+        for name, p in module.named_parameters():
+            if p.is_floating_point() and p.dtype != dtype and not any(fnmatch.fnmatchcase(name, g) for g in keep):
                 p.data = p.data.to(dtype)
 
 
 def load_on_meta(factory: Callable[[], M], source: TensorSource, *, dtype: torch.dtype | None = torch.float32,
                  what: str = "model", ignore: Iterable[str] = (), device: torch.device | str | None = None,
-                 quantize: Iterable[str] = ()) -> M:
+                 quantize: Iterable[str] = (), keep_stored: Iterable[str] = ()) -> M:
     """Build ``factory()`` on meta, load ``source`` into it strictly with its floating tensors in
     ``dtype`` (None: the dtypes the module was built with) on ``device`` (default: the CPU),
     materialize.
@@ -69,7 +74,8 @@ def load_on_meta(factory: Callable[[], M], source: TensorSource, *, dtype: torch
     ``quantize``: globs of module names whose ``nn.Linear`` layers keep a Q8_0 / Q4_0 weight
     quantized (``engine.nn.quantized``) when ``dtype`` is a 16-bit compute dtype; float32 compute
     (the exact mode) dequantizes every weight instead. Names and shapes are checked strictly first,
-    quantized tensors included."""
+    quantized tensors included. ``keep_stored``: globs of tensor names kept in the dtype they are
+    stored in (16-bit lookup tables under any compute dtype)."""
     module = build_on_meta(factory)
     ignore = tuple(ignore)
     globs = tuple(quantize)
@@ -80,8 +86,9 @@ def load_on_meta(factory: Callable[[], M], source: TensorSource, *, dtype: torch
         check_module_weights(module, source, what=what, ignore=ignore)
         ignore += tuple(quantize_linears(module, source, globs, dtype=dtype,
                                          device=torch.device(device) if device is not None else torch.device("cpu")))
-    load_module_weights(module, source, dtype=dtype, what=what, ignore=ignore, device=device)
-    materialize(module, dtype, what=what)
+    keep = tuple(keep_stored)
+    load_module_weights(module, source, dtype=dtype, what=what, ignore=ignore, device=device, keep_stored=keep)
+    materialize(module, dtype, what=what, keep_stored=keep)
     if device is not None:
         module.to(device)  # what the factory built outside meta (small derived buffers)
     return module

@@ -50,7 +50,7 @@ def check_module_weights(module: torch.nn.Module, source: TensorSource, *, what:
 @torch.no_grad()
 def load_module_weights(module: torch.nn.Module, source: TensorSource, *, dtype: torch.dtype | None = None,
                         what: str = "model", ignore: Iterable[str] = (),
-                        device: torch.device | str | None = None) -> None:
+                        device: torch.device | str | None = None, keep_stored: Iterable[str] = ()) -> None:
     """Load ``source`` into ``module`` strictly (parameters and persistent buffers).
 
     Missing, unexpected or misshapen tensors raise one ModelError naming them (names
@@ -61,9 +61,11 @@ def load_module_weights(module: torch.nn.Module, source: TensorSource, *, dtype:
     loaded tensors instead (tied parameters stay tied), moved to ``device`` one at a time (no
     second host copy of the model). A tensor that ends up in memory of its own (cast,
     dequantized, copied to a device) has its pages of a memory-mapped file released at once,
-    so the file's pages and the copies are not both resident.
+    so the file's pages and the copies are not both resident. Names matching a ``keep_stored``
+    glob load in the dtype they are stored in (lookup tables kept 16-bit under any compute dtype).
     """
     ignore = tuple(ignore)
+    stored = tuple(keep_stored)
     check_module_weights(module, source, what=what, ignore=ignore)
     if dtype is not None:
         module.to(dtype)
@@ -73,6 +75,9 @@ def load_module_weights(module: torch.nn.Module, source: TensorSource, *, dtype:
         if ignore and any(fnmatch.fnmatchcase(name, g) for g in ignore):
             continue
         want = target.dtype
+        if stored and any(fnmatch.fnmatchcase(name, g) for g in stored) \
+                and source.info(name).dtype in ("F32", "F16", "BF16"):
+            want = None  # the storage's own dtype (block-quantized storage: the compute dtype)
         if target.device.type == "meta":
             if id(target) not in replaced:
                 value = source.get(name, want)

@@ -126,16 +126,21 @@ class MaskGitDecoder:
         self.lm = lm
         self.cfg = lm.cfg
         self.compute_dtype = compute_dtype
+        # the LM may sit on a GPU: the loop's bookkeeping and sampling stay on the CPU, the ids go
+        # to the device per step and the two target windows' logits come back
+        self.device = lm.llm.norm.weight.device
 
     def step_logits(self, packed: PackedBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Float32 logits (1, C, T, V) of the conditional and unconditional target windows
         (the latter None without guidance: upstream computes that row and ignores it)."""
-        hidden = self.lm.hidden(packed.input_ids, packed.audio_mask, packed.packing, packed.rope, self.compute_dtype)
+        device = self.device
+        hidden = self.lm.hidden(packed.input_ids.to(device), packed.audio_mask.to(device), packed.packing,
+                                packed.rope, self.compute_dtype)
         s, t = packed.cond_len, packed.target_len
         windows = [hidden[s - t:s]]
         if packed.guided:
             windows.append(hidden[s:s + t])
-        logits = self.lm.heads(torch.stack(windows))
+        logits = self.lm.heads(torch.stack(windows)).cpu()
         return logits[0:1], (logits[1:2] if packed.guided else None)
 
     def predict(self, c_logits: torch.Tensor, u_logits: torch.Tensor | None, params: MaskGitParams,
@@ -163,7 +168,8 @@ class MaskGitDecoder:
                           exact=self.compute_dtype == torch.float32)
         rope = rope_tables(packing.positions(), self.cfg.llm, self.compute_dtype)
         return PackedBatch(packing.pack(batch.input_ids, dim=1).unsqueeze(0).contiguous(),
-                           packing.pack(batch.audio_mask).unsqueeze(0), packing, (rope[0][0], rope[1][0]),
+                           packing.pack(batch.audio_mask).unsqueeze(0), packing,
+                           (rope[0][0].to(self.device), rope[1][0].to(self.device)),
                            batch.cond_len, batch.target_len, guided)
 
     @torch.inference_mode()

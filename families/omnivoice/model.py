@@ -93,7 +93,7 @@ class Packing:
                 buf = t.new_zeros((1, self.seq_len, *t.shape[1:]))
                 buf[0, :n] = t
                 padded.append(buf.transpose(1, 2))
-            outs.append(sdpa(*padded, row_mask.to(q.dtype), scale=scale)[0, :n])
+            outs.append(sdpa(*padded, row_mask.to(device=q.device, dtype=q.dtype), scale=scale)[0, :n])
         return outs[0] if len(outs) == 1 else torch.cat(outs)
 
 
@@ -166,7 +166,8 @@ class OmniVoiceLM(nn.Module):
         (looked up at every position, as upstream does), audio rows summed over codebooks."""
         text = self.llm.embed_tokens(input_ids[:, 0, :])
         shifted = input_ids * audio_mask.unsqueeze(1) + self.codebook_layer_offsets.view(1, -1, 1)
-        audio = self.audio_embeddings(shifted).sum(dim=1)
+        # 16-bit tables (packages) are summed in float32, as float32 tables holding their values
+        audio = self.audio_embeddings(shifted).to(torch.float32).sum(dim=1)
         return torch.where(audio_mask.unsqueeze(-1), audio, text)
 
     def hidden(self, input_ids: torch.Tensor, audio_mask: torch.Tensor, packing: Packing, rope: Rope,

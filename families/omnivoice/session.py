@@ -27,7 +27,7 @@ from audiocpp.engine.audio.resample import resample
 from audiocpp.engine.audio.silence import remove_silence
 from audiocpp.engine.errors import UsageError
 from audiocpp.engine.model import LoadedModel
-from audiocpp.engine.nn.build import PerDtype, build_on_meta, torch_dtype
+from audiocpp.engine.nn.build import PerDtype, torch_dtype
 from audiocpp.engine.records import AudioBuffer
 from audiocpp.engine.session import PreparedRequest, Session, Synthesis
 from audiocpp.engine.spec.model import ModelSpec
@@ -52,8 +52,8 @@ from .weights import OmniVoiceParts
 
 
 class OmniVoiceLoadedModel(LoadedModel):
-    """The float32 LM and codec of :class:`OmniVoiceParts`; LMs in other compute dtypes are
-    made on first use (:meth:`lm_for`)."""
+    """The LM (in the default compute dtype) and codec of :class:`OmniVoiceParts`; LMs in other
+    compute dtypes are loaded on first use (:meth:`lm_for`)."""
 
     def __init__(self, spec: ModelSpec, path: Path, load_options: dict[str, Any], parts: OmniVoiceParts) -> None:
         super().__init__(spec, path, load_options)
@@ -63,7 +63,9 @@ class OmniVoiceLoadedModel(LoadedModel):
         self.tokenizer = parts.tokenizer
         self.sample_rate = parts.sample_rate
         self.source_id = parts.source_id
-        self._lms = PerDtype(self._cast_lm, {torch.float32: parts.lm})
+        self.device = parts.device
+        self.compute_dtype = parts.compute_dtype
+        self._lms = PerDtype(self._load_lm, {parts.compute_dtype: parts.lm})
 
     @property
     def cfg(self) -> OmniVoiceConfig:
@@ -73,14 +75,16 @@ class OmniVoiceLoadedModel(LoadedModel):
         """The LM computing in ``dtype``, made once."""
         return self._lms.get(dtype)
 
-    def _cast_lm(self, dtype: torch.dtype) -> OmniVoiceLM:
-        """The backbone and heads are cast copies; the embedding tables are shared with the
-        float32 LM (their rows are summed in float32, then cast)."""
-        shared = ("llm.embed_tokens.", "audio_embeddings.")
-        state = {name: (t if name.startswith(shared) else t.to(dtype)) for name, t in self.lm.state_dict().items()}
-        variant = build_on_meta(lambda: OmniVoiceLM(self.cfg))
-        variant.load_state_dict(state, strict=True, assign=True)
-        return variant.eval()
+    def _load_lm(self, dtype: torch.dtype) -> OmniVoiceLM:
+        """The backbone and heads loaded again in ``dtype`` (quantized linears stay quantized
+        under a 16-bit dtype); the embedding tables stay as stored and are shared with the first
+        LM (their rows are summed in float32, then cast)."""
+        variant = self.parts.load_lm(dtype)
+        for name in ("llm.embed_tokens", "audio_embeddings"):
+            mine, theirs = self.lm.get_submodule(name), variant.get_submodule(name)
+            if mine.weight.dtype == theirs.weight.dtype:
+                theirs.weight = mine.weight
+        return variant
 
     def _create_session(self, task: Task, mode: Mode, options: dict[str, Any]) -> OmniVoiceSession:
         return OmniVoiceSession(self, task, mode, options)
@@ -112,7 +116,7 @@ class OmniVoiceSession(Session):
 
     def __init__(self, model: OmniVoiceLoadedModel, task: Task, mode: Mode, options: dict[str, Any]) -> None:
         super().__init__(model, task, mode, options)
-        dtype = torch_dtype(options.get("compute_dtype"))
+        dtype = torch_dtype(options.get("compute_dtype"), model.compute_dtype)
         self.decoder = MaskGitDecoder(model.lm_for(dtype), dtype)
 
     # -- validation ----------------------------------------------------------------------
@@ -157,7 +161,8 @@ class OmniVoiceSession(Session):
         if wav.shape[-1] == 0:
             raise UsageError(f"the reference audio is shorter than one codec frame ({hop} samples at {sr} Hz)")
         with torch.inference_mode():
-            codes = model.codec.encode(torch.from_numpy(np.ascontiguousarray(wav)).unsqueeze(0))[0]
+            audio_in = torch.from_numpy(np.ascontiguousarray(wav)).unsqueeze(0).to(model.device)
+            codes = model.codec.encode(audio_in)[0].cpu()
         return OmniVoicePrompt(codes, add_punctuation(ref_text) if preprocess else ref_text, rms,
                                sample_rate=sr, frame_rate=float(model.codec.frame_rate))
 
@@ -254,7 +259,7 @@ class OmniVoiceSession(Session):
     def decode(self, tokens: torch.Tensor) -> np.ndarray:
         """(C, T) tokens -> (1, hop * T) float32 audio."""
         with torch.inference_mode():
-            return self.model.codec.decode(tokens.unsqueeze(0))[0].numpy()
+            return self.model.codec.decode(tokens.unsqueeze(0).to(self.model.device))[0].cpu().numpy()
 
     def postprocess(self, audio: np.ndarray, ref_rms: float | None, opts: dict[str, Any]) -> np.ndarray:
         """Upstream ``_post_process_audio``: optional silence removal; then always the volume

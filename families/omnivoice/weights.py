@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from audiocpp.engine.device import auto_compute_dtype, device_of
 from audiocpp.engine.errors import ModelError, UsageError
 from audiocpp.engine.nn.build import load_on_meta
 from audiocpp.engine.spec.model import ModelSpec
@@ -54,9 +55,18 @@ CODEC_DROP = (
 _QUANTIZER = re.compile(r"^quantizer\.quantizers\.(\d+)\.codebook\.embed$")
 
 
+#: The LM's linear layers a Q8_0 / Q4_0 package keeps quantized under a 16-bit compute dtype: the
+#: Qwen3 blocks and the audio heads (int8 in memory; engine.nn.quantized).
+QUANTIZED_LINEARS = ("llm.layers.*", "audio_heads")
+#: Lookup tables kept in the dtype they are stored in under any compute dtype: their rows are
+#: summed in float32 before the backbone's dtype (OmniVoiceLM.embed), as float32 tables would give.
+STORED_TABLES = ("llm.embed_tokens.weight", "audio_embeddings.weight")
+
+
 @dataclass
 class OmniVoiceParts:
-    """A loaded OmniVoice: the float32 LM and codec, the text tokenizer, the output rate."""
+    """A loaded OmniVoice: the LM in the default compute dtype (``compute_dtype=auto``) and the
+    float32 codec on the load device, the text tokenizer, the output rate."""
 
     config: OmniVoiceConfig
     lm: OmniVoiceLM
@@ -64,6 +74,10 @@ class OmniVoiceParts:
     tokenizer: Any  # tokenizers.Tokenizer
     sample_rate: int
     source_id: str
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    compute_dtype: torch.dtype = torch.float32
+    #: loads the LM again in another compute dtype (``OmniVoiceLoadedModel.lm_for``)
+    load_lm: Any = None
 
 
 # -- tensor adapters -----------------------------------------------------------------------
@@ -170,7 +184,17 @@ def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: Model
     if tokenizer.get_vocab_size() > cfg.llm.vocab_size:
         raise ModelError(f"the tokenizer has {tokenizer.get_vocab_size()} tokens but the LM embeds only "
                          f"{cfg.llm.vocab_size}", hint="the tokenizer and weights do not belong together")
-    lm = load_on_meta(lambda: OmniVoiceLM(cfg), lm_source(lm_src), dtype=torch.float32, what="OmniVoice LM")
+    device = device_of(options)
+    compute = auto_compute_dtype(device, weights.layout, lm_src, gpu_dtype=torch.float16)
+
+    def load_lm(dtype: torch.dtype, source: TensorSource | None = None) -> OmniVoiceLM:
+        """The LM computing in ``dtype`` on ``device`` (a second dtype re-opens the weights)."""
+        if source is None:
+            source = resolve(spec, Path(path), (options or {}).get("codec")).namespace("weights")
+        return load_on_meta(lambda: OmniVoiceLM(cfg), lm_source(source), dtype=dtype, what="OmniVoice LM",
+                            device=device, quantize=QUANTIZED_LINEARS, keep_stored=STORED_TABLES).eval()
+
+    lm = load_lm(compute, lm_src)
     codec = load_on_meta(lambda: HiggsAudioV2Codec(codec_cfg), codec_source(codec_src), dtype=torch.float32,
-                         what="OmniVoice audio tokenizer")
-    return OmniVoiceParts(cfg, lm.eval(), codec.eval(), tokenizer, sample_rate, weights.source_id)
+                         what="OmniVoice audio tokenizer", device=device)
+    return OmniVoiceParts(cfg, lm, codec.eval(), tokenizer, sample_rate, weights.source_id, device, compute, load_lm)
