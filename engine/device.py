@@ -2,7 +2,9 @@
 per-device defaults of a loaded model.
 
 - :func:`resolve_device` turns the option into a ``torch.device``; a device this machine does
-  not have is a ``UsageError`` that names the ones it has (:func:`available_devices`).
+  not have is a ``UsageError`` that names the ones it has (:func:`available_devices`). Without the
+  option a model loads on ``$AUDIOCPP_DEVICE``, else on the CPU: the CPU stays the default (the
+  exact float32 mode, the same numbers on every machine) until a user asks for a GPU.
 - :func:`default_compute_dtype` is the compute dtype a session gets when it does not ask for one
   (``compute_dtype=auto``): on the CPU the dtype the weights are stored in (float32 for F32
   weights, the exact mode; bfloat16 for BF16, F16 and block-quantized weights, since torch's CPU
@@ -27,6 +29,9 @@ if TYPE_CHECKING:
     from .weights.source import TensorSource
 
 DEVICE_OPTION = "device"
+#: the default of the ``device`` option (else ``cpu``) and of ``compute_dtype=auto`` (else per device)
+DEVICE_ENV = "AUDIOCPP_DEVICE"
+COMPUTE_DTYPE_ENV = "AUDIOCPP_COMPUTE_DTYPE"
 DEVICE_HINT = "use --device cpu (or auto: the best device this machine has)"
 #: Storage types of block-quantized weights that the engine keeps quantized in memory.
 QUANTIZED_STORAGE = frozenset({"Q8_0", "Q4_0"})
@@ -56,16 +61,21 @@ def best_device() -> str:
 
 
 def resolve_device(value: Any = None) -> torch.device:
-    """The ``torch.device`` of a ``device`` option value (None or ``""`` mean ``auto``).
+    """The ``torch.device`` of a ``device`` option value (None or ``""``: ``$AUDIOCPP_DEVICE``,
+    else ``cpu``; ``auto``: :func:`best_device`).
 
     ``cuda`` is ``cuda:0``; a device that is not there, or a spelling torch does not know, is a
     ``UsageError`` naming the devices this machine has."""
+    import os
+
     import torch
 
     if isinstance(value, torch.device):
         text = str(value)
     else:
-        text = "auto" if value is None else str(value).strip().lower()
+        if value is None or not str(value).strip():
+            value = os.environ.get(DEVICE_ENV, "").strip() or "cpu"
+        text = str(value).strip().lower()
     if text in ("", "auto"):
         text = best_device()
     found = available_devices()
@@ -156,5 +166,15 @@ def auto_compute_dtype(device: torch.device, layout: str, source: TensorSource |
     """``compute_dtype=auto`` for a model loaded from ``layout`` (``package``, ``gguf`` or
     ``folder``): packages and GGUFs by what ``source`` (the dominant network's weights) stores;
     upstream snapshot folders as F32 (the exact mode on the CPU, whatever the checkpoint's dtype)."""
+    import os
+
+    forced = os.environ.get(COMPUTE_DTYPE_ENV, "").strip()
+    if forced and forced.lower() != "auto":
+        from .nn.build import torch_dtype
+
+        try:
+            return torch_dtype(forced)
+        except ValueError as exc:
+            raise UsageError(f"{COMPUTE_DTYPE_ENV}={forced!r}: {exc}") from None
     stored = storage_dtype(source) if layout in ("package", "gguf") and source is not None else "F32"
     return default_compute_dtype(device, stored, gpu_dtype=gpu_dtype)

@@ -57,7 +57,7 @@ def synthesize(
     request_option: Annotated[list[str] | None, typer.Option("--request-option", "-r", help="Request option key=value (repeatable).")] = None,
     session_option: Annotated[list[str] | None, typer.Option("--session-option", "-s", help="Session option family.key=value (repeatable).")] = None,
     load_option: Annotated[list[str] | None, typer.Option("--load-option", "-l", help="Load option key=value (repeatable).")] = None,
-    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:N, mps or auto (the best this machine has; the default). Load option 'device'.")] = None,
+    device: Annotated[str | None, typer.Option("--device", help="cpu (the default, or $AUDIOCPP_DEVICE), cuda, cuda:N, mps or auto (the best this machine has). Load option 'device'.")] = None,
     metrics: Annotated[bool, typer.Option("--metrics", help="Print wall time, RTF, time to first audio and peak RSS.")] = False,
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bar on stderr (default: when stderr is a terminal).")] = None,
 ) -> None:

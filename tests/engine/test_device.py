@@ -28,8 +28,29 @@ def test_cpu_is_always_there_and_first() -> None:
 
 def test_auto_is_the_best_device() -> None:
     expected = "cuda:0" if HAS_CUDA else "mps" if HAS_MPS else "cpu"
-    for spelling in (None, "", "auto", "AUTO"):
+    for spelling in ("auto", "AUTO", " auto"):
         assert str(dev.resolve_device(spelling)) == expected
+
+
+def test_the_default_is_the_cpu_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(dev.DEVICE_ENV, raising=False)
+    assert dev.resolve_device(None) == dev.resolve_device("") == torch.device("cpu")
+    monkeypatch.setenv(dev.DEVICE_ENV, "auto")
+    assert dev.resolve_device(None) == dev.resolve_device("auto")
+    assert dev.resolve_device("cpu") == torch.device("cpu")  # an explicit value wins
+    if not HAS_CUDA:
+        monkeypatch.setenv(dev.DEVICE_ENV, "cuda")
+        with pytest.raises(UsageError, match="not available"):
+            dev.resolve_device(None)
+
+
+def test_the_environment_can_pin_the_auto_compute_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
+    cpu = torch.device("cpu")
+    monkeypatch.setenv(dev.COMPUTE_DTYPE_ENV, "bf16")
+    assert dev.auto_compute_dtype(cpu, "folder") == torch.bfloat16
+    monkeypatch.setenv(dev.COMPUTE_DTYPE_ENV, "int3")
+    with pytest.raises(UsageError, match="AUDIOCPP_COMPUTE_DTYPE"):
+        dev.auto_compute_dtype(cpu, "folder")
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="this machine has a CUDA GPU")
@@ -103,7 +124,7 @@ def test_every_family_declares_the_device_option(family: str) -> None:
     from audiocpp.engine.spec.options import resolve_options
 
     spec = get_family(family).spec
-    assert resolve_options(spec, "load", {})["device"] == "auto"
+    assert resolve_options(spec, "load", {})["device"] is None  # the CPU, or $AUDIOCPP_DEVICE
     assert resolve_options(spec, "load", {"device": "cpu"})["device"] == "cpu"
     assert resolve_options(spec, "session", {})["compute_dtype"] == "auto"
 
