@@ -14,7 +14,7 @@
 
 Budgets: ``AUDIOCPP_FUZZ=ci`` (the default) runs each target's :data:`CI_EXAMPLES` inputs
 (about 2-3 minutes for all targets on one core); ``AUDIOCPP_FUZZ=long`` multiplies them by
-``AUDIOCPP_FUZZ_SCALE`` (default 10: about 1.4 x 10^5 inputs in all) for release checks; see
+``AUDIOCPP_FUZZ_SCALE`` (default 10: about 1.3 x 10^5 inputs in all) for release checks; see
 docs/fuzzing.md. The counts of every run are printed at the end of the session and, when
 ``AUDIOCPP_FUZZ_REPORT`` names a file, written there as JSON.
 """
