@@ -91,6 +91,7 @@ def load_on_meta(factory: Callable[[], M], source: TensorSource, *, dtype: torch
     materialize(module, dtype, what=what, keep_stored=keep)
     if device is not None:
         module.to(device)  # what the factory built outside meta (small derived buffers)
+    source.release_all()  # pages read for copies (folded, cast) leave; views read theirs back when used
     return module
 
 

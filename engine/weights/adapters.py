@@ -93,6 +93,9 @@ class Layer(TensorSource):
         if entry.release is not None:
             entry.release()
 
+    def release_all(self) -> None:
+        self.base.release_all()
+
 
 def passthrough(base: TensorSource, name: str) -> Entry:
     def info() -> tuple[tuple[int, ...], str]:
@@ -513,6 +516,9 @@ class AdaptedSource(TensorSource):
 
     def release(self, name: str) -> None:
         self._final.release(name)
+
+    def release_all(self) -> None:
+        self._final.release_all()
 
 
 def adapt(source: TensorSource, ops: Iterable[Op]) -> AdaptedSource:

@@ -35,6 +35,8 @@ def gguf_tensor(file: GGUFFile, info: GGUFTensorInfo, dtype: torch.dtype | None 
         tensor = torch.from_numpy(raw.view(plain)).reshape(shape)
         if name == "BF16":
             tensor = tensor.view(torch.bfloat16)
+        if dtype is not None and dtype != tensor.dtype and info.nbytes > CHUNKED_CAST_BYTES and len(shape) >= 1:
+            return _cast_releasing(file, info, tensor, dtype)
         return cast(tensor, dtype)
     from gguf import quants
     from gguf.constants import GGMLQuantizationType
@@ -58,6 +60,23 @@ def gguf_tensor(file: GGUFFile, info: GGUFTensorInfo, dtype: torch.dtype | None 
                          hint="the file is damaged or was written by a broken converter; fetch or convert it again"
                          ) from None
     return cast(tensor, dtype)
+
+
+#: Tensors larger than this are cast in row chunks, each chunk's file pages released once copied:
+#: a 300 MB embedding table cast from F16 to bfloat16 never has both copies resident.
+CHUNKED_CAST_BYTES = 64 << 20
+
+
+def _cast_releasing(file: GGUFFile, info: GGUFTensorInfo, tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    out = torch.empty(tensor.shape, dtype=dtype)
+    rows = tensor.shape[0]
+    row_bytes = max(1, info.nbytes // max(rows, 1))
+    step = max(1, (16 << 20) // row_bytes)
+    for lo in range(0, rows, step):
+        hi = min(rows, lo + step)
+        out[lo:hi].copy_(tensor[lo:hi])
+        file.release_range(info.offset + lo * row_bytes, (hi - lo) * row_bytes)
+    return out
 
 
 def gguf_blocks(file: GGUFFile, info: GGUFTensorInfo, shape: tuple[int, ...] | None = None) -> BlockTensor | None:
@@ -109,3 +128,6 @@ class GGUFSource(TensorSource):
 
     def release(self, name: str) -> None:
         self.gguf.release(self._require(name).name)
+
+    def release_all(self) -> None:
+        self.gguf.release_range(self.gguf.data_offset, self.gguf.size - self.gguf.data_offset)

@@ -103,6 +103,9 @@ class PackageSource(TensorSource):
     def release(self, name: str) -> None:
         self.gguf.release(self._require(name)[0].name)
 
+    def release_all(self) -> None:
+        self.gguf.release_range(self.gguf.data_offset, self.gguf.size - self.gguf.data_offset)
+
     def embedded_file_names(self) -> list[str]:
         return list(self._embedded)
 

@@ -73,6 +73,10 @@ class TensorSource(ABC):
         """A hint that the caller holds its own copy of ``name``: memory-mapped sources drop the
         tensor's pages from the process (re-read from the file if touched again). No-op here."""
 
+    def release_all(self) -> None:
+        """After loading: drop every page of a memory-mapped source from the process (tensors that
+        still view the file read theirs back when touched). No-op here."""
+
     def __contains__(self, name: object) -> bool:
         return name in self._name_set()
 

@@ -51,6 +51,9 @@ class PrefixView(TensorSource):
     def release(self, name: str) -> None:
         self.base.release(self.prefix + name)
 
+    def release_all(self) -> None:
+        self.base.release_all()
+
     def __getattr__(self, attr: str):
         # model_spec_json, family, files_root... of a package stay reachable through a view.
         if attr.startswith("_") or attr == "base":

@@ -27,8 +27,9 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
-from audiocpp.engine.device import auto_compute_dtype, device_of
+from audiocpp.engine.device import auto_compute_dtype, device_of, storage_dtype
 from audiocpp.engine.errors import ModelError
+from audiocpp.engine.nn.quantized import quantize_linears
 from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.tokenizer import load_tokenizer
 from audiocpp.engine.weights import (
@@ -89,8 +90,7 @@ class Audio8Parts:
         and compute in float32 (``engine.nn.bf16_linear``); the others use oneDNN-packed weights
         (``engine.nn.packed_linear``). A Q8_0 / Q4_0 package under a 16-bit dtype keeps its
         quantized linears quantized (``engine.nn.quantized``: int8 rows, one-row decode steps)."""
-        from audiocpp.engine.nn.quantized import quantize_linears
-        from audiocpp.engine.weights.gguf_file import release_pages
+        from audiocpp.engine.weights.gguf_file import mapped_file, release_pages
 
         device = self.device
         with torch.device("meta"):
@@ -113,10 +113,11 @@ class Audio8Parts:
                 convert_linears(model)  # bf16-stored weights, float32 math, half the bytes read
             pack_linears(model)
         for p in model.parameters():  # own the weights: do not keep the file mapped
-            if p.device.type == "cpu":
+            if mapped_file(p) is not None:
                 old = p.data
                 p.data = old.clone()
                 release_pages(old)  # the file's pages leave the process as the copy is made
+        source.release_all()
         gc.collect()
         return model.eval()
 
@@ -136,10 +137,21 @@ def load_parts(spec: ModelSpec, path: Path, options: dict[str, Any] | None = Non
     check_module_weights(model.fast, adapt(source, [Keep("fast_*")]), what="Audio8 TTS fast AR")
     device = device_of(options)
     raw = resolved.namespace("codec_weights")
-    load_module_weights(codec, adapt(raw, codec_adapters(raw)), dtype=torch.float32, what="Audio8 TTS codec",
-                        device=device)
+    codec_src = adapt(raw, codec_adapters(raw))
+    # The codec computes in float32 (as upstream on CPU) whatever its storage. A Q8_0 / Q4_0
+    # package keeps its quantized linears int8 (each call converts the matrix: as fast as float32
+    # weights here, the convolutions dominate); a BF16 one keeps bf16 linear weights under the
+    # float32 math of engine.nn.bf16_linear where that kernel builds.
+    check_module_weights(codec, codec_src, what="Audio8 TTS codec")
+    ignore = quantize_linears(codec, codec_src, dtype=torch.float32, device=device)
+    load_module_weights(codec, codec_src, dtype=torch.float32, what="Audio8 TTS codec", ignore=ignore, device=device)
     _materialize(codec, torch.float32)
     codec.to(device)
+    raw.release_all()  # the folded weight-norm pairs' pages (the codec holds its own copies)
+    if device.type == "cpu" and storage_dtype(raw) == "BF16":
+        from audiocpp.engine.nn.bf16_linear import convert_linears
+
+        convert_linears(codec)
     compute = auto_compute_dtype(device, resolved.layout, source, gpu_dtype=torch.bfloat16)
     return Audio8Parts(cfg, tokenizer, codec.eval(), spec, Path(path), resolved.source_id, resolved.layout,
                        dict(resolved.metadata), device, compute)

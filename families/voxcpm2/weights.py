@@ -93,7 +93,7 @@ class VoxCPM2Parts:
         linears quantized (:data:`QUANTIZED_LINEARS`). The weights file is opened for this and
         unmapped after, unless parameters still view it (a bf16 checkpoint loaded in bf16 without
         packing: zero-copy); copied tensors release their pages of the file as they are made."""
-        from audiocpp.engine.weights.gguf_file import release_pages
+        from audiocpp.engine.weights.gguf_file import mapped_file, release_pages
 
         model = load_on_meta(lambda: VoxCPMModel(self.config), self.model_source(), dtype=dtype,
                              what="VoxCPM2 generator", device=self.device, quantize=QUANTIZED_LINEARS)
@@ -102,9 +102,10 @@ class VoxCPM2Parts:
 
             pack_linears(model)
             for param in model.parameters():  # the rest may still view the file: own them
-                old = param.data
-                param.data = old.clone()
-                release_pages(old)
+                if mapped_file(param) is not None:
+                    old = param.data
+                    param.data = old.clone()
+                    release_pages(old)
         gc.collect()  # the source's memory map sits in a reference cycle: unmap it now
         return model.eval()
 

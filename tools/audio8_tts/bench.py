@@ -15,6 +15,10 @@ with upstream's float32). Printed: wall median (min..max), RTF, first audio, pea
 generating, load time, and the ratio ours/upstream.
 
 The machine's cores may be shared: the repeats and the min..max spread show the noise.
+
+``--weights f32,bf16,q8_0``: ours only, the checkpoint packaged in each weight type and run side by
+side with the default options (tools/weights_bench.py): wall, RTF, peak RSS, load time, code and
+audio drift against the first type. ``--threads`` then takes one count.
 """
 
 from __future__ import annotations
@@ -110,8 +114,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--upstream", type=Path, default=Path("/work/upstream/audio8"), help="Audio8_TTS checkout")
     parser.add_argument("--ours-only", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
+    parser.add_argument("--weights", help="f32,bf16,q8_0: package the checkpoint in each type, run ours on each")
+    parser.add_argument("--device", help="device of the --weights workers (default: auto)")
     args = parser.parse_args(argv)
     folder = ensure_checkpoint(bench_dir(), args.upstream)
+    if args.weights:
+        from tools.weights_bench import Options, run
+
+        run("audio8_tts", folder, Options(args.weights, args.repeats, int(args.threads.split(",")[0]),
+                                          ["--frames", str(args.frames)], args.device, args.json))
+        return 0
     results = []
     for threads in (int(t) for t in args.threads.split(",")):
         upstream_runs: list[dict] = []

@@ -10,6 +10,10 @@ ours/upstream ratio, whether ours fp32 reproduced upstream's tokens, and the bf1
 
 Usage: python tools/bench.py omnivoice [--repeats 3] [--model DIR] [--skip-upstream] [--no-bf16]
                                        [--package omnivoice-q8_0.gguf]
+       python tools/bench.py omnivoice --weights f32,bf16,q8_0 [--repeats 2] [--threads 1]
+
+``--weights``: the same checkpoint packaged in each weight type and run side by side with the
+default options (tools/weights_bench.py): wall, RTF, peak RSS, load time, drift against the first.
 """
 
 from __future__ import annotations
@@ -120,8 +124,17 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--skip-upstream", action="store_true")
     ap.add_argument("--no-bf16", action="store_true")
     ap.add_argument("--package", type=Path, help="also time ours on this package GGUF (e.g. a Q8_0 one)")
+    ap.add_argument("--weights", help="f32,bf16,q8_0: package the checkpoint in each type, run ours on each")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads of the --weights workers")
+    ap.add_argument("--device", help="device of the --weights workers (default: auto)")
     args = ap.parse_args(argv)
     model = ensure_model(args.model)
+    if args.weights:
+        from tools.weights_bench import Options, run
+
+        run("omnivoice", model, Options(args.weights, args.repeats, args.threads, [
+            "--duration", str(args.duration), "--steps", str(args.steps)], args.device))
+        return 0
     work = Path(tempfile.mkdtemp(prefix="omnivoice-bench-"))
     print(f"model {model}; text {len(TEXT)} chars; {args.duration} s, {args.steps} steps, guidance 2.0; "
           f"{args.repeats} timed runs after 1 warm-up; load average before: {loadavg()}")

@@ -13,6 +13,10 @@ with the session option ``compute_dtype``; the VAE is float32 on both sides. Pri
 median (min..max), RTF, time to first audio, peak RSS while generating, ours/upstream ratio.
 
 The machine's cores may be shared: the repeats and the min..max spread show the noise.
+
+``--weights f32,bf16,q8_0``: ours only, the checkpoint packaged in each weight type and run side by
+side with the default options (tools/weights_bench.py): wall, RTF, peak RSS, load time, latent and
+audio drift against the first type. ``--threads`` then takes one count.
 """
 
 from __future__ import annotations
@@ -46,8 +50,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--dtypes", default="float32,bfloat16")
     parser.add_argument("--ours-only", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
+    parser.add_argument("--weights", help="f32,bf16,q8_0: package the checkpoint in each type, run ours on each")
+    parser.add_argument("--device", help="device of the --weights workers (default: auto)")
     args = parser.parse_args(argv)
     folders = ensure_checkpoint(bench_dir())
+    if args.weights:
+        from tools.weights_bench import Options, run
+
+        run("voxcpm2", folders["float32"].with_name("voxcpm2-real"), Options(
+            args.weights, args.repeats, int(args.threads.split(",")[0]), ["--patches", str(args.patches)],
+            args.device, args.json))
+        return 0
     run_settings(args, folders, "voxcpm2", lambda r: (
         f"VoxCPM2-sized, {r['dtype']}, {r['threads']} thread(s), {args.patches} patches, "
         f"{args.rounds} processes x {args.repeats} repeats per side, text {TEXT!r}"))

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""The linear-layer kernels a Q8_0 package could compute with on the CPU, measured side by side
+(the figures behind engine/nn/quantized.py and docs/numerics.md).
+
+    python tools/bench_kernels.py [--threads 1] [--rows 1,2,8,16,64,400] [--shapes 2048x6144,1024x3072]
+
+Speed: milliseconds per call of ``y = x W^T`` for each row count, W of ``out x in`` features:
+float32 and bfloat16 GEMM with oneDNN-packed weights (``engine.nn.packed_linear``), int8 weights
+with one scale per row on ``torch._weight_int8pack_mm`` (bfloat16 rows), the same int8 matrix
+converted to bfloat16 per call then the bfloat16 GEMM (``engine.nn.quantized.Int8Linear`` beyond
+its row threshold), Q4_0 on ``torch._weight_int4pack_mm_for_cpu``, ``torch.ao`` dynamic quantized
+linear (int8 activations per tensor, VNNI) and ``torch._int_mm`` with int8 activations per row.
+Error: relative output error against float64 on random weights, rows with and without a few
+outlier channels (x20 on 1 % of the input features).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+warnings.filterwarnings("ignore")
+
+
+def timed(fn, budget: float = 0.4) -> float:
+    fn()
+    fn()
+    start, n = time.perf_counter(), 0
+    while time.perf_counter() - start < budget:
+        fn()
+        n += 1
+    return (time.perf_counter() - start) / n * 1e3
+
+
+def q8_0(w: torch.Tensor) -> torch.Tensor:
+    """Q8_0's values of ``w`` (blocks of 32 along a row, f16 scale), dequantized."""
+    n, k = w.shape
+    b = w.view(n, k // 32, 32)
+    d = (b.abs().amax(-1) / 127).half().float()
+    return (torch.round(b / d[..., None].clamp_min(1e-30)).clamp(-127, 127) * d[..., None]).view(n, k)
+
+
+def per_row(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    s = w.abs().amax(1) / 127
+    return torch.round(w / s[:, None]).clamp(-127, 127).to(torch.int8), s
+
+
+def kernels(w: torch.Tensor) -> dict:
+    n, k = w.shape
+    wq = q8_0(w)
+    q, s = per_row(wq)
+    sb = s.to(torch.bfloat16)
+    packed32 = torch.ops.mkldnn._reorder_linear_weight(w)
+    packed16 = torch.ops.mkldnn._reorder_linear_weight(w.to(torch.bfloat16))
+    g = w.view(n, k // 32, 32)
+    d4 = g.abs().amax(-1) / 7
+    nib = (torch.round(g / d4[..., None]).clamp(-8, 7) + 8).view(n, k).to(torch.int32)
+    int4 = torch.ops.aten._convert_weight_to_int4pack_for_cpu(nib, 2)
+    sz = torch.stack([d4.t(), torch.zeros_like(d4.t())], -1).to(torch.bfloat16).contiguous()
+    lin = torch.nn.Linear(k, n, bias=False)
+    lin.weight.data = wq.clone()
+    dyn = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(lin), {torch.nn.Linear}, dtype=torch.qint8)
+
+    def int_mm(x):
+        xs = x.abs().amax(1, keepdim=True) / 127
+        return torch._int_mm(torch.round(x / xs).to(torch.int8), q.t()).float() * xs * s
+
+    return {
+        "f32 packed": lambda x: torch.ops.mkldnn._linear_pointwise(x, packed32, None, "none", [], ""),
+        "bf16 packed": lambda x: torch.ops.mkldnn._linear_pointwise(x.bfloat16(), packed16, None, "none", [], ""),
+        "int8pack": lambda x: torch._weight_int8pack_mm(x.bfloat16(), q, sb),
+        "int8->bf16 GEMM": lambda x: F.linear(x.bfloat16(), q.to(torch.bfloat16)) * sb,
+        "q4_0 int4pack": lambda x: torch.ops.aten._weight_int4pack_mm_for_cpu(x.bfloat16(), int4, 32, sz),
+        "ao dynamic int8": lambda x: dyn(x),
+        "_int_mm per-row": int_mm,
+        "_q8_0_f32": lambda x: F.linear(x, wq),
+    }
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--rows", default="1,2,8,16,64,400")
+    ap.add_argument("--shapes", default="2048x6144,1024x3072", help="in x out features")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    rows = [int(r) for r in args.rows.split(",")]
+    for shape in args.shapes.split(","):
+        k, n = (int(v) for v in shape.split("x"))
+        w = torch.randn(n, k) * 0.02
+        ks = kernels(w)
+        names = [name for name in ks if not name.startswith("_")]
+        print(f"\n== {k} -> {n} features, {args.threads} thread(s): ms per call")
+        print(f"{'rows':>5s} " + " ".join(f"{name:>16s}" for name in names))
+        for m in rows:
+            x = torch.randn(m, k)
+            print(f"{m:5d} " + " ".join(f"{timed(lambda f=ks[name], x=x: f(x)):16.3f}" for name in names), flush=True)
+        print(f"relative output error vs float64 ({k} -> {n}, 16 rows):")
+        for outliers in (0, 20):
+            x = torch.randn(16, k)
+            if outliers:
+                x[:, torch.randperm(k)[: k // 100]] *= outliers
+            ref = F.linear(x.double(), w.double())
+            errs = {"bf16 weights+rows": F.linear(x.bfloat16(), w.bfloat16()), "Q8_0 (float32)": ks["_q8_0_f32"](x),
+                    **{name: ks[name](x) for name in ("int8pack", "int8->bf16 GEMM", "ao dynamic int8",
+                                                      "_int_mm per-row")}}
+            line = ", ".join(f"{name} {float((y.double() - ref).norm() / ref.norm()):.2%}" for name, y in errs.items())
+            print(f"  {'x20 outlier channels' if outliers else 'plain rows':22s} {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
