@@ -32,7 +32,7 @@ DEVICE_OPTION = "device"
 #: the default of the ``device`` option (else ``cpu``) and of ``compute_dtype=auto`` (else per device)
 DEVICE_ENV = "AUDIOCPP_DEVICE"
 COMPUTE_DTYPE_ENV = "AUDIOCPP_COMPUTE_DTYPE"
-DEVICE_HINT = "use --device cpu (or auto: the best device this machine has)"
+DEVICE_HINT = "use --device cpu or --load-option device=cpu (auto: the best device this machine has)"
 #: Storage types of block-quantized weights that the engine keeps quantized in memory.
 QUANTIZED_STORAGE = frozenset({"Q8_0", "Q4_0"})
 

@@ -99,6 +99,14 @@ def drift(family: str, ref: dict, other: dict) -> str:
         rel = np.sqrt(((a - b)[finite] ** 2).mean() / (a[finite] ** 2).mean())
         top1 = float((a.argmax(-1) == b.argmax(-1)).mean())
         parts.append(f"first-step logits rel RMS {rel:.2e}, argmax equal {top1:.1%}")
+    if "greedy" in ref and "greedy" in other:
+        a, b = ref["greedy"], other["greedy"]
+        if a.shape == b.shape:
+            same = a == b
+            first = int(np.argmin(same.all(axis=0))) if not same.all() else a.shape[-1]
+            parts.append(f"greedy codes equal {float(same.mean()):.1%} (identical up to frame {first} of {a.shape[-1]})")
+        else:
+            parts.append(f"greedy codes shape {b.shape} vs {a.shape}")
     key = "latents" if family == "voxcpm2" else "tokens"
     a, b = ref[key], other[key]
     if a.shape != b.shape:
@@ -159,7 +167,8 @@ def print_table(family: str, rows: list[dict], opts: Options) -> None:
           f"{opts.repeats} timed runs after a warm-up; default options (device {rows[0]['device']}, "
           "compute_dtype auto)")
     print(f"{'weights':8s} {'compute':9s} {'file GiB':>8s} {'read 1x s':>9s} {'load s':>7s} {'wall median (min..max)':24s} "
-          f"{'RTF':>6s} {'peak RSS load':>13s} {'peak RSS gen':>12s} {'(peak-base)/file':>16s}  resident weights")
+          f"{'RTF':>6s} {'RSS loaded':>10s} {'peak load':>10s} {'peak gen':>9s} {'loaded/file':>11s} "
+          f"{'peak/file':>9s}  resident weights (GiB)")
     for r in rows:
         walls = r["walls"]
         med = statistics.median(walls)
@@ -168,13 +177,17 @@ def print_table(family: str, rows: list[dict], opts: Options) -> None:
         resident = ", ".join(f"{k} {v / gib:.2f}" for k, v in sorted(r["resident"].items()) if v)
         print(f"{r['weights']:8s} {r['compute_dtype']:9s} {file:8.2f} {r['read_once_s']:9.2f} {r['load_s']:7.2f} "
               f"{med:8.2f} s ({min(walls):.2f}..{max(walls):.2f}){'':3s} {med / r['audio_s']:6.2f} "
-              f"{r['peak_rss_load'] / gib:10.2f} GiB {(r['peak_rss_gen'] or 0) / gib:9.2f} GiB "
-              f"{(peak - r['baseline_rss']) / r['file_bytes']:16.2f}  {resident}")
+              f"{r['rss_loaded'] / gib:10.2f} {r['peak_rss_load'] / gib:10.2f} {(r['peak_rss_gen'] or 0) / gib:9.2f} "
+              f"{(r['rss_loaded'] - r['baseline_rss']) / r['file_bytes']:11.2f} "
+              f"{(peak - r['baseline_rss']) / r['file_bytes']:9.2f}  {resident}")
     base = {r["weights"]: statistics.median(r["walls"]) for r in rows}
     if "bf16" in base:
         for kind, wall in base.items():
             if kind != "bf16":
                 print(f"speed {kind} vs bf16: wall ratio {wall / base['bf16']:.2f} (below 1: faster)")
+    print("RSS in GiB: loaded = after loading and the first session (the weights as held); peak gen = the highest "
+          "while generating (weights + activations: KV caches, the codec's feature maps); the ratios subtract the "
+          "baseline")
     print("bytes read with read() while loading (the map's page faults excluded): " + ", ".join(
         f"{r['weights']} {r.get('load_read_calls_bytes', 0) / 2**20:.0f} MiB" for r in rows))
     print(f"baseline RSS (python, torch, audiocpp imported): {rows[0]['baseline_rss'] / gib:.2f} GiB; "

@@ -15,6 +15,7 @@ those still viewing the memory-mapped file counted apart (``mmap``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -186,6 +187,7 @@ def main(argv: list[str]) -> int:
     model = load(args.path, family=args.family, load_options=options)
     session = model.session("tts")
     load_s = time.perf_counter() - start
+    rss_loaded = status_bytes("VmRSS")
     read_by_calls = io_read_bytes() - rchar
     peak_load = status_bytes("VmHWM")
     weights = resident(networks(args.family, model, session))
@@ -202,11 +204,14 @@ def main(argv: list[str]) -> int:
         ("tokens", np.asarray(details["tokens" if args.family == "omnivoice" else "codes"][0]))
     first = first_step(args.family, model, session, args)
     extra = {} if first is None else {"first_logits": first}
+    if args.family == "audio8_tts":  # greedy codes: sampled ones of random weights diverge at the first draw
+        greedy = session.run(dataclasses.replace(req, options={**req.options, "do_sample": False}))
+        extra["greedy"] = np.asarray(greedy.details["codes"][0])
     np.savez(args.save, audio=result.audio.samples, **{key: value}, **extra)
     dtype = getattr(session, "dtype", None) or getattr(getattr(session, "decoder", None), "compute_dtype", None)
     print(json.dumps({
         "family": args.family, "file_bytes": args.path.stat().st_size, "read_once_s": read_s, "load_s": load_s, "load_read_calls_bytes": read_by_calls,
-        "baseline_rss": baseline, "peak_rss_load": peak_load, "peak_rss_gen": status_bytes("VmHWM") if reset else None,
+        "baseline_rss": baseline, "rss_loaded": rss_loaded, "peak_rss_load": peak_load, "peak_rss_gen": status_bytes("VmHWM") if reset else None,
         "rss_end": status_bytes("VmRSS"), "resident": weights, "walls": walls, "audio_s": result.audio.duration,
         "compute_dtype": str(dtype).removeprefix("torch."), "device": str(model.parts.device),
         "threads": torch.get_num_threads(), "loadavg": " ".join(f"{x:.1f}" for x in os.getloadavg()),

@@ -160,3 +160,13 @@ def test_cli_device_cpu_and_auto_run_the_same_audio(tmp_path: Path) -> None:
         outs.append(sf.read(out)[0])
     if not HAS_CUDA and not HAS_MPS:  # auto is the CPU here: the same run
         assert (outs[0] == outs[1]).all()
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="this machine has a CUDA GPU")
+def test_batch_takes_the_device_load_option(tmp_path: Path) -> None:
+    manifest = tmp_path / "lines.jsonl"
+    manifest.write_text('{"id": "a", "text": "Hello."}\n', encoding="utf-8")
+    proc = run_cli("batch", manifest, "--out-dir", tmp_path / "out", "--model", AUDIO8_TINY,
+                   "--load-option", "device=cuda")
+    assert proc.returncode == 2 and "device 'cuda' is not available" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
