@@ -6,7 +6,7 @@ one at a time (real-size models take several GB each).
 Each worker (``tools/weights_worker.py``) reports: the package size, the time to read the file
 once and the load time (to the first session), peak RSS after loading and while generating (above
 the process's baseline: Python, torch, audiocpp), the resident bytes of each weight kind, wall
-median and RTF of ``--repeats`` runs after a warm-up. The first type listed (f32 by default) is the
+median and RTF of ``--repeats`` runs after a warm-up. f32 (else the first type listed) is the
 reference of the drift figures: token / code match (omnivoice, audio8_tts), latent difference
 (voxcpm2) and audio cosine.
 
@@ -151,9 +151,10 @@ def run(family: str, folder: Path, opts: Options) -> list[dict]:
             rows.append({"weights": kind, **run_worker(family, paths[kind], save, opts), "save": str(save)})
         print_table(family, rows, opts)
         outputs = {r["weights"]: dict(np.load(r["save"])) for r in rows}
-        ref = rows[0]["weights"]
-        for row in rows[1:]:
-            print(f"drift {row['weights']} vs {ref}: {drift(family, outputs[ref], outputs[row['weights']])}")
+        ref = "f32" if "f32" in outputs else rows[0]["weights"]
+        for row in rows:
+            if row["weights"] != ref:
+                print(f"drift {row['weights']} vs {ref}: {drift(family, outputs[ref], outputs[row['weights']])}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if opts.json:

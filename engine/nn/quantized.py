@@ -1,17 +1,20 @@
 """Linear layers that keep a Q8_0 / Q4_0 package's weights quantized in memory and compute with them.
 
 Measured on the CPU this project is developed on (AVX512-VNNI and AVX512-BF16, one thread;
-figures in docs/numerics.md), per linear layer of 1024-6144 features:
+``tools/bench_kernels.py``, figures in docs/numerics.md), per linear layer of 1024-6144 features:
 
 - ``torch._weight_int8pack_mm`` (int8 weights, one scale per output row, bfloat16 rows) beats
-  the oneDNN-packed bfloat16 GEMM for 1-4 rows (about 1.3-1.5x at one row) and loses beyond 8;
-  with float32 rows it is 10-100x slower, so it is only used with bfloat16 rows.
+  the oneDNN-packed bfloat16 GEMM for 1-2 rows (1.2-1.7x at one row: it reads half the bytes),
+  ties at 4 and loses beyond; with float32 rows it is 10-100x slower, so it only takes bfloat16.
 - Converting the int8 matrix to bfloat16 (exact: integers up to 127) and running the bfloat16
-  GEMM, the row scales applied to the output, costs the GEMM plus one pass over the weights: about
-  5 % more than bfloat16 weights at 400 rows, so many-row calls (MaskGIT, prefill) take this path.
-- ``torch.ao`` dynamic quantized linear (fbgemm/oneDNN, VNNI) is the fastest of all but quantizes
-  the activations per tensor: 2.3 % relative output error without outlier channels, 11 % with a
-  few 20x channels (int8 weight-only: 1.0 %; ggml's Q8_0 x Q8_0: 0.8-1.3 %): not used.
+  GEMM, the row scales applied to the output, costs the GEMM plus one pass over the weights:
+  5-15 % more than bfloat16 weights at 400 rows; it overtakes ``_weight_int8pack_mm`` at 16-32
+  rows, so many-row calls (MaskGIT, prefill) take this path.
+- ``torch.ao`` dynamic quantized linear (fbgemm/oneDNN, VNNI) is the fastest of all (4x bfloat16
+  at one row, 1.5x at 400) but quantizes the activations per tensor: 2.3 % relative output error
+  without outlier channels, 10-12 % with a few 20x channels; int8 activations per row on
+  ``torch._int_mm``: 1.3 % and 4-5 % (int8 weight-only: 1.0 % either way; Q8_0 itself: 0.5 %;
+  ggml's Q8_0 x Q8_0 blocks: 0.8-1.3 %). Neither is used.
 - Q8_0's own blocks (one scale per 32 values) have no torch kernel; they are requantized at load
   to one scale per output row (the largest block scale of the row), which doubles Q8_0's weight
   error (0.5 % -> 1.0 % relative output error on random weights). That is the price of the kernel.
@@ -38,8 +41,8 @@ from ..weights.blocks import BlockTensor
 from ..weights.source import TensorSource
 
 #: At most this many rows per call take ``_weight_int8pack_mm`` on the CPU; more rows convert the
-#: weights and use the bfloat16 GEMM (crossover measured at 8-16 rows for 1024-2048 features).
-INT8PACK_MAX_ROWS = 8
+#: weights and use the bfloat16 GEMM (crossover measured at 16-32 rows for 1024-6144 features).
+INT8PACK_MAX_ROWS = 16
 #: Rows requantized at a time at load (bounds the float32 transient).
 _CHUNK_ROWS = 512
 
