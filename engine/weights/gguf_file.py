@@ -183,7 +183,9 @@ class GGUFFile:
                 )
             self.tensors[name] = GGUFTensorInfo(name, ne, ggml_type, offset, nbytes)
         self._buf = buf
-        _MAPPED.add(self)
+        address = self.address
+        # the mapping outlives this object while tensors view it: track the map itself
+        _MAPPED[address] = (weakref.ref(self._mmap, lambda _, a=address: _MAPPED.pop(a, None)), len(buf))
 
     def _alignment(self) -> int:
         value = self.metadata.get("general.alignment", DEFAULT_ALIGNMENT)
@@ -231,18 +233,8 @@ class GGUFFile:
             self.release_range(info.offset, info.nbytes)
 
     def release_range(self, offset: int, nbytes: int) -> None:
-        madvise = getattr(self._mmap, "madvise", None)
-        advice = getattr(mmap, "MADV_DONTNEED", None)
-        if madvise is None or advice is None or self._mmap.closed:
-            return
-        page = mmap.PAGESIZE
-        start = (offset + page - 1) // page * page
-        end = min(offset + nbytes, len(self._buf)) // page * page
-        if end > start:
-            try:
-                madvise(advice, start, end - start)
-            except (OSError, ValueError):
-                pass
+        if not self._mmap.closed:
+            _madvise_dontneed(self._mmap, offset, nbytes)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.metadata.get(key, default)
@@ -253,26 +245,41 @@ class GGUFFile:
         return arch if isinstance(arch, str) else None
 
 
-#: every open GGUF mapping, to find the file a tensor views (``mapped_file``)
-_MAPPED: weakref.WeakSet[GGUFFile] = weakref.WeakSet()
+#: every live GGUF mapping by address: (a weak reference to the map, its size); a mapping stays
+#: while tensors view it, after its GGUFFile is gone
+_MAPPED: dict[int, tuple[weakref.ref, int]] = {}
 
 
-def mapped_file(tensor: Any) -> tuple[GGUFFile, int] | None:
-    """The open GGUF file whose mapping holds ``tensor``'s bytes and their offset in it, or None
-    (a tensor with its own memory, or a view of something else)."""
+def _madvise_dontneed(mm: mmap.mmap, offset: int, nbytes: int) -> None:
+    """Drop whole pages of ``[offset, offset + nbytes)`` of a private, never-written file map (read
+    back from the file if touched again)."""
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    if advice is None or not hasattr(mm, "madvise"):
+        return
+    page = mmap.PAGESIZE
+    start = (offset + page - 1) // page * page
+    end = min(offset + nbytes, len(mm)) // page * page
+    if end > start:
+        try:
+            mm.madvise(advice, start, end - start)
+        except (OSError, ValueError):
+            pass
+
+
+def mapped_file(tensor: Any) -> tuple[mmap.mmap, int] | None:
+    """The live GGUF mapping that holds ``tensor``'s bytes and their offset in it, or None (a
+    tensor with its own memory, or a view of something else)."""
     try:
         ptr = int(tensor.data_ptr())
     except (AttributeError, RuntimeError):
         return None
     if getattr(tensor, "device", None) is not None and tensor.device.type != "cpu":
         return None
-    for file in list(_MAPPED):
-        try:
-            base, size = file.address, file.size
-        except (ValueError, BufferError):
-            continue
+    for base, (ref, size) in list(_MAPPED.items()):
         if base <= ptr < base + size:
-            return file, ptr - base
+            mm = ref()
+            if mm is not None and not mm.closed:
+                return mm, ptr - base
     return None
 
 
@@ -282,8 +289,8 @@ def release_pages(tensor: Any) -> bool:
     found = mapped_file(tensor)
     if found is None:
         return False
-    file, offset = found
-    file.release_range(offset, int(tensor.numel() * tensor.element_size()))
+    mm, offset = found
+    _madvise_dontneed(mm, offset, int(tensor.numel() * tensor.element_size()))
     return True
 
 

@@ -95,7 +95,8 @@ class VoxCPM2Parts:
         packing: zero-copy); copied tensors release their pages of the file as they are made."""
         from audiocpp.engine.weights.gguf_file import mapped_file, release_pages
 
-        model = load_on_meta(lambda: VoxCPMModel(self.config), self.model_source(), dtype=dtype,
+        source = self.model_source()  # kept until the end: packing releases the pages of what it copies
+        model = load_on_meta(lambda: VoxCPMModel(self.config), source, dtype=dtype,
                              what="VoxCPM2 generator", device=self.device, quantize=QUANTIZED_LINEARS)
         if packed and self.device.type == "cpu":
             from audiocpp.engine.nn.packed_linear import pack_linears
@@ -106,6 +107,8 @@ class VoxCPM2Parts:
                     old = param.data
                     param.data = old.clone()
                     release_pages(old)
+            source.release_all()
+        del source
         gc.collect()  # the source's memory map sits in a reference cycle: unmap it now
         return model.eval()
 
