@@ -98,7 +98,7 @@ def test_readme_python_snippet_runs_on_the_demo(tmp_path: Path) -> None:
     ({"path": "TMP"}, "cannot tell which family"),
     ({"family": "nope"}, "unknown family 'nope'"),
     ({"family": "voxcpm2"}, "has no demo model"),
-    ({"family": "omnivoice", "load_options": {"warp": "1"}}, "load options of omnivoice: codec ("),
+    ({"family": "omnivoice", "load_options": {"warp": "1"}}, "load options of omnivoice: device, codec ("),
     ({"path": "TMP", "family": "omnivoice", "load_options": {"codec": "/no/codec.gguf"}}, "codec"),
 ])
 def test_load_errors_speak_python(kwargs: dict, needle: str, tmp_path: Path) -> None:
