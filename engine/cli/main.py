@@ -161,7 +161,7 @@ def download_cmd(
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bars on stderr (default: when stderr is a terminal).")] = None,
 ) -> None:
     """Download a model by name into the Hugging Face cache (only the files a family reads)."""
-    from ..hub import download_from_cli
+    from .download import download_from_cli
 
     download_from_cli(name, list_=list_, as_json=as_json, family=family, revision=revision, cache_dir=cache_dir,
                       progress=progress)
@@ -195,7 +195,10 @@ def _family_help(argv: list[str]) -> str | None:
     """`audiocpp --family X --help`: the family's options after the general help."""
     if not any(a in ("--help", "-h") for a in argv):
         return None
+    commands = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
     for i, arg in enumerate(argv):
+        if arg in commands:
+            return None  # `audiocpp download --family X --help`: the subcommand's own help
         if arg in ("--family", "-f") and i + 1 < len(argv):
             return argv[i + 1]
         if arg.startswith("--family="):

@@ -19,9 +19,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from audiocpp.engine.config_values import as_bool, as_float, as_int, check_config
 from audiocpp.engine.errors import ModelError
 
 SLOW_BACKBONES = ("qwen", "falcon_h1")
+#: Integer fields that may be 0 (ids, the RAS window); every other one is a size.
+ZERO_OK = ("semantic_begin_id", "semantic_end_id", "eos_token_id", "pad_token_id", "ras_window_size",
+           "residual_codebooks")
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,7 @@ class Audio8Config:
         except (TypeError, ValueError) as exc:
             raise ModelError(f"{where}: {exc}", hint="the config.json of the checkpoint is malformed") from None
         cfg = cls(**values, codec=codec, raw=dict(raw))
+        check_config(cfg, where, may_be_zero=ZERO_OK)
         cfg.check(where)
         return cfg
 
@@ -185,16 +190,10 @@ class Audio8Config:
 
 
 def _coerce(value: Any, kind: type, name: str) -> Any:
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise TypeError(f"{name} must be true or false, got {value!r}")
-        return value
-    if kind is int:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-            raise TypeError(f"{name} must be an integer, got {value!r}")
-        return int(value)
-    if kind is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"{name} must be a number, got {value!r}")
-        return float(value)
-    return str(value)
+    convert = {bool: as_bool, int: as_int, float: as_float}.get(kind)
+    if convert is None:
+        return str(value)
+    try:
+        return convert(value)
+    except TypeError as exc:
+        raise TypeError(f"{name}: {exc}") from None

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from audiocpp.engine.config_values import as_bool, as_float, as_int, check_config, config_errors
 from audiocpp.engine.errors import ModelError
 
 
@@ -43,21 +44,21 @@ class LMConfig:
         if rope_type != "default":
             raise ModelError(f"unsupported rope_type {rope_type!r} in llm_config (expected default)")
         theta = rope.get("rope_theta", d.get("rope_theta", 10000.0))
-        heads = int(d.get("num_attention_heads", cls.num_attention_heads))
-        hidden = int(d.get("hidden_size", cls.hidden_size))
+        heads = as_int(d.get("num_attention_heads", cls.num_attention_heads))
+        hidden = as_int(d.get("hidden_size", cls.hidden_size))
         head_dim = d.get("head_dim") or hidden // heads
         return cls(
-            vocab_size=int(d.get("vocab_size", cls.vocab_size)),
+            vocab_size=as_int(d.get("vocab_size", cls.vocab_size)),
             hidden_size=hidden,
-            intermediate_size=int(d.get("intermediate_size", cls.intermediate_size)),
-            num_hidden_layers=int(d.get("num_hidden_layers", cls.num_hidden_layers)),
+            intermediate_size=as_int(d.get("intermediate_size", cls.intermediate_size)),
+            num_hidden_layers=as_int(d.get("num_hidden_layers", cls.num_hidden_layers)),
             num_attention_heads=heads,
-            num_key_value_heads=int(d.get("num_key_value_heads") or heads),
-            head_dim=int(head_dim),
-            rms_norm_eps=float(d.get("rms_norm_eps", cls.rms_norm_eps)),
-            rope_theta=float(theta),
-            max_position_embeddings=int(d.get("max_position_embeddings", cls.max_position_embeddings)),
-            attention_bias=bool(d.get("attention_bias", False)),
+            num_key_value_heads=as_int(d.get("num_key_value_heads") or heads),
+            head_dim=as_int(head_dim),
+            rms_norm_eps=as_float(d.get("rms_norm_eps", cls.rms_norm_eps)),
+            rope_theta=as_float(theta),
+            max_position_embeddings=as_int(d.get("max_position_embeddings", cls.max_position_embeddings)),
+            attention_bias=as_bool(d.get("attention_bias", False)),
         )
 
 
@@ -77,9 +78,9 @@ class OmniVoiceConfig:
             raise ModelError("config.json has no llm_config", hint="is this a k2-fsa/OmniVoice checkpoint?")
         return cls(
             llm=LMConfig.from_dict(d["llm_config"]),
-            audio_vocab_size=int(d.get("audio_vocab_size", 1025)),
-            audio_mask_id=int(d.get("audio_mask_id", 1024)),
-            num_audio_codebook=int(d.get("num_audio_codebook", 8)),
+            audio_vocab_size=as_int(d.get("audio_vocab_size", 1025)),
+            audio_mask_id=as_int(d.get("audio_mask_id", 1024)),
+            num_audio_codebook=as_int(d.get("num_audio_codebook", 8)),
             audio_codebook_weights=tuple(d.get("audio_codebook_weights") or (8, 8, 6, 6, 4, 4, 2, 2)),
         )
 
@@ -129,11 +130,11 @@ class DacConfig:
     def from_dict(cls, d: dict[str, Any]) -> DacConfig:
         """DacConfig semantics: ``upsampling_ratios`` and ``hidden_size`` derive from the
         encoder side unless given (HiggsAudio's config always gives them)."""
-        enc = int(d.get("encoder_hidden_size", 64))
-        down = tuple(int(r) for r in d.get("downsampling_ratios", (2, 4, 8, 8)))
-        up = tuple(int(r) for r in d.get("upsampling_ratios", down[::-1]))
-        hidden = int(d.get("hidden_size", enc * 2 ** len(down)))
-        return cls(enc, down, int(d.get("decoder_hidden_size", 1536)), up, hidden)
+        enc = as_int(d.get("encoder_hidden_size", 64))
+        down = tuple(as_int(r) for r in d.get("downsampling_ratios", (2, 4, 8, 8)))
+        up = tuple(as_int(r) for r in d.get("upsampling_ratios", down[::-1]))
+        hidden = as_int(d.get("hidden_size", enc * 2 ** len(down)))
+        return cls(enc, down, as_int(d.get("decoder_hidden_size", 1536)), up, hidden)
 
 
 @dataclass(frozen=True)
@@ -239,16 +240,16 @@ class CodecConfig:
             acoustic=acoustic,
             semantic=semantic,
             target_bandwidths=tup("target_bandwidths", cls.target_bandwidths),
-            sample_rate=int(d.get("sample_rate", 24000)),
-            kernel_size=int(d.get("kernel_size", 3)),
+            sample_rate=as_int(d.get("sample_rate", 24000)),
+            kernel_size=as_int(d.get("kernel_size", 3)),
             channel_ratios=tup("channel_ratios", (1, 1)),
             strides=tup("strides", (1, 1)),
             block_dilations=tup("block_dilations", (1, 1)),
-            unit_kernel_size=int(d.get("unit_kernel_size", 3)),
-            codebook_size=int(d.get("codebook_size", 1024)),
-            codebook_dim=int(d.get("codebook_dim") or 64),
-            semantic_sample_rate=int(d.get("semantic_sample_rate", 16000)),
-            downsample_factor=int(d.get("downsample_factor", 320)),
+            unit_kernel_size=as_int(d.get("unit_kernel_size", 3)),
+            codebook_size=as_int(d.get("codebook_size", 1024)),
+            codebook_dim=as_int(d.get("codebook_dim") or 64),
+            semantic_sample_rate=as_int(d.get("semantic_sample_rate", 16000)),
+            downsample_factor=as_int(d.get("downsample_factor", 320)),
         )
 
     @classmethod
@@ -294,3 +295,19 @@ class CodecConfig:
             downsample_factor=int(get("downsample_factor", 320)),
             num_quantizers_override=num_quantizers,
         )
+
+
+def parse_configs(lm: Any, codec: Any, *, where: str) -> tuple[OmniVoiceConfig, CodecConfig]:
+    """``config.json`` and ``audio_tokenizer/config.json`` of a checkpoint, checked: a value of the
+    wrong type or an impossible size is one ModelError naming it."""
+    parsed = []
+    for raw, name, parse in ((lm, "config.json", OmniVoiceConfig.from_dict),
+                             (codec, "audio_tokenizer/config.json", CodecConfig.from_dict)):
+        label = f"{name} of {where}"
+        if not isinstance(raw, dict):
+            raise ModelError(f"{label} is not a JSON object", hint=f"is {where} an OmniVoice checkpoint?")
+        with config_errors(label):
+            config = parse(raw)
+        check_config(config, label)
+        parsed.append(config)
+    return parsed[0], parsed[1]

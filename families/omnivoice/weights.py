@@ -38,7 +38,7 @@ from audiocpp.engine.weights.resolve import ResolvedWeights, resolve_weights
 from audiocpp.engine.weights.source import TensorSource
 
 from .codec import HiggsAudioV2Codec
-from .config import CodecConfig, OmniVoiceConfig
+from .config import CodecConfig, OmniVoiceConfig, parse_configs
 from .model import OmniVoiceLM
 
 LM_ARCH = "omnivoice-lm"
@@ -174,8 +174,8 @@ def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: Model
         tokenizer = tokenizer_from_gguf(lm_src.metadata, "qwen2")
         sample_rate = codec_cfg.sample_rate
     else:
-        cfg = OmniVoiceConfig.from_dict(_json(weights, "config"))
-        codec_cfg = CodecConfig.from_dict(_json(weights, "audio_tokenizer/config.json"))
+        cfg, codec_cfg = parse_configs(_json(weights, "config"), _json(weights, "audio_tokenizer/config.json"),
+                                       where=str(weights.path))
         tokenizer = load_tokenizer(weights.file("tokenizer_json"))
         pre = weights.files.get("audio_tokenizer/preprocessor_config.json")
         sample_rate = codec_cfg.sample_rate

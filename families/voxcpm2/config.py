@@ -15,6 +15,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from audiocpp.engine.config_values import (
+    as_bool,
+    as_float,
+    as_floats,
+    as_int,
+    as_ints,
+    check_config,
+    config_errors,
+)
 from audiocpp.engine.errors import ModelError
 
 Architecture = Literal["voxcpm", "voxcpm2"]
@@ -218,6 +227,28 @@ class VoxCPMConfig:
     # -- parsing ------------------------------------------------------------------------
     @classmethod
     def from_dict(cls, raw: dict[str, Any], *, where: str = "config.json") -> VoxCPMConfig:
+        if not isinstance(raw, dict):
+            raise ModelError(f"{where} is not a JSON object", hint="the config does not look like a VoxCPM config.json")
+        with config_errors(where):
+            config = cls._parse(raw, where)
+        check_config(config, where, may_be_zero=("residual_lm_num_layers",))
+        config.check_rope(where)
+        return config
+
+    def check_rope(self, where: str) -> None:
+        """LongRoPE needs one factor per frequency of every stack that uses rope."""
+        stacks = {"lm_config": self.lm, "residual LM": self.residual_lm_config(),
+                  "encoder_config": self.encoder_lm_config(), "dit_config": self.dit_lm_config()}
+        rope = self.lm.rope_scaling
+        for name, stack in stacks.items():
+            want = stack.head_dim // 2
+            if not stack.no_rope and (len(rope.short_factor) != want or len(rope.long_factor) != want):
+                raise ModelError(f"{where}: lm_config.rope_scaling has {len(rope.short_factor)} short and "
+                                 f"{len(rope.long_factor)} long factors; {name} needs head_dim/2 = {want}",
+                                 hint="the config.json of the checkpoint is malformed")
+
+    @classmethod
+    def _parse(cls, raw: dict[str, Any], where: str) -> VoxCPMConfig:
         arch = str(raw.get("architecture", "voxcpm")).lower()
         if arch not in ("voxcpm", "voxcpm2"):
             raise ModelError(f"{where}: unsupported VoxCPM architecture {arch!r}", hint="expected voxcpm or voxcpm2")
@@ -228,14 +259,14 @@ class VoxCPMConfig:
         dit = _parse_local(dit_raw, "dit_config", where)
         cfm_raw = _require(dit_raw, "cfm_config", f"{where} dit_config")
         cfm = CfmConfig(
-            sigma_min=float(cfm_raw.get("sigma_min", 1e-6)),
+            sigma_min=as_float(cfm_raw.get("sigma_min", 1e-6)),
             solver=str(cfm_raw.get("solver", "euler")),
-            inference_cfg_rate=float(cfm_raw.get("inference_cfg_rate", 1.0)),
+            inference_cfg_rate=as_float(cfm_raw.get("inference_cfg_rate", 1.0)),
         )
         if cfm.solver != "euler":
             raise ModelError(f"{where}: cfm solver {cfm.solver!r} is not supported", hint="upstream only has euler")
         # v2 reads dit_config.dit_mean_mode; v1 reads a top-level dit_mean_mode.
-        mean_mode = bool(dit_raw.get("dit_mean_mode", False)) if v2 else bool(raw.get("dit_mean_mode", False))
+        mean_mode = as_bool(dit_raw.get("dit_mean_mode", False)) if v2 else as_bool(raw.get("dit_mean_mode", False))
         vae = _parse_vae(raw.get("audio_vae_config"), v2, where)
         defaults: dict[str, Any] = (
             {"patch_size": 4, "residual_lm_num_layers": 8, "scalar_quantization_latent_dim": 512, "max_length": 8192}
@@ -250,17 +281,17 @@ class VoxCPMConfig:
             dit=dit,
             cfm=cfm,
             audio_vae=vae,
-            patch_size=int(raw.get("patch_size", defaults["patch_size"])),
-            feat_dim=int(raw.get("feat_dim", 64)),
-            residual_lm_num_layers=int(raw.get("residual_lm_num_layers", defaults["residual_lm_num_layers"])),
+            patch_size=as_int(raw.get("patch_size", defaults["patch_size"])),
+            feat_dim=as_int(raw.get("feat_dim", 64)),
+            residual_lm_num_layers=as_int(raw.get("residual_lm_num_layers", defaults["residual_lm_num_layers"])),
             # v1's config has no such key: its residual LM always uses rope.
-            residual_lm_no_rope=bool(raw.get("residual_lm_no_rope", False)) if v2 else False,
-            scalar_quantization_latent_dim=int(
+            residual_lm_no_rope=as_bool(raw.get("residual_lm_no_rope", False)) if v2 else False,
+            scalar_quantization_latent_dim=as_int(
                 raw.get("scalar_quantization_latent_dim", defaults["scalar_quantization_latent_dim"])
             ),
-            scalar_quantization_scale=int(raw.get("scalar_quantization_scale", 9)),
+            scalar_quantization_scale=as_int(raw.get("scalar_quantization_scale", 9)),
             dit_mean_mode=mean_mode,
-            max_length=int(raw.get("max_length", defaults["max_length"])),
+            max_length=as_int(raw.get("max_length", defaults["max_length"])),
             dtype=str(raw.get("dtype", "bfloat16")),
             variant=V2_VARIANT if v2 else V1_VARIANT,
         )
@@ -290,28 +321,28 @@ def _parse_lm(raw: dict[str, Any], where: str) -> MiniCPMConfig:
             raise ModelError(f"{where}: lm_config.rope_scaling lacks {key!r}")
     rope = RopeScaling(
         type=str(rs.get("type", "longrope")),
-        short_factor=tuple(float(x) for x in rs["short_factor"]),
-        long_factor=tuple(float(x) for x in rs["long_factor"]),
-        original_max_position_embeddings=int(rs["original_max_position_embeddings"]),
+        short_factor=as_floats(rs["short_factor"]),
+        long_factor=as_floats(rs["long_factor"]),
+        original_max_position_embeddings=as_int(rs["original_max_position_embeddings"]),
     )
     kv = raw.get("kv_channels")
     return MiniCPMConfig(
-        hidden_size=int(raw["hidden_size"]),
-        intermediate_size=int(raw["intermediate_size"]),
-        num_attention_heads=int(raw["num_attention_heads"]),
-        num_key_value_heads=int(raw["num_key_value_heads"]),
-        num_hidden_layers=int(raw["num_hidden_layers"]),
-        rms_norm_eps=float(raw["rms_norm_eps"]),
-        rope_theta=float(raw["rope_theta"]),
-        max_position_embeddings=int(raw["max_position_embeddings"]),
+        hidden_size=as_int(raw["hidden_size"]),
+        intermediate_size=as_int(raw["intermediate_size"]),
+        num_attention_heads=as_int(raw["num_attention_heads"]),
+        num_key_value_heads=as_int(raw["num_key_value_heads"]),
+        num_hidden_layers=as_int(raw["num_hidden_layers"]),
+        rms_norm_eps=as_float(raw["rms_norm_eps"]),
+        rope_theta=as_float(raw["rope_theta"]),
+        max_position_embeddings=as_int(raw["max_position_embeddings"]),
         rope_scaling=rope,
-        vocab_size=int(raw["vocab_size"]),
-        use_mup=bool(raw.get("use_mup", True)),
-        scale_emb=float(raw["scale_emb"]),
-        scale_depth=float(raw["scale_depth"]),
-        dim_model_base=int(raw.get("dim_model_base", 256)),
-        kv_channels=None if kv is None else int(kv),
-        no_rope=bool(raw.get("no_rope", False)),
+        vocab_size=as_int(raw["vocab_size"]),
+        use_mup=as_bool(raw.get("use_mup", True)),
+        scale_emb=as_float(raw["scale_emb"]),
+        scale_depth=as_float(raw["scale_depth"]),
+        dim_model_base=as_int(raw.get("dim_model_base", 256)),
+        kv_channels=None if kv is None else as_int(kv),
+        no_rope=as_bool(raw.get("no_rope", False)),
     )
 
 
@@ -321,11 +352,11 @@ def _parse_local(raw: dict[str, Any] | None, key: str, where: str) -> LocalConfi
     base = LocalConfig()
     kv = raw.get("kv_channels")
     return LocalConfig(
-        hidden_dim=int(raw.get("hidden_dim", base.hidden_dim)),
-        ffn_dim=int(raw.get("ffn_dim", base.ffn_dim)),
-        num_heads=int(raw.get("num_heads", base.num_heads)),
-        num_layers=int(raw.get("num_layers", base.num_layers)),
-        kv_channels=None if kv is None else int(kv),
+        hidden_dim=as_int(raw.get("hidden_dim", base.hidden_dim)),
+        ffn_dim=as_int(raw.get("ffn_dim", base.ffn_dim)),
+        num_heads=as_int(raw.get("num_heads", base.num_heads)),
+        num_layers=as_int(raw.get("num_layers", base.num_layers)),
+        kv_channels=None if kv is None else as_int(kv),
     )
 
 
@@ -341,7 +372,7 @@ def _parse_vae(raw: dict[str, Any] | None, v2: bool, where: str) -> AudioVAEConf
             continue  # v1's AudioVAEConfig has no such fields (pydantic ignores them)
         value = raw[f.name]
         if f.name in ("encoder_rates", "decoder_rates") or (f.name == "sr_bin_boundaries" and value is not None):
-            value = tuple(int(v) for v in value)
+            value = as_ints(value)
         values[f.name] = value
     vae = dataclasses.replace(base, **values)
     if not v2:

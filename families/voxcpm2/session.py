@@ -30,7 +30,13 @@ from audiocpp.engine.errors import UsageError
 from audiocpp.engine.model import LoadedModel
 from audiocpp.engine.nn.build import PerDtype, torch_dtype
 from audiocpp.engine.records import AudioBuffer
-from audiocpp.engine.session import PreparedRequest, Session, Synthesis
+from audiocpp.engine.session import (
+    REFERENCE_CAP_OPTION,
+    PreparedRequest,
+    Session,
+    Synthesis,
+    check_reference_length,
+)
 from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.tasks import Mode, Task
 from audiocpp.engine.voice_prompt import CodecPrompt
@@ -198,7 +204,11 @@ class VoxCPM2Session(Session):
                 parts["prompt_feats"] = self._encode(request.voice, "left")
                 parts["prompt_text"] = str(o["reference_text"])
         if o.get("prompt_audio") is not None:
-            parts["prompt_feats"] = self._encode(self.read_audio(o["prompt_audio"]), "left")
+            prompt_audio = self.read_audio(o["prompt_audio"])
+            # it comes with its transcript: over the cap it is refused, never cut
+            check_reference_length(prompt_audio.duration, o.get(REFERENCE_CAP_OPTION), transcript=True,
+                                   name=f"prompt_audio {str(o['prompt_audio'])!r}")
+            parts["prompt_feats"] = self._encode(prompt_audio, "left")
             parts["prompt_text"] = str(o["prompt_text"])
         if "reference" in parts and not self.model.config.variant.reference_prefix:
             raise UsageError("this model has no isolated reference prompt",

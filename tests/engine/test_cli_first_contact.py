@@ -148,3 +148,16 @@ def test_packaging_the_demo_says_random_weights(demo_folder: Path, tmp_path: Pat
     assert out.is_file()
     assert "demo checkpoint with random weights" in stdout and "Judge quantized packages on a real checkpoint" in stdout
     assert "audio cosine about 0.3" in README  # and the README says it where users look first
+
+
+def test_a_subcommand_with_family_gives_the_subcommand_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from audiocpp.engine.cli.main import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["download", "--family", "voxcpm2", "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "Usage: audiocpp download" in out and "load options" not in out.lower()
+    with pytest.raises(SystemExit):
+        main(["--family", "voxcpm2", "--help"])
+    assert "packed_linear" in capsys.readouterr().out  # the family's options after the general help

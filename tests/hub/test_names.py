@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from audiocpp.engine import hub
+from audiocpp.engine.cli.download import format_package_list
 from audiocpp.engine.errors import FamilyUnavailableError, ModelError, UsageError
 from audiocpp.engine.registry import get_family
 
@@ -118,6 +119,6 @@ def test_package_list_without_network(tmp_path: Path) -> None:
     rows = hub.list_packages(tmp_path, remote=False)
     assert {r.id for r in rows} == set(hub.package_index())
     assert all(not r.cached and r.size_bytes is None for r in rows)
-    text = hub.format_package_list(rows)
+    text = format_package_list(rows)
     assert text.splitlines()[0].split() == ["package", "family", "size", "cached", "source"]
     assert hub.human_size(3_100_000_000) == "3.1 GB" and hub.human_size(512) == "512 B"

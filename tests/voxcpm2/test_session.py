@@ -125,3 +125,17 @@ def test_generation_that_outgrows_the_context_is_a_usage_error(loaded) -> None:
     with pytest.raises(UsageError, match="generated patches reached the model's max_length"):
         session.run(TaskRequest(text=text, seed=1, options={"min_tokens": 100, "max_tokens": 100,
                                                             "retry_badcase": False}))
+
+
+def test_a_continuation_prompt_over_the_reference_cap_is_refused(loaded, tmp_path: Path) -> None:
+    """prompt_audio comes with its transcript: over max_reference_seconds it is refused (a cut would
+    no longer match the transcript), as --voice-ref with --reference-text is."""
+    import soundfile as sf
+
+    model = loaded("tiny")
+    path = tmp_path / "long.wav"
+    sf.write(path, (0.1 * np.sin(np.arange(16000 * 6) / 7)).astype(np.float32), 16000)
+    options = {**SHORT, "prompt_audio": str(path), "prompt_text": "what is said", "max_reference_seconds": 5}
+    with pytest.raises(UsageError, match="6.0 s long, over the 5 s cap") as info:
+        model.session("clone").run(TaskRequest(text="Hi.", seed=1, options=options))
+    assert "max_reference_seconds" in (info.value.hint or "")
