@@ -215,6 +215,7 @@ def load(
     ``load(family="omnivoice")`` loads the family's demo model (random weights, not speech).
     Errors name ``load()``'s arguments, not the CLI's flags."""
     from .errors import AudiocppError, python_wording
+    from .memory import return_freed_memory
 
     try:
         if path is None and family is None:
@@ -231,6 +232,8 @@ def load(
             if path is None:
                 raise UsageError(f"family {plugin.name!r} has no demo model",
                                  hint=f"pass the model's path: load(PATH, family={plugin.name!r})")
-        return plugin.load(path, load_options)
+        model = plugin.load(path, load_options)
+        return_freed_memory()
+        return model
     except AudiocppError as error:
         raise python_wording(error) from None

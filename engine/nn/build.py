@@ -18,6 +18,7 @@ from typing import Generic, TypeVar
 import torch
 
 from ..errors import ModelError
+from ..memory import return_freed_memory
 from ..spec.model import PRESET_SPELLINGS
 from ..weights.loading import load_module_weights
 from ..weights.source import TensorSource
@@ -111,6 +112,7 @@ class PerDtype(Generic[T]):
                 item = self._items.get(dtype)
                 if item is None:
                     item = self._items[dtype] = self._make(dtype)
+                    return_freed_memory()  # building freed its load-time temporaries
         return item
 
     def __contains__(self, dtype: torch.dtype) -> bool:
