@@ -28,14 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
+from tools.bench_common import bench_dir, run_worker_process
+
 REPO = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).resolve().with_name("weights_worker.py")
 OURS_PY = Path(sys.executable)  # the interpreter that runs the benchmark (the project venv, or a GPU machine's)
 WEIGHT_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
-
-
-def bench_dir() -> Path:
-    return Path(os.environ.get("AUDIOCPP_BENCH_DIR", Path.home() / ".cache" / "audiocpp-bench"))
 
 
 def parse_weights(text: str) -> list[str]:
@@ -76,11 +74,7 @@ def run_worker(family: str, path: Path, save: Path, opts: Options) -> dict:
            "--threads", str(opts.threads), *opts.worker_args]
     if opts.device:
         cmd += ["--device", opts.device]
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        raise SystemExit(f"{path.name} worker failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_worker_process(cmd, f"{path.name}")
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

@@ -24,18 +24,16 @@ import warnings
 from pathlib import Path
 
 warnings.filterwarnings("ignore")
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script
+    sys.path.append(str(REPO))
+from tools.bench_common import reset_peak, status_bytes  # noqa: E402
+
 TEXTS = {
     "omnivoice": "The old lighthouse keeper climbed the stairs slowly, counting each step he took.",
     "voxcpm2": "The quick brown fox jumps over the lazy dog.",
     "audio8_tts": "The quick brown fox jumps over the lazy dog.",
 }
-
-
-def status_bytes(key: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) * 1024
-    return 0
 
 
 def io_read_bytes() -> int:
@@ -47,14 +45,6 @@ def io_read_bytes() -> int:
     except OSError:
         pass
     return 0
-
-
-def reset_peak() -> bool:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
 
 
 def read_once(path: Path) -> float:

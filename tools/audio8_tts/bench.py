@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from tools.bench_common import bench_dir, merge, require, run_worker_process, spread, worker_env
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).resolve().with_name("bench_worker.py")
@@ -38,52 +39,22 @@ UPSTREAM_PY = REPO / ".ref-envs" / "audio8" / "bin" / "python"
 TEXT = "The quick brown fox jumps over the lazy dog."
 
 
-def bench_dir() -> Path:
-    return Path(os.environ.get("AUDIOCPP_BENCH_DIR", Path.home() / ".cache" / "audiocpp-bench"))
-
-
 def ensure_checkpoint(root: Path, upstream: Path) -> Path:
     folder = root / "audio8-real"
     if not all((folder / f).is_file() for f in ("config.json", "model.safetensors", "codec.pth", "tokenizer.json")):
         print(f"building the Audio8-0.6B-sized random checkpoint in {folder} (once; ~2.7 GB)...", file=sys.stderr)
-        _check(UPSTREAM_PY, "tools/reference_envs/audio8.sh")
+        require(UPSTREAM_PY, "tools/reference_envs/audio8.sh")
         subprocess.run([str(UPSTREAM_PY), str(WORKER.with_name("checkpoint.py")), str(folder), "--size", "real",
-                        "--upstream", str(upstream)], check=True, env=_env())
+                        "--upstream", str(upstream)], check=True, env=worker_env())
     return folder
-
-
-def _check(python: Path, fix: str) -> None:
-    if not python.exists():
-        raise SystemExit(f"{python} is missing: run {fix}")
-
-
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
 
 
 def run_worker(side: str, ckpt: Path, dtype: str, threads: int, args: argparse.Namespace) -> dict:
     python = OURS_PY if side == "ours" else UPSTREAM_PY
-    _check(python, "tools/setup_env.sh" if side == "ours" else "tools/reference_envs/audio8.sh")
+    require(python, "tools/setup_env.sh" if side == "ours" else "tools/reference_envs/audio8.sh")
     cmd = [str(python), str(WORKER), side, str(ckpt), "--dtype", dtype, "--frames", str(args.frames),
            "--repeats", str(args.repeats), "--threads", str(threads), "--text", TEXT, "--upstream", str(args.upstream)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env())
-    if proc.returncode != 0:
-        raise SystemExit(f"{side} worker failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def merge(runs: list[dict]) -> dict:
-    out = dict(runs[0])
-    out["walls"] = [w for r in runs for w in r["walls"]]
-    out["ttfa"] = [t for r in runs for t in r["ttfa"]]
-    out["load_s"] = statistics.median(r["load_s"] for r in runs)
-    rss = [r["peak_rss_gen_mb"] for r in runs if r.get("peak_rss_gen_mb")]
-    out["peak_rss_gen_mb"] = max(rss) if rss else None
-    return out
-
-
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):7.2f} s ({min(values):.2f}..{max(values):.2f})"
+    return run_worker_process(cmd, side)
 
 
 def print_row(title: str, rows: dict[str, dict]) -> None:

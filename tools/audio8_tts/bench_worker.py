@@ -22,21 +22,9 @@ from pathlib import Path
 
 warnings.filterwarnings("ignore")
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _status_kb(key: str) -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return float(line.split()[1])
-    return 0.0
-
-
-def _reset_peak() -> bool:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
+if str(REPO) not in sys.path:  # run as a script, in the project venv or a reference env
+    sys.path.append(str(REPO))
+from tools.bench_common import reset_peak, status_bytes  # noqa: E402
 
 
 def _hash(codes) -> str:
@@ -121,7 +109,7 @@ def main(argv: list[str]) -> int:
     side = Ours(args.ckpt, args.dtype) if args.side == "ours" else Upstream(args.ckpt, args.dtype, args.upstream)
     load_s = time.perf_counter() - t0
     side.run(args.text, 2, args.seed)  # warm-up: first touch of every weight page
-    reset = _reset_peak()
+    reset = reset_peak()
     walls, audio_s, frames, codes = [], 0.0, 0, ""
     for _ in range(args.repeats):
         t = time.perf_counter()
@@ -131,7 +119,7 @@ def main(argv: list[str]) -> int:
     print(json.dumps({
         "side": args.side, "dtype": args.dtype, "threads": torch.get_num_threads(), "load_s": load_s,
         "walls": walls, "audio_s": audio_s, "frames": frames, "codes": codes, "ttfa": ttfa,
-        "peak_rss_gen_mb": _status_kb("VmHWM") / 1024 if reset else None,
+        "peak_rss_gen_mb": status_bytes("VmHWM") / 2**20 if reset else None,
     }))
     return 0
 

@@ -4,21 +4,19 @@ running tools/voxcpm2/bench_worker.py for one side, pooling its timings and prin
 from __future__ import annotations
 
 import json
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
+
+from tools.bench_common import bench_dir, merge, run_worker_process, spread
+
+__all__ = ["TEXT", "bench_dir", "dtype_folders", "merge", "print_row", "run_settings", "run_worker", "spread"]
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).resolve().with_name("bench_worker.py")
 OURS_PY = REPO / ".venv" / "bin" / "python"
 UPSTREAM_PY = REPO / ".ref-envs" / "voxcpm" / "bin" / "python"
 TEXT = "The quick brown fox jumps over the lazy dog."
-
-
-def bench_dir() -> Path:
-    return Path(os.environ.get("AUDIOCPP_BENCH_DIR", Path.home() / ".cache" / "audiocpp-bench"))
 
 
 def dtype_folders(base: Path) -> dict[str, Path]:
@@ -45,27 +43,7 @@ def run_worker(side: str, ckpt: Path, dtype: str, threads: int, *, patches: int,
         raise SystemExit(f"{python} is missing: run tools/setup_env.sh and tools/reference_envs/voxcpm.sh")
     cmd = [str(python), str(WORKER), side, str(ckpt), "--dtype", dtype, "--patches", str(patches),
            "--repeats", str(repeats), "--threads", str(threads), "--text", TEXT, "--family", family]
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        raise SystemExit(f"{side} worker failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def merge(runs: list[dict]) -> dict:
-    """Several worker processes of one side -> one record (all timings pooled, worst RSS)."""
-    out = dict(runs[0])
-    out["walls"] = [w for r in runs for w in r["walls"]]
-    out["ttfa"] = [t for r in runs for t in r["ttfa"]]
-    out["load_s"] = statistics.median(r["load_s"] for r in runs)
-    rss = [r["peak_rss_gen_mb"] for r in runs if r.get("peak_rss_gen_mb")]
-    out["peak_rss_gen_mb"] = max(rss) if rss else None
-    out["process_medians"] = [statistics.median(r["walls"]) for r in runs]
-    return out
-
-
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):7.2f} s ({min(values):.2f}..{max(values):.2f})"
+    return run_worker_process(cmd, side)
 
 
 def print_row(result: dict, title: str) -> None:

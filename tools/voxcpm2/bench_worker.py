@@ -19,22 +19,10 @@ import warnings
 from pathlib import Path
 
 warnings.filterwarnings("ignore")
-
-
-def _status_kb(key: str) -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return float(line.split()[1])
-    return 0.0
-
-
-def _reset_peak() -> bool:
-    """Reset VmHWM (Linux clear_refs 5) so the generation peak excludes loading."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # run as a script, in the project venv or a reference env
+    sys.path.append(str(REPO))
+from tools.bench_common import reset_peak, status_bytes  # noqa: E402
 
 
 class Ours:
@@ -116,9 +104,9 @@ def main(argv: list[str]) -> int:
     t0 = time.perf_counter()
     side = Ours(args.ckpt, args.dtype, args.family) if args.side == "ours" else Upstream(args.ckpt, args.dtype)
     load_s = time.perf_counter() - t0
-    rss_load_mb = _status_kb("VmHWM") / 1024
+    rss_load_mb = status_bytes("VmHWM") / 2**20
     side.run(args.text, 2, args.seed)  # warm-up (first-touch of every weight page, allocator)
-    reset = _reset_peak()
+    reset = reset_peak()
     walls, audio_s, patches = [], 0.0, 0
     for _ in range(args.repeats):
         t = time.perf_counter()
@@ -128,8 +116,8 @@ def main(argv: list[str]) -> int:
     print(json.dumps({
         "side": args.side, "dtype": args.dtype, "threads": torch.get_num_threads(), "load_s": load_s,
         "walls": walls, "audio_s": audio_s, "patches": patches, "ttfa": ttfa,
-        "peak_rss_load_mb": rss_load_mb, "peak_rss_gen_mb": _status_kb("VmHWM") / 1024 if reset else None,
-        "rss_now_mb": _status_kb("VmRSS") / 1024,
+        "peak_rss_load_mb": rss_load_mb, "peak_rss_gen_mb": status_bytes("VmHWM") / 2**20 if reset else None,
+        "rss_now_mb": status_bytes("VmRSS") / 2**20,
     }))
     return 0
 
