@@ -4,14 +4,13 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from audiocpp.engine.errors import UsageError
+from audiocpp.engine.voice_prompt import save_prompt_dict
 
 FORMAT_VERSION = 1
 
@@ -32,14 +31,7 @@ class OmniVoicePrompt:
                 "ref_text": self.ref_text, "ref_rms": float(self.ref_rms), "family": self.family}
         if self.sample_rate is not None and self.frame_rate is not None:
             data.update(sample_rate=int(self.sample_rate), frame_rate=float(self.frame_rate))
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                torch.save(data, fh)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        save_prompt_dict(path, data)
 
     @classmethod
     def load(cls, path: str | Path, *, num_codebooks: int = 8, codebook_size: int = 1024) -> OmniVoicePrompt:
