@@ -206,28 +206,60 @@ def _family_help(argv: list[str]) -> str | None:
     return None
 
 
+def _interrupted_in_subcommand(exc: SystemExit) -> bool:
+    """Typer turns Ctrl-C inside a subcommand into a silent exit 130 (``Exit(130)`` from the
+    KeyboardInterrupt); the main command prints its own line before its exit 130."""
+    inner = exc.__context__
+    return exc.code == 130 and inner is not None and type(inner).__name__ == "Exit" \
+        and isinstance(inner.__cause__, KeyboardInterrupt)
+
+
 class Terminated(SystemExit):
     """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt, so that cleanup runs
     (temporary outputs removed: no partial file) and the exit code is the shell's 128 + 15."""
 
 
+#: the signals received: native code (safetensors' reader, numpy) can swallow the exception a
+#: handler raised and raise its own instead, which must still end as the signal's exit
+_RECEIVED: list[int] = []
+
+
 def _on_sigterm(signum: int, frame: object) -> None:
+    _RECEIVED.append(signum)
     raise Terminated(128 + signum)
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    _RECEIVED.append(signum)
+    raise KeyboardInterrupt
+
+
+def _exit_if_signalled() -> None:
+    """After an error: when a signal arrived, end as that signal (one line, 128 + its number)."""
+    if _RECEIVED:
+        import signal
+
+        sig = _RECEIVED[-1]
+        print("terminated" if sig == signal.SIGTERM else "interrupted", file=sys.stderr)
+        raise SystemExit(128 + sig) from None
 
 
 def main(argv: list[str] | None = None) -> None:
     import signal
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    previous: dict[int, object] = {}
     try:
-        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, _on_sigterm)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when Ctrl-C is ignored
+            previous[signal.SIGINT] = signal.signal(signal.SIGINT, _on_sigint)
     except ValueError:  # not the main thread: leave signals alone
-        previous = None
+        pass
     try:
         _main(argv)
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _main(argv: list[str]) -> None:
@@ -249,6 +281,7 @@ def _main(argv: list[str]) -> None:
             raise SystemExit(0)
         app(args=argv, prog_name="audiocpp")
     except AudiocppError as exc:
+        _exit_if_signalled()
         _print_error(exc)
         raise SystemExit(exc.exit_code) from None
     except KeyboardInterrupt:
@@ -257,9 +290,12 @@ def _main(argv: list[str]) -> None:
     except Terminated:
         print("terminated", file=sys.stderr)
         raise
-    except SystemExit:
+    except SystemExit as exc:
+        if _interrupted_in_subcommand(exc):
+            print("interrupted", file=sys.stderr)
         raise
     except Exception as exc:  # an internal bug: say so plainly, traceback on request
+        _exit_if_signalled()
         if os.environ.get("AUDIOCPP_DEBUG"):
             raise
         print(f"internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
