@@ -192,6 +192,32 @@ def _check_family_of_package(path: str | Path, plugin: FamilyPlugin) -> None:
                      hint=f"drop --family (the package names its family) or pass --family {embedded}")
 
 
+def load_chosen(plugin: FamilyPlugin, path: str | Path, options: dict[str, Any] | None, *, chosen: bool):
+    """``plugin.load``; when the user chose the family and the files are not its, the error says
+    which family's files they look like (a family may read another's files, so this is only asked
+    after loading failed)."""
+    try:
+        return plugin.load(path, options)
+    except ModelError as error:
+        other = _detected_elsewhere(path, plugin) if chosen else None
+        if other is None:
+            raise
+        raise ModelError(error.message, hint=f"{str(path)!r} looks like a {other} model: drop --family "
+                         f"(the family is detected) or pass --family {other}") from None
+
+
+def _detected_elsewhere(path: str | Path, plugin: FamilyPlugin) -> str | None:
+    """The one other family whose files ``path`` holds, when ``plugin`` does not recognise them."""
+    try:
+        facts = PathFacts.read(path)
+    except AudiocppError:
+        return None
+    if plugin.detect(facts) is not None:
+        return None
+    others = [name for name, other in families().items() if other is not plugin and other.detect(facts) is not None]
+    return others[0] if len(others) == 1 else None
+
+
 def resolve_family(path: str | Path | None, family: str | None) -> FamilyPlugin:
     if family:
         plugin = get_family(family)
@@ -232,7 +258,7 @@ def load(
             if path is None:
                 raise UsageError(f"family {plugin.name!r} has no demo model",
                                  hint=f"pass the model's path: load(PATH, family={plugin.name!r})")
-        model = plugin.load(path, load_options)
+        model = load_chosen(plugin, path, load_options, chosen=family is not None)
         return_freed_memory()
         return model
     except AudiocppError as error:

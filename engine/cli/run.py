@@ -193,7 +193,7 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
     """``text``: the whole text; None: the cues of ``--srt``, or sentences read from stdin as they come."""
     from ..audio.io import write_audio
     from ..progress import Progress
-    from ..registry import resolve_family
+    from ..registry import load_chosen, resolve_family
     from ..session import REFERENCE_CAP_OPTION, check_reference_length
     from ..spec.options import resolve_options
     from .pipes import AudioOutput, merge_results, read_segments
@@ -246,7 +246,7 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
     if args.model is None:
         print(f"note: no --model given; using the {plugin.name} demo model (random weights: the audio is not speech)",
               file=sys.stderr)
-    model = plugin.load(model_path, load_options)
+    model = load_chosen(plugin, model_path, load_options, chosen=args.family is not None and model_arg is not None)
     if args.voice_prompt_out is not None and not model.supports_voice_prompts:
         raise UsageError(f"{plugin.name} does not save voice prompts", hint="drop --voice-prompt-out")
     session = model.create_session(task, mode, session_options)

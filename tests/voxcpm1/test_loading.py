@@ -211,3 +211,15 @@ def test_pytorch_bin_and_safetensors_folders_load_the_same(checkpoints, loaded, 
     assert loaded("tiny_05b").parts.source_id == "hf_folder_pytorch"
     a, b = synth(loaded("tiny_05b"), "tiny_05b", audio_files), synth(model, "tiny_05b", audio_files)
     assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
+def test_the_wrong_family_chosen_for_a_voxcpm_cpp_gguf_names_the_right_one(cpp_gguf) -> None:
+    """`--family voxcpm2` on a VoxCPM.cpp GGUF: the load error says whose files they are."""
+    import audiocpp.engine as ac
+
+    path = cpp_gguf("tiny_15")
+    with pytest.raises(ModelError) as info:
+        ac.load(path, family="voxcpm2")
+    assert "looks like a voxcpm1 model" in (info.value.hint or "")
+    assert "family='voxcpm1'" in (info.value.hint or "")  # the Python API's wording
+    assert ac.load(path).family == "voxcpm1"
