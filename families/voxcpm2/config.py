@@ -232,11 +232,21 @@ class VoxCPMConfig:
         with config_errors(where):
             config = cls._parse(raw, where)
         check_config(config, where, may_be_zero=("residual_lm_num_layers",))
-        config.check_rope(where)
+        config.check_sizes(where)
         return config
 
-    def check_rope(self, where: str) -> None:
-        """LongRoPE needs one factor per frequency of every stack that uses rope."""
+    def check_sizes(self, where: str) -> None:
+        """Sizes the networks need beyond being positive: LongRoPE needs one factor per frequency
+        of every stack that uses rope, the DiT's time embedding an even width, and the VAE decoder
+        halves its width at every upsampling stage."""
+        vae = self.audio_vae
+        if self.dit.hidden_dim % 2:
+            raise ModelError(f"{where}: dit_config.hidden_dim {self.dit.hidden_dim} must be even "
+                             "(the DiT's sinusoidal time embedding)", hint="the config.json of the checkpoint is malformed")
+        if vae.decoder_dim // 2 ** len(vae.decoder_rates) < 1:
+            raise ModelError(f"{where}: audio_vae_config.decoder_dim {vae.decoder_dim} is too small to halve at "
+                             f"each of its {len(vae.decoder_rates)} upsampling stages",
+                             hint="the config.json of the checkpoint is malformed")
         stacks = {"lm_config": self.lm, "residual LM": self.residual_lm_config(),
                   "encoder_config": self.encoder_lm_config(), "dit_config": self.dit_lm_config()}
         rope = self.lm.rope_scaling

@@ -1,6 +1,7 @@
 """A checkpoint folder's config.json with a value of the wrong type or an impossible size: found
 by replacing every value of each family's tiny config in turn (262 inputs escaped as TypeError,
-ValueError or torch RuntimeError from model building before ``engine.config_values``). Every
+ValueError or torch RuntimeError from model building before ``engine.config_values``; odd sizes
+later found 4 more in VoxCPM2's DiT and VAE). Every
 family's parser now gives one ModelError naming the field; a few go through the whole load."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from audiocpp.engine.errors import AudiocppError, ModelError
 from audiocpp.engine.registry import get_family
 
 REPO = Path(__file__).resolve().parents[2]
-WRONG: tuple[Any, ...] = ("abc", None, [1], {"a": 1}, -1, 0, 1.5, True, 1e999)
+WRONG: tuple[Any, ...] = ("abc", None, [1], {"a": 1}, -1, 0, 1.5, True, 3, 1e999)
 
 
 def _omnivoice(raw: dict[str, Any]) -> Any:
@@ -95,6 +96,8 @@ def test_every_config_value_replaced_gives_a_config_or_one_model_error(family: s
     ("voxcpm2", ("audio_vae_config", "encoder_dim"), 1.5, "audio_vae.encoder_dim must be an integer"),
     ("voxcpm2", ("lm_config", "rope_scaling", "short_factor"), [1.0], "needs head_dim/2"),
     ("voxcpm2", ("lm_config", "use_mup"), "false", "expected true or false"),
+    ("voxcpm2", ("dit_config", "hidden_dim"), 7, "must be even"),
+    ("voxcpm2", ("audio_vae_config", "decoder_dim"), 3, "too small to halve"),
     ("audio8_tts", ("n_layer",), "abc", "n_layer"),
 ])
 def test_a_bad_config_value_is_named(family: str, path: tuple[str, ...], value: Any, words: str) -> None:
