@@ -12,8 +12,9 @@ whose modules need torch (the weights and ``nn`` helpers) are imported on first 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy_exports import lazy_getattr
 
 #: Bumped only when a name of ``__all__`` is removed or changes incompatibly.
 PLUGIN_API_VERSION = 1
@@ -66,13 +67,7 @@ __all__ = [
 assert sorted(__all__) == sorted([*_WHERE, "PLUGIN_API_VERSION"])
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__package__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, __package__, _WHERE)
 
 
 def __dir__() -> list[str]:

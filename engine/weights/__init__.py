@@ -7,8 +7,9 @@ family detection and ``audiocpp families``) does not import torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy_exports import lazy_getattr
 
 _EXPORTS = {
     "adapters": (
@@ -39,13 +40,7 @@ __all__ = [
 assert sorted(__all__) == sorted(_WHERE)
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, __name__, _WHERE)
 
 
 def __dir__() -> list[str]:

@@ -41,5 +41,13 @@ def toy_model_dir(tmp_path: Path) -> Path:
     return folder
 
 
-
-
+@pytest.fixture(scope="module")
+def toy_plugin():
+    """The toy family's plugin object, imported from its source tree (not installed)."""
+    src = TOY_SRC / "src"
+    sys.path.insert(0, str(src))
+    try:
+        from audiocpp_toyfamily import plugin
+    finally:
+        sys.path.remove(str(src))
+    return plugin

@@ -6,7 +6,6 @@ the Python spelling of session options."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,18 +21,6 @@ from audiocpp.engine.plugin_api import (
     TaskRequest,
     UsageError,
 )
-
-TOY_SRC = Path(__file__).resolve().parents[1] / "data" / "audiocpp_toyfamily" / "src"
-
-
-@pytest.fixture(scope="module")
-def toy_plugin():
-    sys.path.insert(0, str(TOY_SRC))
-    try:
-        from audiocpp_toyfamily import plugin
-    finally:
-        sys.path.remove(str(TOY_SRC))
-    return plugin
 
 
 class Recorder(Session):

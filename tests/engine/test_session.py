@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -10,18 +9,6 @@ import pytest
 
 from audiocpp.engine import Mode, Task, TaskRequest, UsageError
 from audiocpp.engine.errors import AudioError
-
-TOY_SRC = Path(__file__).resolve().parents[1] / "data" / "audiocpp_toyfamily" / "src"
-
-
-@pytest.fixture(scope="module")
-def toy_plugin():
-    sys.path.insert(0, str(TOY_SRC))
-    try:
-        from audiocpp_toyfamily import plugin
-    finally:
-        sys.path.remove(str(TOY_SRC))
-    return plugin
 
 
 @pytest.fixture()
