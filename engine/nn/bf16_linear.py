@@ -7,21 +7,20 @@ with FMA, while reading half the bytes: one-row decode steps, bound by reading t
 up to twice as fast. Only the summation order differs from torch's GEMM (a relative difference of
 about 1e-6, like ``packed_linear``).
 
-The kernel is a small C++ extension compiled on first use (``torch.utils.cpp_extension``, cached
-in torch's extension folder); where it cannot be built or run (no compiler, no AVX-512) nothing is
-converted and callers keep their layers. :func:`convert_linears` converts only ``nn.Linear`` whose
-float32 weights are exactly bfloat16 values.
+The kernel is a small C++ extension compiled on first use (``engine.nn.jit``); where it cannot be
+built or run (no compiler, no AVX-512) nothing is converted and callers keep their layers.
+:func:`convert_linears` converts only ``nn.Linear`` whose float32 weights are exactly bfloat16 values.
 """
 
 from __future__ import annotations
 
-import os
-import warnings
 from functools import cache
 from typing import Any
 
 import torch
 from torch import nn
+
+from . import jit
 
 _SOURCE = r"""
 #include <torch/extension.h>
@@ -108,27 +107,15 @@ at::Tensor linear_bf16w(const at::Tensor& x, const at::Tensor& w, const c10::opt
 def kernel() -> Any | None:
     """The compiled op ``linear_bf16w(x, w, bias)``, or None where it cannot be built or run.
     ``AUDIOCPP_BF16_LINEAR=0`` disables it."""
-    if os.environ.get("AUDIOCPP_BF16_LINEAR", "1") == "0":
+    if jit.disabled("AUDIOCPP_BF16_LINEAR") or not jit.torch_has_avx512():
         return None
-    try:
-        if "AVX512" not in torch.backends.cpu.get_cpu_capability():
-            return None
-        from torch.utils.cpp_extension import load_inline
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            module = load_inline(
-                name="audiocpp_bf16_linear_v2", cpp_sources=[_SOURCE], functions=["linear_bf16w"],
-                extra_cflags=["-O3", "-mavx512f", "-mavx512bw", "-fopenmp"], extra_ldflags=["-fopenmp"],
-                verbose=False,
-            )
-        op = module.linear_bf16w
-        x, w = torch.randn(3, 40), torch.randn(5, 40).to(torch.bfloat16)
-        if not torch.allclose(op(x, w, None), x @ w.float().t(), atol=1e-4):
-            return None
-        return op
-    except Exception:  # no compiler, no ninja, a failed build: keep torch's kernels
+    module = jit.build("audiocpp_bf16_linear_v2", _SOURCE, ["linear_bf16w"], cpu_flags_needed=("avx512f", "avx512bw"),
+                       cflags=["-mavx512f", "-mavx512bw"])
+    if module is None:
         return None
+    op = module.linear_bf16w
+    x, w = torch.randn(3, 40), torch.randn(5, 40).to(torch.bfloat16)
+    return op if torch.allclose(op(x, w, None), x @ w.float().t(), atol=1e-4) else None
 
 
 #: Above this many rows the weights are widened and torch's GEMM does the work.

@@ -1,29 +1,23 @@
 """Linear layers that keep a Q8_0 / Q4_0 package's weights quantized in memory and compute with them.
 
-Measured on the CPU this project is developed on (AVX512-VNNI and AVX512-BF16, one thread;
-``tools/bench_kernels.py``, figures in docs/numerics.md), per linear layer of 1024-6144 features:
+On a CPU with AVX512-VNNI, Q8_0 matrices keep their own blocks and run on
+:mod:`engine.nn.q8_0_linear` (int8 rows per block of 32, as ggml computes): the fastest and the
+most accurate path measured here. This module holds the rest, chosen by :func:`quantized_linear`:
 
-- ``torch._weight_int8pack_mm`` (int8 weights, one scale per output row, bfloat16 rows) beats
-  the oneDNN-packed bfloat16 GEMM for 1-2 rows (1.2-1.7x at one row: it reads half the bytes),
-  ties at 4 and loses beyond; with float32 rows it is 10-100x slower, so it only takes bfloat16.
-- Converting the int8 matrix to bfloat16 (exact: integers up to 127) and running the bfloat16
-  GEMM, the row scales applied to the output, costs the GEMM plus one pass over the weights:
-  5-15 % more than bfloat16 weights at 400 rows; it overtakes ``_weight_int8pack_mm`` at 16-32
-  rows, so many-row calls (MaskGIT, prefill) take this path.
-- ``torch.ao`` dynamic quantized linear (fbgemm/oneDNN, VNNI) is the fastest of all (4x bfloat16
-  at one row, 1.5x at 400) but quantizes the activations per tensor: 2.3 % relative output error
-  without outlier channels, 10-12 % with a few 20x channels; int8 activations per row on
-  ``torch._int_mm``: 1.3 % and 4-5 % (int8 weight-only: 1.0 % either way; Q8_0 itself: 0.5 %;
-  ggml's Q8_0 x Q8_0 blocks: 0.8-1.3 %). Neither is used.
-- Q8_0's own blocks (one scale per 32 values) have no torch kernel; they are requantized at load
-  to one scale per output row (the largest block scale of the row), which doubles Q8_0's weight
-  error (0.5 % -> 1.0 % relative output error on random weights). That is the price of the kernel.
 - Q4_0 maps exactly onto ``torch._weight_int4pack_mm_for_cpu`` (groups of 32, value =
-  (nibble - 8) * scale + 0): 4-bit weights resident, bfloat16 rows. On other devices Q4_0 goes
-  through the int8 layer (requantized from its 4-bit values, 8 bits resident).
+  (nibble - 8) * scale + 0): 4-bit weights resident, bfloat16 rows (:class:`Int4Linear`).
+- Everywhere else (CUDA, MPS, a CPU without VNNI or a compiler, ``AUDIOCPP_Q8_0_KERNEL=0``) the
+  int8 layer :class:`Int8Linear`: each matrix requantized at load to one scale per output row
+  (the row's largest value / 127), which doubles Q8_0's weight error (0.5 % -> 1.0 % relative
+  output error on random weights). On the CPU it computes up to 16 bfloat16 rows with
+  ``torch._weight_int8pack_mm`` (1.2-1.7x the oneDNN bfloat16 GEMM at one row: it reads half the
+  bytes) and more rows by converting the int8 matrix to bfloat16 (exact) for the bfloat16 GEMM,
+  5-15 % slower than bfloat16 weights at 400 rows; on other devices always the latter (int8
+  resident, one transient matrix per layer).
 
-Off the CPU (CUDA, MPS) the int8 layer converts the int8 matrix to the compute dtype per call and
-runs the device's GEMM (int8 resident, one transient matrix per layer).
+Measured side by side in ``tools/bench_kernels.py`` (figures in docs/numerics.md); ``torch.ao``'s
+dynamic int8 linear (activations quantized per tensor: 10-12 % error with outlier channels) and
+``torch._int_mm`` with int8 rows (per row: 4-5 %) are not used.
 """
 
 from __future__ import annotations
@@ -39,6 +33,7 @@ from torch import nn
 
 from ..weights.blocks import BlockTensor
 from ..weights.source import TensorSource
+from . import q8_0_linear
 
 #: At most this many rows per call take ``_weight_int8pack_mm`` on the CPU; more rows convert the
 #: weights and use the bfloat16 GEMM (crossover measured at 16-32 rows for 1024-6144 features).
@@ -155,11 +150,19 @@ class Int4Linear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, int4 groups of 32 (Q4_0)"
 
 
+#: Every layer type :func:`quantized_linear` makes.
+QUANTIZED_LAYERS = (Int8Linear, Int4Linear, q8_0_linear.Q8_0Linear)
+
+
 def quantized_linear(blocks: BlockTensor, device: torch.device, dtype: torch.dtype) -> nn.Module:
     """The layer for one stored matrix on ``device``, its scales in ``dtype``: Q4_0 on a CPU that
-    has the int4 kernel -> :class:`Int4Linear`; everything else -> :class:`Int8Linear`."""
-    if blocks.qtype == "Q4_0" and device.type == "cpu" and int4pack_available() and blocks.shape[0] % 16 == 0:
-        return Int4Linear.from_blocks(blocks)
+    has the int4 kernel -> :class:`Int4Linear`; other blocks on a CPU with the VNNI kernel ->
+    :class:`~.q8_0_linear.Q8_0Linear`; everything else -> :class:`Int8Linear`."""
+    if device.type == "cpu":
+        if blocks.qtype == "Q4_0" and int4pack_available() and blocks.shape[0] % 16 == 0:
+            return Int4Linear.from_blocks(blocks)
+        if q8_0_linear.supports(blocks):
+            return q8_0_linear.Q8_0Linear.from_blocks(blocks)
     q, s = requantize_rows(blocks)
     return Int8Linear(q.to(device), s.to(device=device, dtype=dtype))
 
@@ -197,6 +200,6 @@ def quantized_bytes(module: nn.Module) -> int:
     """Bytes held by the quantized layers under ``module`` (values and scales)."""
     total = 0
     for child in module.modules():
-        if isinstance(child, (Int8Linear, Int4Linear)):
+        if isinstance(child, QUANTIZED_LAYERS):
             total += sum(b.numel() * b.element_size() for b in child.buffers(recurse=False))
     return total

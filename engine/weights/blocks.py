@@ -42,6 +42,13 @@ class BlockTensor:
     def nbytes(self) -> int:
         return int(self.data.size)
 
+    def row_slice(self, lo: int, hi: int) -> BlockTensor:
+        """Rows ``lo:hi`` as a block tensor over the same bytes."""
+        rows, cols = self.shape
+        lo, hi = max(0, lo), min(rows, hi)
+        per_row = cols // BLOCK * BLOCK_BYTES[self.qtype]
+        return BlockTensor(self.qtype, (hi - lo, cols), self.data.reshape(-1)[lo * per_row:hi * per_row])
+
     def _blocks(self) -> np.ndarray:
         rows, cols = self.shape
         return self.data.reshape(rows, cols // BLOCK, BLOCK_BYTES[self.qtype])

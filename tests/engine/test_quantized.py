@@ -122,7 +122,7 @@ def test_load_on_meta_keeps_linears_quantized_in_16_bit_compute(quantized_gguf) 
     qtype, path = quantized_gguf
     source = open_weights(path)
     quant = load_on_meta(Net, source, dtype=torch.bfloat16, quantize=("*",))
-    assert type(quant.a) in (qnn.Int8Linear, qnn.Int4Linear) and type(quant.b) in (qnn.Int8Linear, qnn.Int4Linear)
+    assert isinstance(quant.a, qnn.QUANTIZED_LAYERS) and isinstance(quant.b, qnn.QUANTIZED_LAYERS)
     assert quant.a.bias.dtype == torch.bfloat16 and quant.norm.dtype == torch.bfloat16
     assert qnn.quantized_bytes(quant) < (64 * 128 + 48 * 64) * 1.2  # about one byte per weight or less
     exact = load_on_meta(Net, source, dtype=torch.float32, quantize=("*",))  # float32: dequantized, exact

@@ -1,0 +1,94 @@
+"""engine.nn.q8_0_linear: the VNNI kernel keeps a Q8_0 matrix's own values and block scales and
+computes exactly what its float64 reference computes from the same block-quantized rows; the
+layer is chosen on a CPU that builds it, and the per-row int8 layer everywhere else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from audiocpp.engine.nn import q8_0_linear as q8
+from audiocpp.engine.nn import quantized as qnn
+from audiocpp.engine.weights import open_weights
+from audiocpp.engine.weights.blocks import BlockTensor
+from tests.engine.weights_builders import write_gguf
+
+pytestmark = pytest.mark.skipif(q8.kernel() is None, reason="no AVX512-VNNI CPU or no compiler here")
+
+
+def _blocks(rows: int, cols: int, qtype: str = "Q8_0", seed: int = 0) -> BlockTensor:
+    import gguf
+
+    w = np.random.default_rng(seed).standard_normal((rows, cols)).astype(np.float32) * 0.05
+    data = gguf.quants.quantize(w, getattr(gguf.GGMLQuantizationType, qtype))
+    return BlockTensor(qtype, (rows, cols), np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+
+
+def _values_scales(blocks: BlockTensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.from_numpy(blocks.values()), torch.from_numpy(blocks.scales())
+
+
+@pytest.mark.parametrize("qtype", ["Q8_0", "Q4_0"])
+def test_the_layer_holds_the_stored_values_and_scales(qtype: str) -> None:
+    blocks = _blocks(48, 256, qtype)
+    layer = q8.Q8_0Linear.from_blocks(blocks)
+    assert torch.equal(layer.values(), torch.from_numpy(blocks.values()))
+    assert torch.equal(layer.dequantized(), blocks.dequantize())
+    assert layer.packed.numel() + layer.scales.numel() * 2 == 48 * 256 // 32 * 34  # Q8_0's 34 bytes per 32
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 63, 64, 65, 130])
+@pytest.mark.parametrize("out_features", [16, 32, 48, 80, 112])
+def test_rows_match_the_float64_reference(rows: int, out_features: int) -> None:
+    blocks = _blocks(out_features, 96, seed=rows)
+    layer = q8.Q8_0Linear.from_blocks(blocks)
+    x = torch.randn(rows, 96, generator=torch.Generator().manual_seed(rows))
+    expected = q8.reference(x, *_values_scales(blocks))
+    assert torch.allclose(layer(x).double(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_dtype_leading_dims_bias_and_empty_input() -> None:
+    blocks = _blocks(64, 128)
+    layer = q8.Q8_0Linear.from_blocks(blocks)
+    layer.bias = torch.nn.Parameter(torch.randn(64).to(torch.bfloat16), requires_grad=False)
+    x = torch.randn(2, 3, 128).to(torch.bfloat16)
+    y = layer(x)
+    assert y.shape == (2, 3, 64) and y.dtype == torch.bfloat16
+    expected = q8.reference(x.reshape(6, 128).float(), *_values_scales(blocks)) + layer.bias.double()
+    assert torch.allclose(y.reshape(6, 64).double(), expected, rtol=1e-2, atol=1e-2)
+    assert layer(torch.zeros(0, 128)).shape == (0, 64)
+    zeros = layer(torch.zeros(3, 128))
+    assert torch.equal(zeros, layer.bias.expand(3, 64).float())  # an all-zero block quantizes to zero
+
+
+def test_blocks_of_the_input_keep_outlier_channels_to_themselves() -> None:
+    blocks = _blocks(256, 1024, seed=3)
+    layer = q8.Q8_0Linear.from_blocks(blocks)
+    w = blocks.dequantize().double()
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(16, 1024, generator=gen)
+    x[:, torch.randperm(1024, generator=gen)[:10]] *= 20
+    exact = x.double() @ w.t()
+    rel = float((layer(x).double() - exact).norm() / exact.norm())
+    step = x.abs().amax(1, keepdim=True) / 127  # the same rows quantized with one scale per row
+    per_row = float(((torch.round(x / step) * step).double() @ w.t() - exact).norm() / exact.norm())
+    assert rel < 0.015 and per_row > 3 * rel, (rel, per_row)
+
+
+def test_cpu_quantized_linears_take_the_kernel_and_fall_back_without_it(monkeypatch, tmp_path: Path) -> None:
+    assert isinstance(qnn.quantized_linear(_blocks(32, 64), torch.device("cpu"), torch.bfloat16), q8.Q8_0Linear)
+    odd = qnn.quantized_linear(_blocks(40, 64), torch.device("cpu"), torch.bfloat16)  # not in groups of 16
+    assert isinstance(odd, qnn.Int8Linear)
+    monkeypatch.setattr(q8, "kernel", lambda: None)
+    assert isinstance(qnn.quantized_linear(_blocks(32, 64), torch.device("cpu"), torch.bfloat16), qnn.Int8Linear)
+
+
+def test_a_q8_0_gguf_loads_into_the_kernel_layer(tmp_path: Path) -> None:
+    w = np.random.default_rng(5).standard_normal((32, 64)).astype(np.float32)
+    source = open_weights(write_gguf(tmp_path / "w.gguf", {"w": w}, types={"w": "Q8_0"}))
+    layer = qnn.quantized_linear(source.blocks("w"), torch.device("cpu"), torch.bfloat16)
+    assert isinstance(layer, q8.Q8_0Linear) and torch.equal(layer.dequantized(), source.get("w"))
+    assert qnn.quantized_bytes(torch.nn.Sequential(layer)) == 32 * 64 // 32 * 34
