@@ -61,10 +61,23 @@ def vae_adapters(cfg: VoxCPMConfig) -> list[Op]:
 
 
 #: The generator's linear layers that a Q8_0 / Q4_0 package keeps quantized under a 16-bit compute
-#: dtype: the two MiniCPM LMs, most of the weights, run on one row per step, where the int8 kernel
-#: beats bfloat16. The local encoder and DiT run on 10-20 rows per weight read (every Euler step),
-#: where no int8 kernel beats the bfloat16 GEMM (docs/numerics.md): they are dequantized at load.
+#: dtype: the two MiniCPM LMs, most of the weights, run on one row per step, where every int8
+#: kernel beats bfloat16.
 QUANTIZED_LINEARS = ("base_lm.*", "residual_lm.*")
+#: Also kept quantized where the CPU's Q8_0 kernel runs (engine.nn.q8_0_linear): the local encoder
+#: and DiT, run on 10-20 rows per weight read every Euler step, where that kernel beats the
+#: bfloat16 GEMM and the per-row int8 layer does not (docs/numerics.md); elsewhere they are
+#: dequantized to the compute dtype at load.
+KERNEL_QUANTIZED_LINEARS = ("feat_encoder.*", "feat_decoder.*")
+
+
+def quantized_linears(device: torch.device) -> tuple[str, ...]:
+    """The globs of the linear layers a quantized package keeps quantized on ``device``."""
+    from audiocpp.engine.nn import q8_0_linear
+
+    if device.type == "cpu" and q8_0_linear.kernel() is not None:
+        return QUANTIZED_LINEARS + KERNEL_QUANTIZED_LINEARS
+    return QUANTIZED_LINEARS
 
 
 @dataclass
@@ -90,14 +103,15 @@ class VoxCPM2Parts:
         """The generator with its weights in ``dtype`` (checkpoints are bf16; float32 is exact
         against upstream run in float32) on the parts' device, its linear layers on oneDNN-packed
         weights if ``packed`` (CPU). A Q8_0 / Q4_0 package under a 16-bit dtype keeps the LMs'
-        linears quantized (:data:`QUANTIZED_LINEARS`). The weights file is opened for this and
+        linears quantized (:func:`quantized_linears`). The weights file is opened for this and
         unmapped after, unless parameters still view it (a bf16 checkpoint loaded in bf16 without
         packing: zero-copy); copied tensors release their pages of the file as they are made."""
         from audiocpp.engine.weights.gguf_file import mapped_file, release_pages
 
         source = self.model_source()  # kept until the end: packing releases the pages of what it copies
         model = load_on_meta(lambda: VoxCPMModel(self.config), source, dtype=dtype,
-                             what="VoxCPM2 generator", device=self.device, quantize=QUANTIZED_LINEARS)
+                             what="VoxCPM2 generator", device=self.device,
+                             quantize=quantized_linears(self.device))
         if packed and self.device.type == "cpu":
             from audiocpp.engine.nn.packed_linear import pack_linears
 
