@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -27,9 +28,14 @@ from .cases import CASE_BY_NAME, TOKENIZER_TEXTS, cosine, run_ours
 VARIANTS = ["tiny_05b", "tiny_15"]
 
 
-def synth(model, ck: str, audio_files, kind: str = "clone") -> tuple[np.ndarray, np.ndarray]:
-    """Latents and audio of a clone (exercises the VAE encoder too) or tts case."""
-    result, _ = run_ours(model, CASE_BY_NAME[f"{ck}:{kind}"], audio_files)
+def synth(model, ck: str, audio_files, kind: str = "clone", patches: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Latents and audio of a clone (exercises the VAE encoder too) or tts case; ``patches``: that
+    many exactly, whatever the stop head says (drift tests: a random tiny model's stop decision
+    sits near its threshold, and any reduced precision may move it a patch or two)."""
+    case = CASE_BY_NAME[f"{ck}:{kind}"]
+    if patches is not None:
+        case = replace(case, options={**case.options, "min_tokens": patches, "max_tokens": patches})
+    result, _ = run_ours(model, case, audio_files)
     return result.details["latents"][0], result.audio.samples
 
 
@@ -141,8 +147,8 @@ def test_reduced_precision_drifts_little(ck: str, where: str, kind: str, package
         path = cpp_gguf(ck, weight_type="q8_0", vae_type="q8_0")
     else:
         path = cpp_gguf(ck, weight_type=kind)
-    latents, audio = synth(loaded(ck), ck, audio_files, "tts_seed7_steps5")
-    other_latents, other_audio = synth(loaded(path), ck, audio_files, "tts_seed7_steps5")
+    latents, audio = synth(loaded(ck), ck, audio_files, "tts_seed7_steps5", patches=6)
+    other_latents, other_audio = synth(loaded(path), ck, audio_files, "tts_seed7_steps5", patches=6)
     assert other_latents.shape == latents.shape
     assert 0 < np.abs(other_latents - latents).max() < 0.1
     assert cosine(other_audio, audio) > 0.999
