@@ -8,8 +8,10 @@ Speed: milliseconds per call of ``y = x W^T`` for each row count, W of ``out x i
 float32 and bfloat16 GEMM with oneDNN-packed weights (``engine.nn.packed_linear``), int8 weights
 with one scale per row on ``torch._weight_int8pack_mm`` (bfloat16 rows), the same int8 matrix
 converted to bfloat16 per call then the bfloat16 GEMM (``engine.nn.quantized.Int8Linear`` beyond
-its row threshold), Q4_0 on ``torch._weight_int4pack_mm_for_cpu``, ``torch.ao`` dynamic quantized
-linear (int8 activations per tensor, VNNI) and ``torch._int_mm`` with int8 activations per row.
+its row threshold), Q8_0's own blocks on the VNNI kernel with int8 rows per block of 32
+(``engine.nn.q8_0_linear``, where it builds), Q4_0 on ``torch._weight_int4pack_mm_for_cpu``,
+``torch.ao`` dynamic quantized linear (int8 activations per tensor, VNNI) and ``torch._int_mm``
+with int8 activations per row.
 Error: relative output error against float64 on random weights, rows with and without a few
 outlier channels (x20 on 1 % of the input features).
 """
@@ -23,6 +25,8 @@ import warnings
 
 import torch
 import torch.nn.functional as F
+
+from audiocpp.engine.nn import q8_0_linear
 
 warnings.filterwarnings("ignore")
 
@@ -66,6 +70,13 @@ def kernels(w: torch.Tensor) -> dict:
     lin.weight.data = wq.clone()
     dyn = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(lin), {torch.nn.Linear}, dtype=torch.qint8)
 
+    q8_kernel = None
+    if q8_0_linear.kernel() is not None:
+        b = w.view(n, k // 32, 32)
+        d = (b.abs().amax(-1) / 127).half().float()
+        values = torch.round(b / d[..., None].clamp_min(1e-30)).clamp(-127, 127).to(torch.int8).view(n, k)
+        q8_kernel = q8_0_linear.Q8_0Linear.from_values(values, d).forward
+
     def int_mm(x):
         xs = x.abs().amax(1, keepdim=True) / 127
         return torch._int_mm(torch.round(x / xs).to(torch.int8), q.t()).float() * xs * s
@@ -75,6 +86,7 @@ def kernels(w: torch.Tensor) -> dict:
         "bf16 packed": lambda x: torch.ops.mkldnn._linear_pointwise(x.bfloat16(), packed16, None, "none", [], ""),
         "int8pack": lambda x: torch._weight_int8pack_mm(x.bfloat16(), q, sb),
         "int8->bf16 GEMM": lambda x: F.linear(x.bfloat16(), q.to(torch.bfloat16)) * sb,
+        **({"Q8_0 VNNI kernel": lambda x: q8_kernel(x.bfloat16())} if q8_kernel else {}),
         "q4_0 int4pack": lambda x: torch.ops.aten._weight_int4pack_mm_for_cpu(x.bfloat16(), int4, 32, sz),
         "ao dynamic int8": lambda x: dyn(x),
         "int_mm per-row": int_mm,
@@ -108,8 +120,8 @@ def main(argv: list[str]) -> int:
                 x[:, torch.randperm(k)[: k // 100]] *= outliers
             ref = F.linear(x.double(), w.double())
             errs = {"bf16 weights+rows": F.linear(x.bfloat16(), w.bfloat16()), "Q8_0 (float32)": ks["_q8_0_f32"](x),
-                    **{name: ks[name](x) for name in ("int8pack", "int8->bf16 GEMM", "ao dynamic int8",
-                                                      "int_mm per-row")}}
+                    **{name: ks[name](x) for name in ("int8pack", "int8->bf16 GEMM", "Q8_0 VNNI kernel",
+                                                      "ao dynamic int8", "int_mm per-row") if name in ks}}
             line = ", ".join(f"{name} {float((y.double() - ref).norm() / ref.norm()):.2%}" for name, y in errs.items())
             print(f"  {'x20 outlier channels' if outliers else 'plain rows':22s} {line}")
     return 0

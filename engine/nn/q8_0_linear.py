@@ -194,8 +194,9 @@ def kernel() -> Any | None:
     values = torch.randint(-127, 128, (80, 96), dtype=torch.int8, generator=gen)  # 5 groups: 3 + a tail of 2
     scales = (torch.rand(80, 3, generator=gen) * 0.01).to(torch.float16).float()
     x = torch.randn(6, 96, generator=gen)  # a tile of 4 rows + a tail of 2
-    packed, packed_scales = _pack(module, values, scales)
-    got = module.q8_0_linear(x, packed, packed_scales)
+    packed = torch.empty((80 // GROUP, 96 // BLOCK, 512), dtype=torch.uint8)
+    module.pack_into(values, packed)
+    got = module.q8_0_linear(x, packed, _pack_scales(scales))
     ok = torch.allclose(got.double(), reference(x, values, scales), rtol=1e-5, atol=1e-6)
     return module if ok else None
 
@@ -211,13 +212,6 @@ def reference(x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor) -> to
     qw = values.reshape(values.shape[0], cols // BLOCK, BLOCK).double()
     sums = torch.einsum("mbk,nbk->mnb", qx, qw)
     return (sums * d.double()[:, None, :] * scales.double()[None, :, :]).sum(-1)
-
-
-def _pack(op: Any, values: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    rows, cols = values.shape
-    packed = torch.empty((rows // GROUP, cols // BLOCK, 512), dtype=torch.uint8)
-    op.pack_into(values.contiguous(), packed)
-    return packed, _pack_scales(scales)
 
 
 def _pack_scales(scales: torch.Tensor) -> torch.Tensor:
@@ -248,15 +242,22 @@ class Q8_0Linear(nn.Module):
 
     @classmethod
     def from_blocks(cls, blocks: BlockTensor) -> Q8_0Linear:
-        op = kernel()
-        if op is None or blocks.shape[0] % GROUP:
-            raise ValueError("the Q8_0 kernel is not available here, or the rows are not in groups of 16")
+        op = _kernel_for(blocks.shape[0])
         rows, cols = blocks.shape
         packed = torch.empty((rows // GROUP, cols // BLOCK, 512), dtype=torch.uint8)
         for lo in range(0, rows, _CHUNK_ROWS):
             hi = min(rows, lo + _CHUNK_ROWS)
             op.pack_into(torch.from_numpy(blocks.row_slice(lo, hi).values()), packed[lo // GROUP:hi // GROUP])
         return cls(packed, _pack_scales(torch.from_numpy(blocks.scales())))
+
+    @classmethod
+    def from_values(cls, values: torch.Tensor, scales: torch.Tensor) -> Q8_0Linear:
+        """The layer for int8 ``values`` ``(out, in)`` and block ``scales`` ``(out, in / 32)``
+        (rounded to f16, as Q8_0 stores them)."""
+        op = _kernel_for(values.shape[0])
+        packed = torch.empty((values.shape[0] // GROUP, values.shape[1] // BLOCK, 512), dtype=torch.uint8)
+        op.pack_into(values.to(torch.int8).contiguous(), packed)
+        return cls(packed, _pack_scales(scales))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-1]
@@ -280,3 +281,9 @@ class Q8_0Linear(nn.Module):
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, Q8_0 blocks, int8 rows per block"
 
+
+def _kernel_for(rows: int) -> Any:
+    op = kernel()
+    if op is None or rows % GROUP:
+        raise ValueError("the Q8_0 kernel is not available here, or the rows are not in groups of 16")
+    return op

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from audiocpp.engine.device import auto_compute_dtype, device_of
+from audiocpp.engine.device import QUANTIZED_STORAGE, auto_compute_dtype, device_of, storage_dtype
 from audiocpp.engine.errors import ModelError
 from audiocpp.engine.nn.build import build_on_meta, load_on_meta
 from audiocpp.engine.spec.model import ModelSpec
@@ -71,11 +71,13 @@ QUANTIZED_LINEARS = ("base_lm.*", "residual_lm.*")
 KERNEL_QUANTIZED_LINEARS = ("feat_encoder.*", "feat_decoder.*")
 
 
-def quantized_linears(device: torch.device) -> tuple[str, ...]:
-    """The globs of the linear layers a quantized package keeps quantized on ``device``."""
+def quantized_linears(source: TensorSource, dtype: torch.dtype, device: torch.device) -> tuple[str, ...]:
+    """The globs of the linear layers that ``source`` keeps quantized computing in ``dtype`` on
+    ``device`` (the kernel is built only for a quantized package that will use it)."""
     from audiocpp.engine.nn import q8_0_linear
 
-    if device.type == "cpu" and q8_0_linear.kernel() is not None:
+    if device.type == "cpu" and dtype in (torch.bfloat16, torch.float16) \
+            and storage_dtype(source) in QUANTIZED_STORAGE and q8_0_linear.kernel() is not None:
         return QUANTIZED_LINEARS + KERNEL_QUANTIZED_LINEARS
     return QUANTIZED_LINEARS
 
@@ -111,7 +113,7 @@ class VoxCPM2Parts:
         source = self.model_source()  # kept until the end: packing releases the pages of what it copies
         model = load_on_meta(lambda: VoxCPMModel(self.config), source, dtype=dtype,
                              what="VoxCPM2 generator", device=self.device,
-                             quantize=quantized_linears(self.device))
+                             quantize=quantized_linears(source, dtype, self.device))
         if packed and self.device.type == "cpu":
             from audiocpp.engine.nn.packed_linear import pack_linears
 

@@ -38,6 +38,8 @@ def test_the_layer_holds_the_stored_values_and_scales(qtype: str) -> None:
     assert torch.equal(layer.values(), torch.from_numpy(blocks.values()))
     assert torch.equal(layer.dequantized(), blocks.dequantize())
     assert layer.packed.numel() + layer.scales.numel() * 2 == 48 * 256 // 32 * 34  # Q8_0's 34 bytes per 32
+    same = q8.Q8_0Linear.from_values(*_values_scales(blocks))
+    assert torch.equal(same.packed, layer.packed) and torch.equal(same.scales, layer.scales)
 
 
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 63, 64, 65, 130])
