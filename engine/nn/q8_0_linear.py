@@ -49,6 +49,7 @@ _SOURCE = r"""
 
 // q int8 [n, K] (n a multiple of 16) -> out uint8 [n / 16, K / 32, 8 steps, 16 features, 4 inputs], q + 128
 void pack_into(const at::Tensor& q, at::Tensor& out) {
+  TORCH_CHECK(q.device().is_cpu() && out.device().is_cpu(), "the Q8_0 kernel runs on the CPU");
   TORCH_CHECK(q.scalar_type() == at::kChar && q.is_contiguous() && out.scalar_type() == at::kByte && out.is_contiguous());
   const int64_t n = q.size(0), K = q.size(1), KB = K / 32;
   TORCH_CHECK(n % 16 == 0 && K % 32 == 0 && out.numel() == n * K, "rows in 16s, columns in 32s");
@@ -142,6 +143,7 @@ static void rows(const int8_t* xq, const float* xs, const int32_t* xc, int64_t m
 
 // x [M, K] (any float dtype), w and sc packed -> float32 [M, groups * 16]
 at::Tensor q8_0_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sc) {
+  TORCH_CHECK(x.device().is_cpu() && w.device().is_cpu() && sc.device().is_cpu(), "the Q8_0 kernel runs on the CPU");
   TORCH_CHECK(x.dim() == 2 && w.dim() == 3 && sc.dim() == 3 && w.size(2) == 512 && sc.size(2) == 16);
   TORCH_CHECK(w.scalar_type() == at::kByte && sc.scalar_type() == at::kShort && w.is_contiguous() && sc.is_contiguous());
   const int64_t G = w.size(0), KB = w.size(1), K = KB * 32, N = G * 16;
@@ -186,7 +188,7 @@ def kernel() -> Any | None:
     run (checked against :func:`reference` once). ``AUDIOCPP_Q8_0_KERNEL=0`` disables them."""
     if jit.disabled("AUDIOCPP_Q8_0_KERNEL"):
         return None
-    module = jit.build("audiocpp_q8_0_linear_v2", _SOURCE, ["pack_into", "q8_0_linear"], cpu_flags_needed=_FLAGS,
+    module = jit.build("audiocpp_q8_0_linear_v3", _SOURCE, ["pack_into", "q8_0_linear"], cpu_flags_needed=_FLAGS,
                        cflags=["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni", "-mf16c", "-mfma"])
     if module is None:
         return None
