@@ -9,7 +9,8 @@ float32 and bfloat16 GEMM with oneDNN-packed weights (``engine.nn.packed_linear`
 with one scale per row on ``torch._weight_int8pack_mm`` (bfloat16 rows), the same int8 matrix
 converted to bfloat16 per call then the bfloat16 GEMM (``engine.nn.quantized.Int8Linear`` beyond
 its row threshold), Q8_0's own blocks on the VNNI kernel with int8 rows per block of 32
-(``engine.nn.q8_0_linear``, where it builds), Q4_0 on ``torch._weight_int4pack_mm_for_cpu``,
+(``engine.nn.q8_0_linear``, where it builds), Q4_0 on ``torch._weight_int4pack_mm_for_cpu`` and on
+the VNNI kernel,
 ``torch.ao`` dynamic quantized linear (int8 activations per tensor, VNNI) and ``torch._int_mm``
 with int8 activations per row.
 Error: relative output error against float64 on random weights, rows with and without a few
@@ -70,12 +71,13 @@ def kernels(w: torch.Tensor) -> dict:
     lin.weight.data = wq.clone()
     dyn = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(lin), {torch.nn.Linear}, dtype=torch.qint8)
 
-    q8_kernel = None
+    q8_kernel = q4_kernel = None
     if q8_0_linear.kernel() is not None:
         b = w.view(n, k // 32, 32)
         d = (b.abs().amax(-1) / 127).half().float()
         values = torch.round(b / d[..., None].clamp_min(1e-30)).clamp(-127, 127).to(torch.int8).view(n, k)
         q8_kernel = q8_0_linear.Q8_0Linear.from_values(values, d).forward
+        q4_kernel = q8_0_linear.Q8_0Linear.from_values((nib - 8).to(torch.int8), d4, bits=4).forward
 
     def int_mm(x):
         xs = x.abs().amax(1, keepdim=True) / 127
@@ -88,6 +90,7 @@ def kernels(w: torch.Tensor) -> dict:
         "int8->bf16 GEMM": lambda x: F.linear(x.bfloat16(), q.to(torch.bfloat16)) * sb,
         **({"Q8_0 VNNI kernel": lambda x: q8_kernel(x.bfloat16())} if q8_kernel else {}),
         "q4_0 int4pack": lambda x: torch.ops.aten._weight_int4pack_mm_for_cpu(x.bfloat16(), int4, 32, sz),
+        **({"Q4_0 VNNI kernel": lambda x: q4_kernel(x.bfloat16())} if q4_kernel else {}),
         "ao dynamic int8": lambda x: dyn(x),
         "int_mm per-row": int_mm,
         "_q8_0_f32": lambda x: F.linear(x, wq),

@@ -8,7 +8,7 @@ first session), run one fixed request ``--repeats`` times after a warm-up, print
 
 RSS figures come from /proc/self/status: the baseline (after importing torch and audiocpp), the
 peak while loading (VmHWM), the peak while generating (VmHWM reset after the warm-up). Resident
-weights are summed over the networks' parameters and buffers by kind (f32, bf16, f16, q8_0 blocks, int8, int4),
+weights are summed over the networks' parameters and buffers by kind (f32, bf16, f16, q8_0 / q4_0 blocks, int8, int4),
 those still viewing the memory-mapped file counted apart (``mmap``).
 """
 
@@ -90,12 +90,12 @@ def resident(modules: list) -> dict[str, int]:
     from audiocpp.engine.weights.gguf_file import mapped_file
 
     kinds = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16", torch.int8: "int8"}
-    layer_kinds = {Q8_0Linear: "q8_0 blocks", Int4Linear: "int4", Int8Linear: "int8"}
+    layer_kinds = {Int4Linear: "int4", Int8Linear: "int8"}
     out: dict[str, int] = {}
     seen: set[int] = set()
     for module in modules:  # a quantized layer's values and scales count as its kind
         for child in module.modules():
-            kind = layer_kinds.get(type(child))
+            kind = f"q{child.bits}_0 blocks" if isinstance(child, Q8_0Linear) else layer_kinds.get(type(child))
             for t in child.buffers(recurse=False) if kind else ():
                 if t.data_ptr() not in seen:
                     seen.add(t.data_ptr())

@@ -47,8 +47,8 @@ _SOURCE = r"""
 #include <immintrin.h>
 #include <cstring>
 
-// q int8 [n, K] (n a multiple of 16) -> out uint8 [n / 16, K / 32, 8 steps, 16 features, 4 inputs], q + 128
-void pack_into(const at::Tensor& q, at::Tensor& out) {
+// Q8_0: q int8 [n, K] (n a multiple of 16) -> out uint8 [n / 16, K / 32, 8 steps, 16 features, 4 inputs], q + 128
+void pack_q8_into(const at::Tensor& q, at::Tensor& out) {
   TORCH_CHECK(q.device().is_cpu() && out.device().is_cpu(), "the Q8_0 kernel runs on the CPU");
   TORCH_CHECK(q.scalar_type() == at::kChar && q.is_contiguous() && out.scalar_type() == at::kByte && out.is_contiguous());
   const int64_t n = q.size(0), K = q.size(1), KB = K / 32;
@@ -67,9 +67,32 @@ void pack_into(const at::Tensor& q, at::Tensor& out) {
   });
 }
 
-// x float [M, K] -> per block of 32: int8 values, float scale, and -128 * the block's sum (the offset
-// of the unsigned weights)
-static void quantize_rows(const float* x, int64_t M, int64_t K, int8_t* xq, float* xs, int32_t* xc) {
+// Q4_0: nibbles uint8 0..15 [n, K] -> out uint8 [n / 16, K / 32, 4 step pairs, 16 features, 4 inputs]: step s in
+// the low nibble, step s + 4 in the high one (value = nibble - 8)
+void pack_q4_into(const at::Tensor& q, at::Tensor& out) {
+  TORCH_CHECK(q.device().is_cpu() && out.device().is_cpu(), "the Q8_0 kernel runs on the CPU");
+  TORCH_CHECK(q.scalar_type() == at::kByte && q.is_contiguous() && out.scalar_type() == at::kByte && out.is_contiguous());
+  const int64_t n = q.size(0), K = q.size(1), KB = K / 32;
+  TORCH_CHECK(n % 16 == 0 && K % 32 == 0 && out.numel() * 2 == n * K, "rows in 16s, columns in 32s");
+  const uint8_t* src = q.data_ptr<uint8_t>();
+  uint8_t* dst = out.data_ptr<uint8_t>();
+  at::parallel_for(0, n / 16, 1, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g)
+      for (int64_t kb = 0; kb < KB; ++kb) {
+        uint8_t* o = dst + (g * KB + kb) * 256;
+        for (int s = 0; s < 4; ++s)
+          for (int c = 0; c < 16; ++c)
+            for (int i = 0; i < 4; ++i) {
+              const uint8_t* row = src + (g * 16 + c) * K + kb * 32;
+              o[(s * 16 + c) * 4 + i] = (uint8_t)((row[s * 4 + i] & 15) | ((row[(s + 4) * 4 + i] & 15) << 4));
+            }
+      }
+  });
+}
+
+// x float [M, K] -> per block of 32: int8 values, float scale, and the sum of the values (times the
+// weights' unsigned offset it gives back what the offset added)
+static void quantize_rows(const float* x, int64_t M, int64_t K, int8_t* xq, float* xs, int32_t* xsum) {
   const int64_t KB = K / 32;
   at::parallel_for(0, M, 8, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m)
@@ -84,36 +107,63 @@ static void quantize_rows(const float* x, int64_t M, int64_t K, int8_t* xq, floa
         _mm_storeu_si128((__m128i*)(xq + m * K + kb * 32), _mm512_cvtsepi32_epi8(ia));
         _mm_storeu_si128((__m128i*)(xq + m * K + kb * 32 + 16), _mm512_cvtsepi32_epi8(ib));
         xs[m * KB + kb] = d;
-        xc[m * KB + kb] = -128 * _mm512_reduce_add_epi32(_mm512_add_epi32(ia, ib));
+        xsum[m * KB + kb] = _mm512_reduce_add_epi32(_mm512_add_epi32(ia, ib));
       }
   });
 }
 
-// R rows x V groups of 16 features over all of K
-template <int R, int V>
-static inline void tile(const int8_t* xq, const float* xs, const int32_t* xc, int64_t K, const uint8_t* w,
+static inline __m512i broadcast4(const int8_t* p) {
+  int32_t four;
+  std::memcpy(&four, p, 4);
+  return _mm512_set1_epi32(four);
+}
+
+// R rows x V groups of 16 features over all of K; BITS 8 (Q8_0, offset 128) or 4 (Q4_0, offset 8)
+template <int R, int V, int BITS>
+static inline void tile(const int8_t* xq, const float* xs, const int32_t* xsum, int64_t K, const uint8_t* w,
                         const uint16_t* sc, int64_t g0, float* y, int64_t ldy) {
+  constexpr int64_t BYTES = BITS == 8 ? 512 : 256;  // per group and block of 32
+  constexpr int32_t OFFSET = BITS == 8 ? 128 : 8;
   const int64_t KB = K / 32;
   __m512 acc[R][V];
   for (int r = 0; r < R; ++r) for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
   for (int64_t kb = 0; kb < KB; ++kb) {
     __m512i sum[R][V];
     for (int r = 0; r < R; ++r) {
-      const __m512i offset = _mm512_set1_epi32(xc[r * KB + kb]);
+      const __m512i offset = _mm512_set1_epi32(-OFFSET * xsum[r * KB + kb]);
       for (int v = 0; v < V; ++v) sum[r][v] = offset;
     }
     const uint8_t* wb[V];
-    for (int v = 0; v < V; ++v) wb[v] = w + ((g0 + v) * KB + kb) * 512;
+    for (int v = 0; v < V; ++v) wb[v] = w + ((g0 + v) * KB + kb) * BYTES;
     const int8_t* xb = xq + kb * 32;
+    if constexpr (BITS == 8) {
 #pragma GCC unroll 8
-    for (int s = 0; s < 8; ++s) {
-      __m512i b[V];
-      for (int v = 0; v < V; ++v) b[v] = _mm512_load_si512((const void*)(wb[v] + s * 64));
-      for (int r = 0; r < R; ++r) {
-        int32_t four;
-        std::memcpy(&four, xb + r * K + s * 4, 4);
-        const __m512i a = _mm512_set1_epi32(four);
-        for (int v = 0; v < V; ++v) sum[r][v] = _mm512_dpbusd_epi32(sum[r][v], b[v], a);
+      for (int s = 0; s < 8; ++s) {
+        __m512i b[V];
+        for (int v = 0; v < V; ++v) b[v] = _mm512_load_si512((const void*)(wb[v] + s * 64));
+        for (int r = 0; r < R; ++r) {
+          const __m512i a = broadcast4(xb + r * K + s * 4);
+          for (int v = 0; v < V; ++v) sum[r][v] = _mm512_dpbusd_epi32(sum[r][v], b[v], a);
+        }
+      }
+    } else {
+      const __m512i low = _mm512_set1_epi8(15);
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; ++s) {
+        __m512i raw[V], b[V];
+        for (int v = 0; v < V; ++v) {
+          raw[v] = _mm512_load_si512((const void*)(wb[v] + s * 64));
+          b[v] = _mm512_and_si512(raw[v], low);
+        }
+        for (int r = 0; r < R; ++r) {
+          const __m512i a = broadcast4(xb + r * K + s * 4);
+          for (int v = 0; v < V; ++v) sum[r][v] = _mm512_dpbusd_epi32(sum[r][v], b[v], a);
+        }
+        for (int v = 0; v < V; ++v) b[v] = _mm512_and_si512(_mm512_srli_epi16(raw[v], 4), low);
+        for (int r = 0; r < R; ++r) {
+          const __m512i a = broadcast4(xb + r * K + (s + 4) * 4);
+          for (int v = 0; v < V; ++v) sum[r][v] = _mm512_dpbusd_epi32(sum[r][v], b[v], a);
+        }
       }
     }
     __m512 ws[V];
@@ -127,24 +177,43 @@ static inline void tile(const int8_t* xq, const float* xs, const int32_t* xc, in
   for (int r = 0; r < R; ++r) for (int v = 0; v < V; ++v) _mm512_storeu_ps(y + r * ldy + (g0 + v) * 16, acc[r][v]);
 }
 
-template <int V>
-static void rows(const int8_t* xq, const float* xs, const int32_t* xc, int64_t m0, int64_t m1, int64_t K,
+template <int V, int BITS>
+static void rows(const int8_t* xq, const float* xs, const int32_t* xsum, int64_t m0, int64_t m1, int64_t K,
                  const uint8_t* w, const uint16_t* sc, int64_t g0, float* y, int64_t N) {
   const int64_t KB = K / 32;
   int64_t m = m0;
-  for (; m + 4 <= m1; m += 4) tile<4, V>(xq + m * K, xs + m * KB, xc + m * KB, K, w, sc, g0, y + m * N, N);
+  for (; m + 4 <= m1; m += 4) tile<4, V, BITS>(xq + m * K, xs + m * KB, xsum + m * KB, K, w, sc, g0, y + m * N, N);
   switch (m1 - m) {
-    case 3: tile<3, V>(xq + m * K, xs + m * KB, xc + m * KB, K, w, sc, g0, y + m * N, N); break;
-    case 2: tile<2, V>(xq + m * K, xs + m * KB, xc + m * KB, K, w, sc, g0, y + m * N, N); break;
-    case 1: tile<1, V>(xq + m * K, xs + m * KB, xc + m * KB, K, w, sc, g0, y + m * N, N); break;
+    case 3: tile<3, V, BITS>(xq + m * K, xs + m * KB, xsum + m * KB, K, w, sc, g0, y + m * N, N); break;
+    case 2: tile<2, V, BITS>(xq + m * K, xs + m * KB, xsum + m * KB, K, w, sc, g0, y + m * N, N); break;
+    case 1: tile<1, V, BITS>(xq + m * K, xs + m * KB, xsum + m * KB, K, w, sc, g0, y + m * N, N); break;
     default: break;
   }
 }
 
-// x [M, K] (any float dtype), w and sc packed -> float32 [M, groups * 16]
-at::Tensor q8_0_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sc) {
+template <int BITS>
+static void run(const int8_t* qp, const float* sp, const int32_t* cp, int64_t M, int64_t K, const uint8_t* wp,
+                const uint16_t* scp, int64_t G, float* yp) {
+  constexpr int V = 3;        // groups of 16 features per tile
+  constexpr int64_t MC = 64;  // rows per task: tasks of one group of features share its weights in cache
+  const int64_t N = G * 16, vgroups = (G + V - 1) / V, mchunks = (M + MC - 1) / MC;
+  at::parallel_for(0, vgroups * mchunks, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t g0 = (t / mchunks) * V, m0 = (t % mchunks) * MC, m1 = std::min(M, m0 + MC);
+      switch (std::min<int64_t>(V, G - g0)) {
+        case 3: rows<3, BITS>(qp, sp, cp, m0, m1, K, wp, scp, g0, yp, N); break;
+        case 2: rows<2, BITS>(qp, sp, cp, m0, m1, K, wp, scp, g0, yp, N); break;
+        default: rows<1, BITS>(qp, sp, cp, m0, m1, K, wp, scp, g0, yp, N); break;
+      }
+    }
+  });
+}
+
+// x [M, K] (any float dtype), w and sc packed (512 bytes per group and block: Q8_0, 256: Q4_0)
+// -> float32 [M, groups * 16]
+at::Tensor block_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sc) {
   TORCH_CHECK(x.device().is_cpu() && w.device().is_cpu() && sc.device().is_cpu(), "the Q8_0 kernel runs on the CPU");
-  TORCH_CHECK(x.dim() == 2 && w.dim() == 3 && sc.dim() == 3 && w.size(2) == 512 && sc.size(2) == 16);
+  TORCH_CHECK(x.dim() == 2 && w.dim() == 3 && sc.dim() == 3 && (w.size(2) == 512 || w.size(2) == 256) && sc.size(2) == 16);
   TORCH_CHECK(w.scalar_type() == at::kByte && sc.scalar_type() == at::kShort && w.is_contiguous() && sc.is_contiguous());
   const int64_t G = w.size(0), KB = w.size(1), K = KB * 32, N = G * 16;
   TORCH_CHECK(x.size(1) == K && sc.size(0) == G && sc.size(1) == KB, "x [M, K] against the packed matrix");
@@ -154,27 +223,13 @@ at::Tensor q8_0_linear(const at::Tensor& x, const at::Tensor& w, const at::Tenso
   if (M == 0) return y;
   auto xq = at::empty({M, K}, xf.options().dtype(at::kChar));
   auto xs = at::empty({M, KB}, xf.options());
-  auto xc = at::empty({M, KB}, xf.options().dtype(at::kInt));
-  quantize_rows(xf.data_ptr<float>(), M, K, xq.data_ptr<int8_t>(), xs.data_ptr<float>(), xc.data_ptr<int32_t>());
-  const int8_t* qp = xq.data_ptr<int8_t>();
-  const float* sp = xs.data_ptr<float>();
-  const int32_t* cp = xc.data_ptr<int32_t>();
-  const uint8_t* wp = w.data_ptr<uint8_t>();
+  auto xsum = at::empty({M, KB}, xf.options().dtype(at::kInt));
+  quantize_rows(xf.data_ptr<float>(), M, K, xq.data_ptr<int8_t>(), xs.data_ptr<float>(), xsum.data_ptr<int32_t>());
   const uint16_t* scp = reinterpret_cast<const uint16_t*>(sc.data_ptr<int16_t>());
-  float* yp = y.data_ptr<float>();
-  constexpr int V = 3;       // groups of 16 features per tile
-  constexpr int64_t MC = 64;  // rows per task: tasks of one group of features share its weights in cache
-  const int64_t vgroups = (G + V - 1) / V, mchunks = (M + MC - 1) / MC;
-  at::parallel_for(0, vgroups * mchunks, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t g0 = (t / mchunks) * V, m0 = (t % mchunks) * MC, m1 = std::min(M, m0 + MC);
-      switch (std::min<int64_t>(V, G - g0)) {
-        case 3: rows<3>(qp, sp, cp, m0, m1, K, wp, scp, g0, yp, N); break;
-        case 2: rows<2>(qp, sp, cp, m0, m1, K, wp, scp, g0, yp, N); break;
-        default: rows<1>(qp, sp, cp, m0, m1, K, wp, scp, g0, yp, N); break;
-      }
-    }
-  });
+  if (w.size(2) == 512)
+    run<8>(xq.data_ptr<int8_t>(), xs.data_ptr<float>(), xsum.data_ptr<int32_t>(), M, K, w.data_ptr<uint8_t>(), scp, G, y.data_ptr<float>());
+  else
+    run<4>(xq.data_ptr<int8_t>(), xs.data_ptr<float>(), xsum.data_ptr<int32_t>(), M, K, w.data_ptr<uint8_t>(), scp, G, y.data_ptr<float>());
   return y;
 }
 """
@@ -184,28 +239,31 @@ _FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512_vnni", "f16c", "fma")
 
 @cache
 def kernel() -> Any | None:
-    """The compiled ops (``pack_into``, ``q8_0_linear``), or None where they cannot be built or
-    run (checked against :func:`reference` once). ``AUDIOCPP_Q8_0_KERNEL=0`` disables them."""
+    """The compiled ops (``pack_q8_into``, ``pack_q4_into``, ``block_linear``), or None where they
+    cannot be built or run (checked against :func:`reference` once, both layouts).
+    ``AUDIOCPP_Q8_0_KERNEL=0`` disables them."""
     if jit.disabled("AUDIOCPP_Q8_0_KERNEL"):
         return None
-    module = jit.build("audiocpp_q8_0_linear_v3", _SOURCE, ["pack_into", "q8_0_linear"], cpu_flags_needed=_FLAGS,
+    module = jit.build("audiocpp_q8_0_linear_v4", _SOURCE, ["pack_q8_into", "pack_q4_into", "block_linear"],
+                       cpu_flags_needed=_FLAGS,
                        cflags=["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni", "-mf16c", "-mfma"])
     if module is None:
         return None
     gen = torch.Generator().manual_seed(0)
-    values = torch.randint(-127, 128, (80, 96), dtype=torch.int8, generator=gen)  # 5 groups: 3 + a tail of 2
     scales = (torch.rand(80, 3, generator=gen) * 0.01).to(torch.float16).float()
     x = torch.randn(6, 96, generator=gen)  # a tile of 4 rows + a tail of 2
-    packed = torch.empty((80 // GROUP, 96 // BLOCK, 512), dtype=torch.uint8)
-    module.pack_into(values, packed)
-    got = module.q8_0_linear(x, packed, _pack_scales(scales))
-    ok = torch.allclose(got.double(), reference(x, values, scales), rtol=1e-5, atol=1e-6)
-    return module if ok else None
+    for low, high in ((-127, 128), (-8, 8)):  # Q8_0, Q4_0 values
+        values = torch.randint(low, high, (80, 96), dtype=torch.int8, generator=gen)  # 5 groups: 3 + a tail of 2
+        packed = _pack_values(module, values, bits=8 if high > 8 else 4)
+        got = module.block_linear(x, packed, _pack_scales(scales))
+        if not torch.allclose(got.double(), reference(x, values, scales), rtol=1e-5, atol=1e-6):
+            return None
+    return module
 
 
 def reference(x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     """What the kernel computes, in float64 from the same quantized input: ``x`` (M, K), the
-    matrix's int8 ``values`` (N, K) and float ``scales`` (N, K / 32)."""
+    matrix's integer ``values`` (N, K) and float ``scales`` (N, K / 32)."""
     rows, cols = x.shape
     blocks = x.float().reshape(rows, cols // BLOCK, BLOCK)
     d = blocks.abs().amax(-1) / 127
@@ -214,6 +272,18 @@ def reference(x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor) -> to
     qw = values.reshape(values.shape[0], cols // BLOCK, BLOCK).double()
     sums = torch.einsum("mbk,nbk->mnb", qx, qw)
     return (sums * d.double()[:, None, :] * scales.double()[None, :, :]).sum(-1)
+
+
+def _pack_values(op: Any, values: torch.Tensor, bits: int, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Values ``(rows, cols)`` (int8; Q4_0's -8..7) in the kernel's layout (into ``out`` if given)."""
+    rows, cols = values.shape
+    if out is None:
+        out = torch.empty((rows // GROUP, cols // BLOCK, 512 if bits == 8 else 256), dtype=torch.uint8)
+    if bits == 8:
+        op.pack_q8_into(values.to(torch.int8).contiguous(), out)
+    else:
+        op.pack_q4_into((values.to(torch.int16) + 8).to(torch.uint8).contiguous(), out)
+    return out
 
 
 def _pack_scales(scales: torch.Tensor) -> torch.Tensor:
@@ -228,16 +298,18 @@ def supports(blocks: BlockTensor) -> bool:
 
 
 class Q8_0Linear(nn.Module):
-    """``y = x W^T + b`` with ``W`` a Q8_0 (or Q4_0, as int8) matrix's values and block scales,
-    computed by the VNNI kernel (CPU only; any float input, output in the input's dtype).
+    """``y = x W^T + b`` with ``W`` a Q8_0 or Q4_0 matrix's values (8 or 4 bits resident, as stored)
+    and block scales, computed by the VNNI kernel with int8 rows per block (CPU only; any float
+    input, output in the input's dtype).
 
     ``packed`` and ``scales`` are non-persistent buffers (not the checkpoint's names); ``bias`` is
     an ordinary parameter, loaded by name."""
 
     def __init__(self, packed: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None) -> None:
         super().__init__()
-        groups, blocks, _ = packed.shape
+        groups, blocks, nbytes = packed.shape
         self.out_features, self.in_features = groups * GROUP, blocks * BLOCK
+        self.bits = 8 if nbytes == 512 else 4
         self.register_buffer("packed", packed, persistent=False)
         self.register_buffer("scales", scales, persistent=False)
         self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
@@ -246,33 +318,39 @@ class Q8_0Linear(nn.Module):
     def from_blocks(cls, blocks: BlockTensor) -> Q8_0Linear:
         op = _kernel_for(blocks.shape[0])
         rows, cols = blocks.shape
-        packed = torch.empty((rows // GROUP, cols // BLOCK, 512), dtype=torch.uint8)
+        bits = 8 if blocks.qtype == "Q8_0" else 4
+        packed = torch.empty((rows // GROUP, cols // BLOCK, 512 if bits == 8 else 256), dtype=torch.uint8)
         for lo in range(0, rows, _CHUNK_ROWS):
             hi = min(rows, lo + _CHUNK_ROWS)
-            op.pack_into(torch.from_numpy(blocks.row_slice(lo, hi).values()), packed[lo // GROUP:hi // GROUP])
+            chunk = blocks.row_slice(lo, hi)
+            if bits == 8:
+                op.pack_q8_into(torch.from_numpy(chunk.q8()), packed[lo // GROUP:hi // GROUP])
+            else:
+                op.pack_q4_into(torch.from_numpy(chunk.nibbles()), packed[lo // GROUP:hi // GROUP])
         return cls(packed, _pack_scales(torch.from_numpy(blocks.scales())))
 
     @classmethod
-    def from_values(cls, values: torch.Tensor, scales: torch.Tensor) -> Q8_0Linear:
-        """The layer for int8 ``values`` ``(out, in)`` and block ``scales`` ``(out, in / 32)``
-        (rounded to f16, as Q8_0 stores them)."""
-        op = _kernel_for(values.shape[0])
-        packed = torch.empty((values.shape[0] // GROUP, values.shape[1] // BLOCK, 512), dtype=torch.uint8)
-        op.pack_into(values.to(torch.int8).contiguous(), packed)
-        return cls(packed, _pack_scales(scales))
+    def from_values(cls, values: torch.Tensor, scales: torch.Tensor, bits: int = 8) -> Q8_0Linear:
+        """The layer for integer ``values`` ``(out, in)`` (int8, or Q4_0's -8..7 with ``bits=4``)
+        and block ``scales`` ``(out, in / 32)`` (rounded to f16, as the formats store them)."""
+        return cls(_pack_values(_kernel_for(values.shape[0]), values, bits), _pack_scales(scales))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-1]
-        y = kernel().q8_0_linear(x.reshape(-1, self.in_features), self.packed, self.scales)
+        y = kernel().block_linear(x.reshape(-1, self.in_features), self.packed, self.scales)
         if self.bias is not None:
             y += self.bias.float()
         return y.to(x.dtype).reshape(*lead, self.out_features)
 
     def values(self) -> torch.Tensor:
-        """The matrix's int8 values ``(out, in)``, unpacked."""
+        """The matrix's integer values ``(out, in)`` as int8, unpacked."""
         groups, blocks, _ = self.packed.shape
-        lanes = self.packed.view(groups, blocks, 8, GROUP, 4).permute(0, 3, 1, 2, 4)
-        return (lanes.reshape(self.out_features, self.in_features) ^ 0x80).view(torch.int8)
+        if self.bits == 8:
+            steps = (self.packed ^ 0x80).view(torch.int8).view(groups, blocks, 8, GROUP, 4)
+        else:
+            pairs = self.packed.view(groups, blocks, 4, GROUP, 4)
+            steps = (torch.cat([pairs & 15, pairs >> 4], dim=2).to(torch.int16) - 8).to(torch.int8)
+        return steps.permute(0, 3, 1, 2, 4).reshape(self.out_features, self.in_features)
 
     def dequantized(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """The weight matrix these values and block scales stand for."""
@@ -281,7 +359,8 @@ class Q8_0Linear(nn.Module):
         return w.view(self.out_features, self.in_features).to(dtype)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, Q8_0 blocks, int8 rows per block"
+        kind = "Q8_0" if self.bits == 8 else "Q4_0"
+        return f"in_features={self.in_features}, out_features={self.out_features}, {kind} blocks, int8 rows per block"
 
 
 def _kernel_for(rows: int) -> Any:

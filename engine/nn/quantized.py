@@ -1,11 +1,13 @@
 """Linear layers that keep a Q8_0 / Q4_0 package's weights quantized in memory and compute with them.
 
-On a CPU with AVX512-VNNI, Q8_0 matrices keep their own blocks and run on
-:mod:`engine.nn.q8_0_linear` (int8 rows per block of 32, as ggml computes): the fastest and the
-most accurate path measured here. This module holds the rest, chosen by :func:`quantized_linear`:
+On a CPU with AVX512-VNNI, Q8_0 and Q4_0 matrices keep their own blocks (8 or 4 bits resident)
+and run on :mod:`engine.nn.q8_0_linear` (int8 rows per block of 32, as ggml computes): the fastest
+and the most accurate path measured here. This module holds the rest, chosen by
+:func:`quantized_linear`:
 
 - Q4_0 maps exactly onto ``torch._weight_int4pack_mm_for_cpu`` (groups of 32, value =
-  (nibble - 8) * scale + 0): 4-bit weights resident, bfloat16 rows (:class:`Int4Linear`).
+  (nibble - 8) * scale + 0): 4-bit weights resident, bfloat16 rows (:class:`Int4Linear`); 2.8x
+  slower than the bfloat16 GEMM at 400 rows, where the VNNI kernel is 1.5x faster than it.
 - Everywhere else (CUDA, MPS, a CPU without VNNI or a compiler, ``AUDIOCPP_Q8_0_KERNEL=0``) the
   int8 layer :class:`Int8Linear`: each matrix requantized at load to one scale per output row
   (the row's largest value / 127), which doubles Q8_0's weight error (0.5 % -> 1.0 % relative
@@ -155,14 +157,14 @@ QUANTIZED_LAYERS = (Int8Linear, Int4Linear, q8_0_linear.Q8_0Linear)
 
 
 def quantized_linear(blocks: BlockTensor, device: torch.device, dtype: torch.dtype) -> nn.Module:
-    """The layer for one stored matrix on ``device``, its scales in ``dtype``: Q4_0 on a CPU that
-    has the int4 kernel -> :class:`Int4Linear`; other blocks on a CPU with the VNNI kernel ->
-    :class:`~.q8_0_linear.Q8_0Linear`; everything else -> :class:`Int8Linear`."""
+    """The layer for one stored matrix on ``device``, its scales in ``dtype``: on a CPU with the
+    VNNI kernel :class:`~.q8_0_linear.Q8_0Linear` (Q8_0 and Q4_0 as stored); else Q4_0 on a CPU
+    with torch's int4 kernel -> :class:`Int4Linear`; everything else -> :class:`Int8Linear`."""
     if device.type == "cpu":
-        if blocks.qtype == "Q4_0" and int4pack_available() and blocks.shape[0] % 16 == 0:
-            return Int4Linear.from_blocks(blocks)
         if q8_0_linear.supports(blocks):
             return q8_0_linear.Q8_0Linear.from_blocks(blocks)
+        if blocks.qtype == "Q4_0" and int4pack_available() and blocks.shape[0] % 16 == 0:
+            return Int4Linear.from_blocks(blocks)
     q, s = requantize_rows(blocks)
     return Int8Linear(q.to(device), s.to(device=device, dtype=dtype))
 

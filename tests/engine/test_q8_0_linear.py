@@ -1,6 +1,6 @@
-"""engine.nn.q8_0_linear: the VNNI kernel keeps a Q8_0 matrix's own values and block scales and
-computes exactly what its float64 reference computes from the same block-quantized rows; the
-layer is chosen on a CPU that builds it, and the per-row int8 layer everywhere else."""
+"""engine.nn.q8_0_linear: the VNNI kernel keeps a Q8_0 / Q4_0 matrix's own values and block scales
+and computes exactly what its float64 reference computes from the same block-quantized rows; the
+layer is chosen on a CPU that builds it, torch's int4 kernel or the per-row int8 layer elsewhere."""
 
 from __future__ import annotations
 
@@ -37,15 +37,17 @@ def test_the_layer_holds_the_stored_values_and_scales(qtype: str) -> None:
     layer = q8.Q8_0Linear.from_blocks(blocks)
     assert torch.equal(layer.values(), torch.from_numpy(blocks.values()))
     assert torch.equal(layer.dequantized(), blocks.dequantize())
-    assert layer.packed.numel() + layer.scales.numel() * 2 == 48 * 256 // 32 * 34  # Q8_0's 34 bytes per 32
-    same = q8.Q8_0Linear.from_values(*_values_scales(blocks))
+    stored = 34 if qtype == "Q8_0" else 18  # bytes per 32 weights, as in the file
+    assert layer.packed.numel() + layer.scales.numel() * 2 == 48 * 256 // 32 * stored
+    same = q8.Q8_0Linear.from_values(*_values_scales(blocks), bits=8 if qtype == "Q8_0" else 4)
     assert torch.equal(same.packed, layer.packed) and torch.equal(same.scales, layer.scales)
 
 
+@pytest.mark.parametrize("qtype", ["Q8_0", "Q4_0"])
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 63, 64, 65, 130])
 @pytest.mark.parametrize("out_features", [16, 32, 48, 80, 112])
-def test_rows_match_the_float64_reference(rows: int, out_features: int) -> None:
-    blocks = _blocks(out_features, 96, seed=rows)
+def test_rows_match_the_float64_reference(rows: int, out_features: int, qtype: str) -> None:
+    blocks = _blocks(out_features, 96, qtype, seed=rows)
     layer = q8.Q8_0Linear.from_blocks(blocks)
     x = torch.randn(rows, 96, generator=torch.Generator().manual_seed(rows))
     expected = q8.reference(x, *_values_scales(blocks))
@@ -81,11 +83,16 @@ def test_blocks_of_the_input_keep_outlier_channels_to_themselves() -> None:
 
 
 def test_cpu_quantized_linears_take_the_kernel_and_fall_back_without_it(monkeypatch, tmp_path: Path) -> None:
-    assert isinstance(qnn.quantized_linear(_blocks(32, 64), torch.device("cpu"), torch.bfloat16), q8.Q8_0Linear)
-    odd = qnn.quantized_linear(_blocks(40, 64), torch.device("cpu"), torch.bfloat16)  # not in groups of 16
+    cpu = torch.device("cpu")
+    for qtype in ("Q8_0", "Q4_0"):
+        layer = qnn.quantized_linear(_blocks(32, 64, qtype), cpu, torch.bfloat16)
+        assert isinstance(layer, q8.Q8_0Linear) and layer.bits == (8 if qtype == "Q8_0" else 4)
+    odd = qnn.quantized_linear(_blocks(40, 64), cpu, torch.bfloat16)  # not in groups of 16
     assert isinstance(odd, qnn.Int8Linear)
     monkeypatch.setattr(q8, "kernel", lambda: None)
-    assert isinstance(qnn.quantized_linear(_blocks(32, 64), torch.device("cpu"), torch.bfloat16), qnn.Int8Linear)
+    assert isinstance(qnn.quantized_linear(_blocks(32, 64), cpu, torch.bfloat16), qnn.Int8Linear)
+    if qnn.int4pack_available():
+        assert isinstance(qnn.quantized_linear(_blocks(32, 64, "Q4_0"), cpu, torch.bfloat16), qnn.Int4Linear)
 
 
 def test_a_q8_0_gguf_loads_into_the_kernel_layer(tmp_path: Path) -> None:

@@ -110,8 +110,7 @@ def test_int8_linear_matches_its_dequantized_matrix_on_both_paths(rows: int) -> 
 def test_int4_linear_computes_with_q4_0_exactly(tmp_path: Path) -> None:
     source = open_weights(write_gguf(tmp_path / "q4.gguf", TENSORS, types={"a.weight": "Q4_0"}))
     blocks = source.blocks("a.weight")
-    layer = qnn.quantized_linear(blocks, torch.device("cpu"), torch.bfloat16)
-    assert isinstance(layer, qnn.Int4Linear)
+    layer = qnn.Int4Linear.from_blocks(blocks)  # where the VNNI kernel is missing
     assert sum(b.numel() * b.element_size() for b in layer.buffers()) < 64 * 128  # 4 bits + scales, < 1 byte each
     x = torch.randn(5, 128).to(torch.bfloat16)
     reference = x.float() @ source.get("a.weight").t()
