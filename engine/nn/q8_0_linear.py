@@ -45,6 +45,7 @@ _SOURCE = r"""
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
+#include <cmath>
 #include <cstring>
 
 // Q8_0: q int8 [n, K] (n a multiple of 16) -> out uint8 [n / 16, K / 32, 8 steps, 16 features, 4 inputs], q + 128
@@ -100,13 +101,15 @@ static void quantize_rows(const float* x, int64_t M, int64_t K, int8_t* xq, floa
         const float* p = x + m * K + kb * 32;
         __m512 a = _mm512_loadu_ps(p), b = _mm512_loadu_ps(p + 16);
         float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+        const bool nonfinite = _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q) || _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q) ||
+                               !(amax <= 3.4028234663852886e38f);
         float d = amax / 127.0f;
-        __m512 id = _mm512_set1_ps(amax > 0.0f ? 1.0f / d : 0.0f);
+        __m512 id = _mm512_set1_ps(amax > 0.0f && !nonfinite ? 1.0f / d : 0.0f);
         __m512i ia = _mm512_cvtps_epi32(_mm512_mul_ps(a, id));  // round half to even
         __m512i ib = _mm512_cvtps_epi32(_mm512_mul_ps(b, id));
         _mm_storeu_si128((__m128i*)(xq + m * K + kb * 32), _mm512_cvtsepi32_epi8(ia));
         _mm_storeu_si128((__m128i*)(xq + m * K + kb * 32 + 16), _mm512_cvtsepi32_epi8(ib));
-        xs[m * KB + kb] = d;
+        xs[m * KB + kb] = nonfinite ? NAN : d;  // a NaN or infinite input makes its outputs NaN, as float math would
         xsum[m * KB + kb] = _mm512_reduce_add_epi32(_mm512_add_epi32(ia, ib));
       }
   });
@@ -244,7 +247,7 @@ def kernel() -> Any | None:
     ``AUDIOCPP_Q8_0_KERNEL=0`` disables them."""
     if jit.disabled("AUDIOCPP_Q8_0_KERNEL"):
         return None
-    module = jit.build("audiocpp_q8_0_linear_v4", _SOURCE, ["pack_q8_into", "pack_q4_into", "block_linear"],
+    module = jit.build("audiocpp_q8_0_linear_v5", _SOURCE, ["pack_q8_into", "pack_q4_into", "block_linear"],
                        cpu_flags_needed=_FLAGS,
                        cflags=["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni", "-mf16c", "-mfma"])
     if module is None:

@@ -68,6 +68,14 @@ def test_dtype_leading_dims_bias_and_empty_input() -> None:
     assert torch.equal(zeros, layer.bias.expand(3, 64).float())  # an all-zero block quantizes to zero
 
 
+def test_non_finite_inputs_give_nan_outputs_not_numbers() -> None:
+    layer = q8.Q8_0Linear.from_blocks(_blocks(32, 96))
+    x = torch.randn(4, 96)
+    x[1, 40], x[2, 5] = float("nan"), float("inf")
+    y = layer(x)
+    assert torch.isfinite(y[[0, 3]]).all() and torch.isnan(y[[1, 2]]).all()
+
+
 def test_blocks_of_the_input_keep_outlier_channels_to_themselves() -> None:
     blocks = _blocks(256, 1024, seed=3)
     layer = q8.Q8_0Linear.from_blocks(blocks)
