@@ -1,4 +1,4 @@
-"""Linear layers that compute with a Q8_0 matrix's own blocks on the CPU (AVX512-VNNI).
+"""Linear layers that compute with a Q8_0 (or Q4_0) matrix's own blocks on the CPU (AVX512-VNNI).
 
 Q8_0 stores a matrix as blocks of 32 int8 values along a row with one f16 scale each. This layer
 keeps exactly those values and scales resident (34 bytes per 32 weights, as in the file) and
@@ -12,16 +12,18 @@ weighted by the two scales::
 Scaling each block of the input on its own keeps the error of outlier channels to their own
 blocks: about 0.5 % relative output error per layer against the Q8_0 matrix in float (the error
 of Q8_0 itself is another 0.5 %; the per-row int8 layer it replaces was at 1.0 %), and it runs
-1.5-4x faster than the oneDNN bfloat16 GEMM from one row to hundreds (``tools/bench_kernels.py``,
-docs/numerics.md).
+1.5-3x faster than the oneDNN bfloat16 GEMM from one row to hundreds (``tools/bench_kernels.py``,
+docs/numerics.md). A NaN or infinite input makes its row's outputs NaN, as float math would.
+Q4_0 matrices run the same way with their 4-bit values (value = nibble - 8) kept 4-bit.
 
 The kernel is compiled on first use (``engine.nn.jit``) where the CPU has AVX512-VNNI; elsewhere,
 off the CPU, or with ``AUDIOCPP_Q8_0_KERNEL=0``, quantized matrices take ``engine.nn.quantized``'s
-int8 layer instead.
+int4 or int8 layers instead.
 
-Layout: output features in groups of 16; for each group and block of 32 inputs, 512 bytes: 8
-steps of (16 features x 4 consecutive inputs), the values stored unsigned (``q + 128``, as
-``vpdpbusd`` takes them; the input's block sums put the offset back), then the scales as f16
+Layout: output features in groups of 16; for each group and block of 32 inputs, Q8_0: 512 bytes,
+8 steps of (16 features x 4 consecutive inputs), the values stored unsigned (``q + 128``, as
+``vpdpbusd`` takes them; the input's block sums put the offset back); Q4_0: 256 bytes, 4 steps
+whose bytes hold step ``s`` in the low nibble and ``s + 4`` in the high one. Then the scales as f16
 ``(groups, blocks, 16)``, held as their int16 bits so that no dtype cast of the module alters them.
 """
 
