@@ -42,12 +42,19 @@ def timed(fn, budget: float = 0.4) -> float:
     return (time.perf_counter() - start) / n * 1e3
 
 
-def q8_0(w: torch.Tensor) -> torch.Tensor:
-    """Q8_0's values of ``w`` (blocks of 32 along a row, f16 scale), dequantized."""
+def q8_0_blocks(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q8_0 of ``w``: int8 values ``(n, k)`` and the f16-rounded scale of each block of 32 ``(n, k / 32)``."""
     n, k = w.shape
     b = w.view(n, k // 32, 32)
     d = (b.abs().amax(-1) / 127).half().float()
-    return (torch.round(b / d[..., None].clamp_min(1e-30)).clamp(-127, 127) * d[..., None]).view(n, k)
+    return torch.round(b / d[..., None].clamp_min(1e-30)).clamp(-127, 127).to(torch.int8).view(n, k), d
+
+
+def q8_0(w: torch.Tensor) -> torch.Tensor:
+    """Q8_0's values of ``w`` (blocks of 32 along a row, f16 scale), dequantized."""
+    values, d = q8_0_blocks(w)
+    n, k = w.shape
+    return (values.float().view(n, k // 32, 32) * d[..., None]).view(n, k)
 
 
 def per_row(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -73,10 +80,7 @@ def kernels(w: torch.Tensor) -> dict:
 
     q8_kernel = q4_kernel = None
     if q8_0_linear.kernel() is not None:
-        b = w.view(n, k // 32, 32)
-        d = (b.abs().amax(-1) / 127).half().float()
-        values = torch.round(b / d[..., None].clamp_min(1e-30)).clamp(-127, 127).to(torch.int8).view(n, k)
-        q8_kernel = q8_0_linear.Q8_0Linear.from_values(values, d).forward
+        q8_kernel = q8_0_linear.Q8_0Linear.from_values(*q8_0_blocks(w)).forward
         q4_kernel = q8_0_linear.Q8_0Linear.from_values((nib - 8).to(torch.int8), d4, bits=4).forward
 
     def int_mm(x):

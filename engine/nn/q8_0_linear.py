@@ -50,12 +50,18 @@ _SOURCE = r"""
 #include <cmath>
 #include <cstring>
 
-// Q8_0: q int8 [n, K] (n a multiple of 16) -> out uint8 [n / 16, K / 32, 8 steps, 16 features, 4 inputs], q + 128
-void pack_q8_into(const at::Tensor& q, at::Tensor& out) {
+// the stored values q [n, K] (n a multiple of 16) and the packed buffer of BITS per value they go into
+static void check_pack(const at::Tensor& q, const at::Tensor& out, at::ScalarType stored, int bits) {
   TORCH_CHECK(q.device().is_cpu() && out.device().is_cpu(), "the Q8_0 kernel runs on the CPU");
-  TORCH_CHECK(q.scalar_type() == at::kChar && q.is_contiguous() && out.scalar_type() == at::kByte && out.is_contiguous());
+  TORCH_CHECK(q.scalar_type() == stored && q.is_contiguous() && out.scalar_type() == at::kByte && out.is_contiguous());
+  TORCH_CHECK(q.dim() == 2 && q.size(0) % 16 == 0 && q.size(1) % 32 == 0 && out.numel() * 8 == q.numel() * bits,
+              "rows in 16s, columns in 32s");
+}
+
+// Q8_0: q int8 [n, K] -> out uint8 [n / 16, K / 32, 8 steps, 16 features, 4 inputs], q + 128
+void pack_q8_into(const at::Tensor& q, at::Tensor& out) {
+  check_pack(q, out, at::kChar, 8);
   const int64_t n = q.size(0), K = q.size(1), KB = K / 32;
-  TORCH_CHECK(n % 16 == 0 && K % 32 == 0 && out.numel() == n * K, "rows in 16s, columns in 32s");
   const uint32_t* src = reinterpret_cast<const uint32_t*>(q.data_ptr<int8_t>());
   uint32_t* dst = reinterpret_cast<uint32_t*>(out.data_ptr<uint8_t>());
   const int64_t words = K / 4;
@@ -73,10 +79,8 @@ void pack_q8_into(const at::Tensor& q, at::Tensor& out) {
 // Q4_0: nibbles uint8 0..15 [n, K] -> out uint8 [n / 16, K / 32, 4 step pairs, 16 features, 4 inputs]: step s in
 // the low nibble, step s + 4 in the high one (value = nibble - 8)
 void pack_q4_into(const at::Tensor& q, at::Tensor& out) {
-  TORCH_CHECK(q.device().is_cpu() && out.device().is_cpu(), "the Q8_0 kernel runs on the CPU");
-  TORCH_CHECK(q.scalar_type() == at::kByte && q.is_contiguous() && out.scalar_type() == at::kByte && out.is_contiguous());
+  check_pack(q, out, at::kByte, 4);
   const int64_t n = q.size(0), K = q.size(1), KB = K / 32;
-  TORCH_CHECK(n % 16 == 0 && K % 32 == 0 && out.numel() * 2 == n * K, "rows in 16s, columns in 32s");
   const uint8_t* src = q.data_ptr<uint8_t>();
   uint8_t* dst = out.data_ptr<uint8_t>();
   at::parallel_for(0, n / 16, 1, [&](int64_t g0, int64_t g1) {
@@ -249,7 +253,7 @@ def kernel() -> Any | None:
     ``AUDIOCPP_Q8_0_KERNEL=0`` disables them."""
     if jit.disabled("AUDIOCPP_Q8_0_KERNEL"):
         return None
-    module = jit.build("audiocpp_q8_0_linear_v5", _SOURCE, ["pack_q8_into", "pack_q4_into", "block_linear"],
+    module = jit.build("audiocpp_q8_0_linear_v6", _SOURCE, ["pack_q8_into", "pack_q4_into", "block_linear"],
                        cpu_flags_needed=_FLAGS,
                        cflags=["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni", "-mf16c", "-mfma"])
     if module is None:
@@ -279,15 +283,21 @@ def reference(x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor) -> to
     return (sums * d.double()[:, None, :] * scales.double()[None, :, :]).sum(-1)
 
 
-def _pack_values(op: Any, values: torch.Tensor, bits: int, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Values ``(rows, cols)`` (int8; Q4_0's -8..7) in the kernel's layout (into ``out`` if given)."""
-    rows, cols = values.shape
-    if out is None:
-        out = torch.empty((rows // GROUP, cols // BLOCK, 512 if bits == 8 else 256), dtype=torch.uint8)
-    if bits == 8:
-        op.pack_q8_into(values.to(torch.int8).contiguous(), out)
-    else:
-        op.pack_q4_into((values.to(torch.int16) + 8).to(torch.uint8).contiguous(), out)
+def _packed(rows: int, cols: int, bits: int) -> torch.Tensor:
+    """An empty buffer in the kernel's layout for a ``(rows, cols)`` matrix of ``bits``-bit values."""
+    return torch.empty((rows // GROUP, cols // BLOCK, 64 * bits), dtype=torch.uint8)
+
+
+def _pack_stored(op: Any, stored: torch.Tensor, out: torch.Tensor) -> None:
+    """Values as the formats store them, Q8_0's int8 or Q4_0's nibbles (uint8 0..15), into ``out``."""
+    (op.pack_q8_into if stored.dtype == torch.int8 else op.pack_q4_into)(stored.contiguous(), out)
+
+
+def _pack_values(op: Any, values: torch.Tensor, bits: int) -> torch.Tensor:
+    """Integer values ``(rows, cols)`` (int8; Q4_0's -8..7 with ``bits=4``) in the kernel's layout."""
+    stored = values.to(torch.int8) if bits == 8 else (values.to(torch.int16) + 8).to(torch.uint8)
+    out = _packed(*values.shape, bits)
+    _pack_stored(op, stored, out)
     return out
 
 
@@ -323,15 +333,12 @@ class Q8_0Linear(nn.Module):
     def from_blocks(cls, blocks: BlockTensor) -> Q8_0Linear:
         op = _kernel_for(blocks.shape[0])
         rows, cols = blocks.shape
-        bits = 8 if blocks.qtype == "Q8_0" else 4
-        packed = torch.empty((rows // GROUP, cols // BLOCK, 512 if bits == 8 else 256), dtype=torch.uint8)
+        q8 = blocks.qtype == "Q8_0"
+        packed = _packed(rows, cols, 8 if q8 else 4)
         for lo in range(0, rows, _CHUNK_ROWS):
-            hi = min(rows, lo + _CHUNK_ROWS)
-            chunk = blocks.row_slice(lo, hi)
-            if bits == 8:
-                op.pack_q8_into(torch.from_numpy(chunk.q8()), packed[lo // GROUP:hi // GROUP])
-            else:
-                op.pack_q4_into(torch.from_numpy(chunk.nibbles()), packed[lo // GROUP:hi // GROUP])
+            chunk = blocks.row_slice(lo, lo + _CHUNK_ROWS)
+            stored = chunk.q8() if q8 else chunk.nibbles()
+            _pack_stored(op, torch.from_numpy(stored), packed[lo // GROUP:(lo + chunk.shape[0]) // GROUP])
         return cls(packed, _pack_scales(torch.from_numpy(blocks.scales())))
 
     @classmethod
