@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +15,8 @@ from .spec.options import resolve_options
 from .tasks import Mode, Task, parse_mode, parse_task
 
 if TYPE_CHECKING:
-    from .records import AudioBuffer, VoicePrompt
+    from .batching import Batcher, BatchResults, RowEvent
+    from .records import AudioBuffer, TaskRequest, VoicePrompt
     from .session import Session
 
 
@@ -64,6 +66,14 @@ class LoadedModel(ABC):
     def create_session(
         self, task: str | Task, mode: str | Mode = Mode.OFFLINE, session_options: dict[str, Any] | None = None
     ) -> Session:
+        task, mode, options = self.check_session(task, mode, session_options)
+        with model_guard(self).held(reentrant=True):  # families build per-dtype networks here
+            return self._create_session(task, mode, options)
+
+    def check_session(self, task: str | Task, mode: str | Mode = Mode.OFFLINE,
+                      session_options: dict[str, Any] | None = None) -> tuple[Task, Mode, dict[str, Any]]:
+        """The task, mode and typed session options a session would get, checked against the spec
+        (what :meth:`create_session` checks before the family builds anything)."""
         task = parse_task(task)
         mode = parse_mode(mode)
         if task.value not in self.spec.tasks:
@@ -76,12 +86,75 @@ class LoadedModel(ABC):
                 f"{self.family} does not support mode {mode.value!r}",
                 hint=f"{self.family} supports: {', '.join(self.spec.modes)}",
             )
-        options = resolve_options(self.spec, "session", session_options)
-        with model_guard(self).held(reentrant=True):  # families build per-dtype networks here
-            return self._create_session(task, mode, options)
+        return task, mode, resolve_options(self.spec, "session", session_options)
 
     @abstractmethod
     def _create_session(self, task: Task, mode: Mode, options: dict[str, Any]) -> Session: ...
+
+    # -- many requests in one forward pass (engine.batching) --------------------------------------
+    def stream_batch(self, rows: Sequence[tuple[Session, TaskRequest]], *,
+                     max_batch: int | None = None) -> Iterator[RowEvent]:
+        """``rows`` (a session of this model and a request each: tasks, modes and session options
+        may differ) as one batch; ``RowEvent``s tagged with the row's index. ``max_batch``: at most
+        that many rows at once, the next joining as one leaves (default: all of them)."""
+        from .batching import BatchLoop
+
+        for session, _ in rows:
+            if session.model is not self:
+                raise UsageError("every session of a batch must belong to the model that runs it")
+        limit = len(rows) if max_batch is None else max(1, int(max_batch))
+        with model_guard(self).held(what=f"the {self.family} model"):
+            loop = BatchLoop()
+            waiting = list(enumerate(rows))
+            try:
+                while waiting or len(loop):
+                    while waiting and len(loop) < limit:
+                        index, (session, request) = waiting.pop(0)
+                        loop.add(index, session, request)
+                    yield from loop.step()
+            finally:
+                loop.close()
+
+    def run_batch(self, rows: Sequence[tuple[Session, TaskRequest]], *, return_exceptions: bool = False,
+                  max_batch: int | None = None) -> BatchResults:
+        """The results of :meth:`stream_batch`, in row order, with the batch's ``wall_s``; a failing
+        row raises its error (``return_exceptions``: the error takes its place, the others go on)."""
+        from .batching import BatchResults
+        from .metrics import Stopwatch
+
+        clock = Stopwatch()
+        results: list = [None] * len(rows)
+        stream = self.stream_batch(rows, max_batch=max_batch)
+        try:
+            for event in stream:
+                if event.error is not None:
+                    if not return_exceptions:
+                        raise event.error
+                    results[event.key] = event.error
+                elif event.event is not None and event.event.is_final:
+                    results[event.key] = event.event.result
+        finally:
+            stream.close()
+        out = BatchResults(results)
+        out.wall_s = clock.elapsed()
+        return out
+
+    def batcher(self, max_batch: int | None = None, *, window_s: float | None = None) -> Batcher:
+        """The model's batcher (made on first use): requests submitted from any thread join the
+        running batch at its next step and leave when done (engine.batching.Batcher). Arguments
+        given here update its limits."""
+        from .batching import Batcher
+        from .guard import _CREATE
+
+        with _CREATE:
+            batcher = self.__dict__.get("_audiocpp_batcher")
+            if batcher is None or batcher.closed:
+                batcher = Batcher(self, max_batch=8 if max_batch is None else max_batch,
+                                  window_s=0.0 if window_s is None else window_s)
+                self.__dict__["_audiocpp_batcher"] = batcher
+                return batcher
+        batcher.configure(max_batch=max_batch, window_s=window_s)
+        return batcher
 
     @property
     def supports_voice_prompts(self) -> bool:

@@ -104,7 +104,12 @@ class TaskRequest:
 
 @dataclass
 class Metrics:
-    """Timing and memory figures of one request (seconds, MiB)."""
+    """Timing and memory figures of one request (seconds, MiB).
+
+    ``wall_s`` runs from the moment the request joined its batch (alone: from the call);
+    ``queued_s`` is how long it waited before joining (a batcher's queue); ``batch_rows`` is the
+    mean number of requests in the batched calls it took part in (1.0 when it ran alone).
+    """
 
     wall_s: float = 0.0
     audio_s: float = 0.0
@@ -112,6 +117,8 @@ class Metrics:
     peak_rss_mb: float = 0.0
     seed: int | None = None
     num_chunks: int = 1
+    queued_s: float = 0.0
+    batch_rows: float = 1.0
 
     @property
     def rtf(self) -> float:
@@ -128,6 +135,8 @@ class Metrics:
             "peak_rss_mb": round(self.peak_rss_mb, 1),
             "seed": self.seed,
             "num_chunks": self.num_chunks,
+            "queued_s": round(self.queued_s, 4),
+            "batch_rows": round(self.batch_rows, 2),
         }
 
 

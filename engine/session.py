@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import secrets
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator, Hashable, Iterator
+from collections.abc import Callable, Generator, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 from . import fs
 from .errors import AudiocppWarning, UsageError
 from .guard import model_guard
-from .metrics import Stopwatch, peak_rss_mb
 from .progress import NullProgress, Progress
-from .records import AudioBuffer, Metrics, StreamEvent, TaskRequest, TaskResult, VoicePrompt, VoiceReference
+from .records import AudioBuffer, StreamEvent, TaskRequest, TaskResult, VoicePrompt, VoiceReference
 from .spec.options import resolve_options
 from .tasks import Mode, Task
 
 if TYPE_CHECKING:
     import torch
 
+    from .batching import BatchResults, Op, RowEvent
     from .model import LoadedModel
 
 #: The request option that caps reference audio, declared by every spec with cloning.
@@ -181,46 +181,34 @@ class Session(ABC):
             yield from self._stream(request, progress=progress)
 
     def _stream(self, request: TaskRequest, *, progress: Progress | None = None) -> Iterator[StreamEvent]:
-        clock = Stopwatch()
-        prepared = self.prepare(request, progress=progress)
-        generator = self._synthesize(prepared)
-        first_audio: float | None = None
-        index = 0
+        """One request is a batch of one: the same loop runs it (engine.batching)."""
+        from .batching import BatchLoop
+
+        loop = BatchLoop()
+        loop.add(0, self, request, progress=progress)
         try:
-            while True:
-                try:
-                    piece = next(generator)
-                except StopIteration as stop:
-                    synthesis = stop.value
-                    break
-                if first_audio is None:
-                    first_audio = clock.elapsed()
-                yield StreamEvent(kind="audio", index=index, audio=piece, name=f"chunk_{index}")
-                index += 1
+            while len(loop):
+                for row_event in loop.step():
+                    if row_event.error is not None:
+                        raise row_event.error
+                    yield row_event.event
         finally:
-            generator.close()
-            prepared.progress.close()
-        if not isinstance(synthesis, Synthesis):
-            raise TypeError(f"{type(self).__name__}._synthesize must return a Synthesis, got {synthesis!r}")
-        wall = clock.elapsed()
-        metrics = Metrics(
-            wall_s=wall,
-            audio_s=synthesis.audio.duration,
-            time_to_first_audio_s=first_audio if first_audio is not None else wall,
-            peak_rss_mb=peak_rss_mb(),
-            seed=prepared.seed,
-            num_chunks=max(1, len(synthesis.chunks) or index),  # the streamed pieces when chunks= was not given
-        )
-        result = TaskResult(
-            audio=synthesis.audio,
-            task=self.task,
-            mode=self.mode,
-            chunks=synthesis.chunks,
-            metrics=metrics,
-            voice_prompt=synthesis.voice_prompt,
-            details=synthesis.details,
-        )
-        yield StreamEvent(kind="final", index=index, audio=synthesis.audio, name="final", result=result)
+            loop.close()
+
+    # -- many requests in one forward pass ----------------------------------------------------
+    def run_batch(self, requests: Sequence[TaskRequest], *, return_exceptions: bool = False) -> BatchResults:
+        """Synthesize ``requests`` together: their network steps run as rows of one batch, and each
+        result is what the request gives alone (its own options, seed and stop; float32 results
+        equal to float rounding, docs/batching.md). Results come in request order, with the batch's
+        ``wall_s``. A failing request raises its error (``return_exceptions``: it takes its place
+        in the list instead, and the others go on)."""
+        return self.model.run_batch([(self, r) for r in requests], return_exceptions=return_exceptions)
+
+    def stream_batch(self, requests: Sequence[TaskRequest]) -> Iterator[RowEvent]:
+        """``requests`` as one batch, streamed: ``RowEvent``s tagged with the request's index, each
+        request's events in order (its audio pieces, then its final event, or its ``error``),
+        requests interleaved as their rows produce them."""
+        return self.model.stream_batch([(self, r) for r in requests])
 
     # -- preparation -----------------------------------------------------------------
     def prepare(self, request: TaskRequest, *, progress: Progress | None = None) -> PreparedRequest:
@@ -314,5 +302,7 @@ class Session(ABC):
         """Family-specific checks of a prepared request (raise UsageError)."""
 
     @abstractmethod
-    def _synthesize(self, request: PreparedRequest) -> Generator[AudioBuffer, None, Synthesis]:
-        """Yield audio pieces while generating (when streaming) and return the Synthesis."""
+    def _synthesize(self, request: PreparedRequest) -> Generator[AudioBuffer | Op, Any, Synthesis]:
+        """The row program: yield audio pieces while generating (when streaming), and an
+        ``engine.batching.Op`` wherever the network runs (``result = yield op``: batched with the
+        other rows' ops when the request runs in a batch); return the Synthesis."""

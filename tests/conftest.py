@@ -20,3 +20,23 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO
+
+
+_DUMP = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``AUDIOCPP_RESULT_DUMP=DIR``: record every synthesis result per test (tests/result_dump.py)."""
+    global _DUMP
+    from tests.result_dump import install
+
+    _DUMP = install()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    if _DUMP is not None:
+        _DUMP.start(item.nodeid)
+    yield
+    if _DUMP is not None:
+        _DUMP.finish()

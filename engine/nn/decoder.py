@@ -178,51 +178,34 @@ class RopeTable:
         return apply_rotary(x, rope[0], rope[1])
 
 
-class DecoderStack:
-    """Runs ``layers`` with a static KV cache; not a module (the owner holds the layers)."""
+class DecoderCache:
+    """The static KV cache of one generation of a :class:`DecoderStack` (``B`` rows, ``S`` slots)."""
 
-    def __init__(self, layers: nn.ModuleList, cfg: DecoderConfig, max_positions: int) -> None:
-        self.layers, self.cfg, self.max_positions = layers, cfg, int(max_positions)
-        self.rope: RopeTable | None = None
-        self.keys: torch.Tensor | None = None  # [L, B, H_kv, S, D]
-        self.values: torch.Tensor | None = None
-        self.mask_add: torch.Tensor | None = None  # [B, 1, 1, S]: 0 = attend, -inf = masked
-        self.valid: torch.Tensor | None = None  # [B, S] bool
+    def __init__(self, num_layers: int, cfg: DecoderConfig, batch_size: int, max_length: int, *,
+                 dtype: torch.dtype, device: torch.device) -> None:
+        shape = (num_layers, batch_size, cfg.n_kv_head, max_length, cfg.head_dim)
+        self.keys = torch.zeros(shape, dtype=dtype, device=device)  # [L, B, H_kv, S, D]
+        self.values = torch.zeros(shape, dtype=dtype, device=device)
+        self.mask_add = torch.empty((batch_size, 1, 1, max_length), dtype=dtype, device=device)  # 0 / -inf
+        self.valid = torch.empty((batch_size, max_length), dtype=torch.bool, device=device)
         self.length = 0
-
-    def setup(self, batch_size: int, max_length: int, *, dtype: torch.dtype | None = None,
-              device: torch.device | None = None) -> None:
-        """Allocate (or reuse, when the shape is unchanged) the cache for ``max_length`` slots."""
-        ref = next(self.layers.parameters())
-        dtype, device = dtype or ref.dtype, device or ref.device
-        cfg = self.cfg
-        shape = (len(self.layers), batch_size, cfg.n_kv_head, max_length, cfg.head_dim)
-        if self.keys is None or tuple(self.keys.shape) != shape or self.keys.dtype != dtype \
-                or self.keys.device != device:
-            self.keys = torch.zeros(shape, dtype=dtype, device=device)
-            self.values = torch.zeros(shape, dtype=dtype, device=device)
-            self.mask_add = torch.empty((batch_size, 1, 1, max_length), dtype=dtype, device=device)
-            self.valid = torch.empty((batch_size, max_length), dtype=torch.bool, device=device)
-        if self.rope is None or self.rope.table.device != device:
-            self.rope = RopeTable(cfg, self.max_positions, device)
         self.reset()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.keys.shape)
+
+    @property
+    def capacity(self) -> int:
+        return int(self.keys.shape[3])
 
     def reset(self) -> None:
         """Rewind to slot 0; later slots keep stale values but are masked until rewritten."""
-        assert self.mask_add is not None and self.valid is not None, "setup() first"
         self.length = 0
         self.mask_add.fill_(float("-inf"))
         self.valid.fill_(False)
 
-    def release(self) -> None:
-        self.keys = self.values = self.mask_add = self.valid = None
-        self.length = 0
-
-    @property
-    def capacity(self) -> int:
-        return 0 if self.keys is None else int(self.keys.shape[3])
-
-    def _mark(self, start: int, valid: torch.Tensor) -> None:
+    def mark(self, start: int, valid: torch.Tensor) -> None:
         end = start + valid.shape[1]
         if end > self.capacity:
             raise RuntimeError(f"KV cache overflow: {end} positions > capacity {self.capacity}")
@@ -230,36 +213,117 @@ class DecoderStack:
         self.valid[:, start:end] = bits
         self.mask_add[:, 0, 0, start:end] = torch.where(bits, 0.0, float("-inf")).to(self.mask_add.dtype)
 
+
+class DecoderStack:
+    """Runs ``layers`` with a static KV cache; not a module (the owner holds the layers).
+
+    The stack keeps one cache of its own (:meth:`setup`, used when no ``cache=`` is given);
+    rows of a continuous batch each hold their own (:meth:`new_cache`, one row each) and step
+    together through :meth:`step_rows`.
+    """
+
+    def __init__(self, layers: nn.ModuleList, cfg: DecoderConfig, max_positions: int) -> None:
+        self.layers, self.cfg, self.max_positions = layers, cfg, int(max_positions)
+        self.rope: RopeTable | None = None
+        self.cache: DecoderCache | None = None
+
+    # the stack's own cache, by its old names
+    keys = property(lambda self: None if self.cache is None else self.cache.keys)
+    values = property(lambda self: None if self.cache is None else self.cache.values)
+    mask_add = property(lambda self: None if self.cache is None else self.cache.mask_add)
+    valid = property(lambda self: None if self.cache is None else self.cache.valid)
+
+    @property
+    def length(self) -> int:
+        return 0 if self.cache is None else self.cache.length
+
+    def new_cache(self, batch_size: int, max_length: int, *, dtype: torch.dtype | None = None,
+                  device: torch.device | None = None) -> DecoderCache:
+        """A cache for ``max_length`` slots of ``batch_size`` rows (in the layers' dtype and device)."""
+        ref = next(self.layers.parameters())
+        dtype, device = dtype or ref.dtype, device or ref.device
+        if self.rope is None or self.rope.table.device != device:
+            self.rope = RopeTable(self.cfg, self.max_positions, device)
+        return DecoderCache(len(self.layers), self.cfg, batch_size, max_length, dtype=dtype, device=device)
+
+    def setup(self, batch_size: int, max_length: int, *, dtype: torch.dtype | None = None,
+              device: torch.device | None = None) -> None:
+        """Allocate (or reuse, when the shape is unchanged) the stack's own cache for ``max_length`` slots."""
+        ref = next(self.layers.parameters())
+        dtype, device = dtype or ref.dtype, device or ref.device
+        shape = (len(self.layers), batch_size, self.cfg.n_kv_head, max_length, self.cfg.head_dim)
+        cache = self.cache
+        if cache is None or cache.shape != shape or cache.keys.dtype != dtype or cache.keys.device != device:
+            self.cache = self.new_cache(batch_size, max_length, dtype=dtype, device=device)
+        self.reset()
+
+    def reset(self) -> None:
+        """Rewind the stack's own cache to slot 0."""
+        assert self.cache is not None, "setup() first"
+        self.cache.reset()
+
+    def release(self) -> None:
+        self.cache = None
+
+    @property
+    def capacity(self) -> int:
+        return 0 if self.cache is None else self.cache.capacity
+
+    def _own(self, cache: DecoderCache | None) -> DecoderCache:
+        cache = cache or self.cache
+        assert self.rope is not None and cache is not None, "setup() first"
+        return cache
+
     # -- prefill ----------------------------------------------------------------------------
-    def prefill(self, x: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
+    def prefill(self, x: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor,
+                cache: DecoderCache | None = None) -> torch.Tensor:
         """Run ``x`` ``[B, T, dim]`` (left-padded rows: ``key_mask`` ``[B, T]``) from slot 0."""
-        assert self.rope is not None and self.keys is not None, "setup() first"
+        cache = self._own(cache)
         b, t, _ = x.shape
-        self.length = 0
-        self._mark(0, key_mask)
+        cache.length = 0
+        cache.mark(0, key_mask)
         slots = torch.arange(t, device=x.device)
         causal = slots[None, :] <= slots[:, None]
         mask = causal[None, None] & key_mask[:, None, None, :].bool()
         rope = self.rope.gather(positions)
         for i, layer in enumerate(self.layers):
-            x = self._layer(i, layer, x, rope, mask, 0)
-        self.length = t
+            x = self._layer(i, layer, x, rope, mask, [cache], [0])
+        cache.length = t
         return x
 
     # -- one step ---------------------------------------------------------------------------
-    def step(self, x: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    def step(self, x: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor,
+             cache: DecoderCache | None = None) -> torch.Tensor:
         """Run one column ``x`` ``[B, 1, dim]`` at the next slot; ``valid`` ``[B, 1]`` its mask bit."""
-        assert self.rope is not None and self.keys is not None, "setup() first"
-        slot = self.length
-        self._mark(slot, valid)
+        cache = self._own(cache)
+        slot = cache.length
+        cache.mark(slot, valid)
         rope = self.rope.gather(positions)
         for i, layer in enumerate(self.layers):
-            x = self._layer(i, layer, x, rope, None, slot)
-        self.length = slot + 1
+            x = self._layer(i, layer, x, rope, None, [cache], [slot])
+        cache.length = slot + 1
+        return x
+
+    def step_rows(self, x: torch.Tensor, positions: torch.Tensor, caches: list[DecoderCache]) -> torch.Tensor:
+        """One column per row, ``x`` ``[B, 1, dim]``, row ``b`` at the next slot of ``caches[b]``
+        (a one-row cache each; rotary ``positions`` ``[B, 1]``): the projections and MLPs run on
+        all rows at once, attention row by row over each row's own cache, as it runs alone."""
+        if len(caches) == 1:
+            return self.step(x, positions, torch.ones_like(positions), caches[0])
+        assert self.rope is not None, "new_cache() first"
+        slots = [cache.length for cache in caches]
+        ones = torch.ones_like(positions[:1])
+        for cache, slot in zip(caches, slots):
+            cache.mark(slot, ones)
+        rope = self.rope.gather(positions)
+        for i, layer in enumerate(self.layers):
+            x = self._layer(i, layer, x, rope, None, caches, slots)
+        for cache, slot in zip(caches, slots):
+            cache.length = slot + 1
         return x
 
     def _layer(self, i: int, layer: DecoderLayer, x: torch.Tensor, rope: torch.Tensor,
-               mask: torch.Tensor | None, slot: int) -> torch.Tensor:
+               mask: torch.Tensor | None, caches: list[DecoderCache], slots: list[int]) -> torch.Tensor:
         cfg = self.cfg
         attn = layer.attn
         b, t, _ = x.shape
@@ -267,17 +331,25 @@ class DecoderStack:
         q = self.rope.apply(q, rope).transpose(1, 2)
         k = self.rope.apply(k, rope).transpose(1, 2)
         v = v.transpose(1, 2)
-        keys, values = self.keys[i], self.values[i]
+        if len(caches) == 1:  # every row in one cache
+            out = self._attend(i, q, k, v, mask, caches[0], slots[0])
+        else:
+            out = torch.cat([self._attend(i, q[r:r + 1], k[r:r + 1], v[r:r + 1], None, cache, slot)
+                             for r, (cache, slot) in enumerate(zip(caches, slots))])
+        out = out.transpose(1, 2).contiguous().view(b, t, cfg.n_head * cfg.head_dim)
+        return layer.mlp_block(x + attn.output(out))
+
+    def _attend(self, i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                cache: DecoderCache, slot: int) -> torch.Tensor:
+        t = q.shape[2]
+        keys, values = cache.keys[i], cache.values[i]
         keys[:, :, slot:slot + t] = k
         values[:, :, slot:slot + t] = v
         if mask is not None:  # prefill: the written prefix, as the reference caches return it
-            out = self._attend_prefill(q, keys[:, :, :t], values[:, :, :t], mask)
-        elif cfg.attention == "eager":
-            out = self._attend_eager(q, keys, values, self.valid[:, None, None, :])
-        else:
-            out = self._attend_grouped(q, keys, values)
-        out = out.transpose(1, 2).contiguous().view(b, t, cfg.n_head * cfg.head_dim)
-        return layer.mlp_block(x + attn.output(out))
+            return self._attend_prefill(q, keys[:, :, :t], values[:, :, :t], mask)
+        if self.cfg.attention == "eager":
+            return self._attend_eager(q, keys, values, cache.valid[:, None, None, :])
+        return self._attend_grouped(q, keys, values, cache.mask_add)
 
     def _attend_prefill(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         k, v = repeat_kv(k, self.cfg.n_rep), repeat_kv(v, self.cfg.n_rep)
@@ -293,13 +365,14 @@ class DecoderStack:
         scores = scores.masked_fill(~mask, float("-inf"))
         return torch.softmax(scores, dim=-1) @ v
 
-    def _attend_grouped(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def _attend_grouped(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                        mask_add: torch.Tensor | None = None) -> torch.Tensor:
         """SDPA math-backend arithmetic over the whole cache, grouped heads not repeated."""
         cfg = self.cfg
         b, _, t, d = q.shape
         factor = math.sqrt(1.0 / math.sqrt(d))
         qg = (q * factor).reshape(b, cfg.n_kv_head, cfg.n_rep * t, d)
         scores = qg @ (k * factor).transpose(-2, -1)
-        scores.add_(self.mask_add)
+        scores.add_(self.mask_add if mask_add is None else mask_add)
         out = torch.softmax(scores, dim=-1) @ v
         return out.view(b, cfg.n_head, t, d)

@@ -220,10 +220,26 @@ class Mamba2Mixer(nn.Module):
 
     def step(self, x: torch.Tensor, cache: Mamba2Cache, layer: int = 0) -> torch.Tensor:
         """One token ``x`` (B, 1, hidden) through the recurrent update; advances ``cache`` in place."""
+        return self._step(x, cache.conv[layer], cache.ssm[layer])
+
+    def step_rows(self, x: torch.Tensor, caches: list[Mamba2Cache], layer: int = 0) -> torch.Tensor:
+        """One token per row (``x`` (B, 1, hidden)), row ``b`` on its own one-row ``caches[b]``:
+        the rows' states are stacked for the update and written back."""
+        if len(caches) == 1:
+            return self.step(x, caches[0], layer)
+        conv = torch.cat([c.conv[layer] for c in caches])
+        ssm = torch.cat([c.ssm[layer] for c in caches])
+        out = self._step(x, conv, ssm)
+        for b, c in enumerate(caches):
+            c.conv[layer].copy_(conv[b:b + 1])
+            c.ssm[layer].copy_(ssm[b:b + 1])
+        return out
+
+    def _step(self, x: torch.Tensor, conv_state: torch.Tensor, ssm: torch.Tensor) -> torch.Tensor:
+        """The update on ``conv_state`` (B, conv_dim, d_conv) and ``ssm`` (B, H, P, N), in place."""
         batch = x.shape[0]
         dtype = x.dtype
         gate, xbc, dt = self._project(x)
-        conv_state = cache.conv[layer]
         conv_state.copy_(torch.cat([conv_state[:, :, 1:], xbc[:, 0, :, None].float()], dim=-1))
         xbc = torch.sum(conv_state * self.conv1d.weight[:, 0].float(), dim=-1)
         if self.conv1d.bias is not None:
@@ -242,7 +258,6 @@ class Mamba2Mixer(nn.Module):
         C = C.reshape(batch * self.n_heads, self.d_state, 1)
         hs = hs.reshape(batch, self.n_heads, self.head_dim)
         dbx = (dt[..., None] * B[:, :, None, :]) * hs[..., None]
-        ssm = cache.ssm[layer]
         ssm.copy_(ssm * dA + dbx)
         y = torch.bmm(ssm.reshape(batch * self.n_heads, self.head_dim, self.d_state), C.to(ssm.dtype))
         y = y.view(batch, self.n_heads, self.head_dim)

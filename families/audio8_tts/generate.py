@@ -11,20 +11,30 @@ Quirk kept: the RAS window starts as zeros after step 0, without step 0's token.
 Full-vocabulary heads (0.6B) are scored on the semantic rows and EOS only; the filter runs on
 those 4097 scores, and the softmaxes and uniforms are taken over the whole vocabulary as upstream
 does, so results are upstream's (``full_vocab=True`` scores the whole vocabulary instead).
+
+Two loops share these steps. :meth:`DualARGenerator.frames` runs upstream's left-padded batch (one
+random stream for all rows, as upstream's ``generate`` with several prompts). :meth:`DualARGenerator.row`
+is one request's row program (``engine.batching``): its own slow-AR state and generator, two ops per
+frame, :class:`FrameOp` (the head, the semantic draw, the fast AR over the codebooks) and
+:class:`SlowStepOp` (the slow AR's next column); in a batch the rows' ops run as one call each, alone
+it computes what ``frames`` computes for one prompt.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Hashable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
+from audiocpp.engine.batching import Op
 from audiocpp.engine.errors import UsageError
 from audiocpp.engine.nn.sampling import exponential_race, legacy_top_k_top_p
 
 from .config import Audio8Config
 from .model.dual_ar import DualAR
+from .model.slow_ar import SlowHidden
 
 
 @dataclass(frozen=True)
@@ -164,16 +174,21 @@ class DualARGenerator:
         repeated = (previous == normal[:, None]).any(dim=1)
         return torch.where(repeated & scorer.is_semantic(normal), high, normal)
 
-    def _codebooks(self, fast_input: torch.Tensor, index: torch.Tensor, opts: SamplingOptions,
-                   generator: torch.Generator | None) -> torch.Tensor:
+    def _codebooks(self, fast_input: torch.Tensor, index: torch.Tensor, opts: SamplingOptions | list[SamplingOptions],
+                   generator: torch.Generator | None | list[torch.Generator | None]) -> torch.Tensor:
+        """The fast AR over the codebooks of ``B`` rows: one options and generator for all rows
+        (upstream's batch), or a list of them, one per row (each row draws alone)."""
         fast = self.model.fast
         fast.start(fast_input)
         current = self.scorer.first_code(index)
         codes = [current]
         for position in range(1, self.cfg.num_codebooks):
-            scores = _temperature(legacy_top_k_top_p(fast.logits(current, position), opts.top_k, opts.top_p),
-                                  opts.temperature)
-            current = exponential_race(scores, generator) if opts.do_sample else scores.argmax(dim=-1)
+            logits = fast.logits(current, position)
+            if isinstance(opts, SamplingOptions):
+                current = _draw_code(logits, opts, generator)  # type: ignore[arg-type]
+            else:
+                current = _cat([_draw_code(logits[b:b + 1], o, g)
+                                for b, (o, g) in enumerate(zip(opts, generator))])  # type: ignore[arg-type]
             codes.append(current)
         return torch.stack(codes, dim=1)
 
@@ -220,6 +235,34 @@ class DualARGenerator:
             column = torch.cat((token[:, None], codebooks), dim=1).unsqueeze(-1)
             hidden = slow.step(slow.embed(column), (prompt_lengths + step)[:, None], active_before.long()[:, None])
 
+    def row(self, prompt: torch.Tensor, opts: SamplingOptions,
+            generator: torch.Generator | None) -> Generator[Any, Any, None]:
+        """One request's row program for one prompt ``[1, 1 + num_codebooks, T]``: yields its ops
+        and, per step, the frame ``[num_codebooks]`` (None at EOS, the last item)."""
+        opts.check()
+        cfg, scorer, slow = self.cfg, self.scorer, self.model.slow
+        width = prompt.shape[-1]
+        steps = self.max_steps(width, opts)
+        state = slow.new_state(width + steps)
+        mask = torch.ones((1, width), dtype=torch.long, device=prompt.device)
+        with torch.inference_mode():
+            hidden = slow.prefill(slow.embed(prompt), mask.cumsum(-1).sub(1).clamp_min(0), mask, state=state)
+        row = FrameRow(hidden, None, opts, generator)
+        for step in range(steps):
+            index, codebooks = yield FrameOp(self, row)
+            token = scorer.token_of(index)
+            emitted = bool(token[0] != cfg.eos_token_id)
+            yield codebooks[0] if emitted else None
+            if row.previous is None:
+                row.previous = torch.zeros((1, cfg.ras_window_size), dtype=torch.long, device=prompt.device)
+            else:
+                row.previous = row.previous.roll(-1, dims=1)
+                row.previous[:, -1] = index
+            if not emitted or step == steps - 1:  # upstream runs one more slow step, unused
+                return
+            column = torch.cat((token[:, None], codebooks), dim=1).unsqueeze(-1)
+            row.hidden = yield SlowStepOp(self, state, column, width + step)
+
     def generate(self, prompt: torch.Tensor, prompt_mask: torch.Tensor, opts: SamplingOptions,
                  generator: torch.Generator | None) -> GenerateOutput:
         batch = prompt.shape[0]
@@ -236,6 +279,71 @@ class DualARGenerator:
         else:
             codes = torch.empty((batch, self.cfg.num_codebooks, 0), dtype=torch.long)
         return GenerateOutput(codes=codes, code_lengths=lengths, finished=finished)
+
+
+def _draw_code(logits: torch.Tensor, opts: SamplingOptions, generator: torch.Generator | None) -> torch.Tensor:
+    scores = _temperature(legacy_top_k_top_p(logits, opts.top_k, opts.top_p), opts.temperature)
+    return exponential_race(scores, generator) if opts.do_sample else scores.argmax(dim=-1)
+
+
+def _cat(tensors: list[torch.Tensor]) -> torch.Tensor:
+    return tensors[0] if len(tensors) == 1 else torch.cat(tensors)
+
+
+@dataclass
+class FrameRow:
+    """A request's state between its ops: the slow AR's last output, its RAS window, its sampling."""
+
+    hidden: SlowHidden
+    previous: torch.Tensor | None
+    opts: SamplingOptions
+    generator: torch.Generator | None
+
+
+class FrameOp(Op):
+    """A row's next frame: the semantic head, the semantic draw (with RAS) and the fast AR over the
+    codebooks, drawn from the row's own generator. Result: ``(index [1], codebooks [1, num_codebooks])``."""
+
+    def __init__(self, generator: DualARGenerator, row: FrameRow) -> None:
+        self.generator, self.row = generator, row
+
+    def group_key(self) -> Hashable:
+        return id(self.generator)
+
+    @classmethod
+    def run_group(cls, ops: Sequence[FrameOp]) -> list[Any]:
+        gen = ops[0].generator
+        rows = [op.row for op in ops]
+        with torch.inference_mode():
+            logits = gen.scorer.logits(_cat([r.hidden.logits_input for r in rows]))
+            index = _cat([gen._sample_semantic(logits[b:b + 1], r.opts, r.previous, r.generator)
+                          for b, r in enumerate(rows)])
+            gen.model.fast.setup(len(rows))
+            codebooks = gen._codebooks(_cat([r.hidden.fast_input for r in rows]), index,
+                                       [r.opts for r in rows], [r.generator for r in rows])
+        return [(index[b:b + 1], codebooks[b:b + 1]) for b in range(len(ops))]
+
+
+class SlowStepOp(Op):
+    """A row's next slow-AR column ``[1, 1 + num_codebooks, 1]`` at rotary ``position``, on its
+    own state. Result: the new :class:`SlowHidden` (``[1, 1, dim]`` each)."""
+
+    def __init__(self, generator: DualARGenerator, state: Any, column: torch.Tensor, position: int) -> None:
+        self.generator, self.state, self.column, self.position = generator, state, column, position
+
+    def group_key(self) -> Hashable:
+        return id(self.generator)
+
+    @classmethod
+    def run_group(cls, ops: Sequence[SlowStepOp]) -> list[Any]:
+        slow = ops[0].generator.model.slow
+        device = ops[0].column.device
+        positions = torch.tensor([[op.position] for op in ops], dtype=torch.long, device=device)
+        with torch.inference_mode():
+            hidden = slow.step_rows(slow.embed(_cat([op.column for op in ops])), positions, [op.state for op in ops])
+        if len(ops) == 1:
+            return [hidden]
+        return [SlowHidden(hidden.logits_input[b:b + 1], hidden.fast_input[b:b + 1]) for b in range(len(ops))]
 
 
 def prompt_tensor(rows: list[torch.Tensor], cfg: Audio8Config) -> tuple[torch.Tensor, torch.Tensor]:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from audiocpp.engine.batching import relay
 from audiocpp.engine.errors import UsageError
 from audiocpp.engine.model import LoadedModel
 from audiocpp.engine.nn.build import torch_dtype
@@ -200,7 +201,7 @@ class Audio8Session(Session):
         return SamplingOptions(max_new_tokens=int(o["max_new_tokens"]), temperature=float(o["temperature"]),
                                top_p=float(o["top_p"]), top_k=int(o["top_k"]), do_sample=bool(o["do_sample"]))
 
-    def _synthesize(self, request: PreparedRequest) -> Generator[AudioBuffer, None, Synthesis]:
+    def _synthesize(self, request: PreparedRequest) -> Generator[Any, Any, Synthesis]:
         references = self._references(request)
         opts = self.sampling_options(request)
         chunks = self._chunks(request)
@@ -213,24 +214,27 @@ class Audio8Session(Session):
         previous: Turn | None = None
         request.progress.start(self.family, len(chunks))
         for chunk in chunks:
-            prompt, mask = prompt_tensor([self.builder.build(chunk, references, previous)], self.model.config)
+            prompt, _ = prompt_tensor([self.builder.build(chunk, references, previous)], self.model.config)
             details["prompts"].append(prompt[0].numpy())
             frames: list[torch.Tensor] = []
             pieces: list[np.ndarray] = []
             decoder = StreamingDecoder(self.codec) if request.streaming else None
-            pending = 0
             finished = False
-            device = self.model.parts.device
-            for frame, emitted in self.generator.frames(prompt.to(device), mask.to(device), opts, rng):
-                if not bool(emitted[0]):
+
+            def take(frame: torch.Tensor | None, frames: list[torch.Tensor] = frames, pieces: list[np.ndarray] = pieces,
+                     decoder: StreamingDecoder | None = decoder) -> AudioBuffer | None:
+                nonlocal finished
+                if frame is None:
                     finished = True
-                    continue
-                frames.append(frame[0].cpu())
-                pending += 1
-                if decoder is not None and pending >= step:
-                    pieces.append(self._push(decoder, frames[-pending:]))
-                    pending = 0
-                    yield AudioBuffer(pieces[-1], rate)
+                    return None
+                frames.append(frame.cpu())
+                if decoder is None or len(frames) % step:
+                    return None
+                pieces.append(self._push(decoder, frames[-step:]))
+                return AudioBuffer(pieces[-1], rate)
+
+            yield from relay(self.generator.row(prompt.to(self.model.parts.device), opts, rng), take)
+            pending = len(frames) % step
             if decoder is not None and pending:
                 pieces.append(self._push(decoder, frames[-pending:]))
                 yield AudioBuffer(pieces[-1], rate)

@@ -13,16 +13,24 @@ the unconditional row is never computed; see ``model.py``), and without guidance
 unconditional row is not computed at all; the mask, packing and rotary tables are built
 once per chunk; only the two target windows go through the audio heads; steps that unmask
 nothing skip the forward pass (upstream runs it and discards it).
+
+The loop is a row program (``engine.batching``): each forward pass is a :class:`ForwardOp`. In a
+batch of requests, the packed rows of every request waiting on its next step (each at its own
+step of its own schedule, with its own target length) go through the backbone as one packed
+sequence (``Packing.merge``), and every request's predictions and draws stay its own.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Generator, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from audiocpp.engine.batching import Op
 from audiocpp.engine.nn.sampling import gumbel_noise_like, keep_top_k
 from audiocpp.engine.progress import NullProgress, Progress
 
@@ -172,10 +180,41 @@ class MaskGitDecoder:
                            (rope[0][0].to(self.device), rope[1][0].to(self.device)),
                            batch.cond_len, batch.target_len, guided)
 
+    def step_logits_batch(self, batches: list[PackedBatch]) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """:meth:`step_logits` of several requests' packed rows in one backbone pass."""
+        if len(batches) == 1:
+            return [self.step_logits(batches[0])]
+        device = self.device
+        ids = torch.cat([b.input_ids for b in batches], dim=2)
+        mask = torch.cat([b.audio_mask for b in batches], dim=1)
+        packing = Packing.merge([b.packing for b in batches])
+        rope = (torch.cat([b.rope[0] for b in batches]), torch.cat([b.rope[1] for b in batches]))
+        hidden = self.lm.hidden(ids.to(device), mask.to(device), packing, rope, self.compute_dtype)
+        windows, offset = [], 0
+        for b in batches:
+            s, t = b.cond_len, b.target_len
+            windows.append(hidden[offset + s - t:offset + s])
+            if b.guided:
+                windows.append(hidden[offset + s:offset + s + t])
+            offset += b.input_ids.shape[2]
+        logits = self.lm.heads(torch.cat(windows)).cpu()  # (C, sum of T, V)
+        out, start = [], 0
+        for b in batches:
+            t = b.target_len
+            c_logits = logits[:, start:start + t].unsqueeze(0)
+            start += t
+            u_logits = None
+            if b.guided:
+                u_logits = logits[:, start:start + t].unsqueeze(0)
+                start += t
+            out.append((c_logits, u_logits))
+        return out
+
     @torch.inference_mode()
     def generate(self, prompt: Prompt, params: MaskGitParams, generator: torch.Generator | None = None,
-                 progress: Progress | None = None) -> torch.Tensor:
-        """The (C, T) tokens of one chunk."""
+                 progress: Progress | None = None) -> Generator[ForwardOp, Any, torch.Tensor]:
+        """The row program of one chunk: yields its forward passes (:class:`ForwardOp`), returns
+        the (C, T) tokens."""
         progress = progress or NullProgress()
         cfg = self.cfg
         mask_id, num_cb, t = cfg.audio_mask_id, cfg.num_audio_codebook, prompt.num_target
@@ -187,7 +226,7 @@ class MaskGitDecoder:
             progress.advance()
             if k <= 0:
                 continue
-            c_logits, u_logits = self.step_logits(packed)
+            c_logits, u_logits = yield ForwardOp(self, packed)
             pred, scores = self.predict(c_logits, u_logits, params, generator)
             scores = scores - (layer_ids * params.layer_penalty_factor)
             if params.position_temperature > 0.0:
@@ -201,3 +240,19 @@ class MaskGitDecoder:
             if packed.guided:
                 packed.input_ids[:, :, s:s + t] = tokens
         return tokens[0]
+
+
+class ForwardOp(Op):
+    """One MaskGIT forward pass of a request: its packed rows -> the float32 logits of its target
+    window(s), ``(c_logits, u_logits)`` as :meth:`MaskGitDecoder.step_logits` returns them."""
+
+    def __init__(self, decoder: MaskGitDecoder, packed: PackedBatch) -> None:
+        self.decoder, self.packed = decoder, packed
+
+    def group_key(self) -> Hashable:
+        return (id(self.decoder.lm), self.decoder.compute_dtype)
+
+    @classmethod
+    def run_group(cls, ops: Sequence[ForwardOp]) -> list[Any]:
+        with torch.inference_mode():
+            return ops[0].decoder.step_logits_batch([op.packed for op in ops])

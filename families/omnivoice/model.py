@@ -39,7 +39,8 @@ def rope_tables(positions: torch.Tensor, cfg: LMConfig, dtype: torch.dtype = tor
 
 
 class Packing:
-    """Row ``b`` of a padded (B, S) batch keeps its first ``lengths[b]`` positions.
+    """Row ``b`` of a padded (B, S) batch keeps its first ``lengths[b]`` positions; :meth:`merge`
+    joins the packings of several items (each its own S) into one, for a batch of requests.
 
     ``attend`` runs attention row by row. Exact mode (float32) calls SDPA as upstream does:
     a row that attends everywhere without a mask (the same bits as an all-True mask), a
@@ -49,8 +50,8 @@ class Packing:
     """
 
     def __init__(self, lengths: tuple[int, ...], seq_len: int, mask: torch.Tensor, exact: bool = True) -> None:
-        self.lengths, self.seq_len, self.exact = tuple(lengths), seq_len, exact
-        self.starts = [sum(self.lengths[:b]) for b in range(len(self.lengths))]
+        self.lengths, self.exact = tuple(lengths), exact
+        self.seq_lens = (seq_len,) * len(self.lengths)
         self.row_masks: list[torch.Tensor | None] = []
         self.block_open: list[bool] = []
         for b, n in enumerate(self.lengths):
@@ -60,10 +61,30 @@ class Packing:
                 self.row_masks.append(None)
             else:
                 self.row_masks.append(torch.zeros(1, 1, seq_len, seq_len).masked_fill(~row, float("-inf")))
+        self._starts()
+
+    def _starts(self) -> None:
+        self.starts = [sum(self.lengths[:b]) for b in range(len(self.lengths))]
+
+    @classmethod
+    def merge(cls, packings: list[Packing]) -> Packing:
+        """The rows of several packings (items of a batch, each padded to its own length) as one."""
+        out = cls.__new__(cls)
+        out.exact = packings[0].exact
+        out.lengths = tuple(n for p in packings for n in p.lengths)
+        out.seq_lens = tuple(s for p in packings for s in p.seq_lens)
+        out.row_masks = [m for p in packings for m in p.row_masks]
+        out.block_open = [o for p in packings for o in p.block_open]
+        out._starts()
+        return out
+
+    @property
+    def seq_len(self) -> int:
+        return max(self.seq_lens)
 
     @property
     def full(self) -> bool:
-        return all(n == self.seq_len for n in self.lengths)
+        return all(n == s for n, s in zip(self.lengths, self.seq_lens))
 
     def pack(self, x: torch.Tensor, dim: int = 0) -> torch.Tensor:
         """(B, ...) with S at ``dim + 1`` -> the rows' valid positions concatenated along ``dim``."""
@@ -90,7 +111,7 @@ class Packing:
                 continue
             padded = []
             for t in (qi, ki, vi):
-                buf = t.new_zeros((1, self.seq_len, *t.shape[1:]))
+                buf = t.new_zeros((1, self.seq_lens[b], *t.shape[1:]))
                 buf[0, :n] = t
                 padded.append(buf.transpose(1, 2))
             outs.append(sdpa(*padded, row_mask.to(device=q.device, dtype=q.dtype), scale=scale)[0, :n])

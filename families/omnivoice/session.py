@@ -25,6 +25,7 @@ import torch
 from audiocpp.engine.audio.dsp import cross_fade_chunks, fade_and_pad, peak_normalize
 from audiocpp.engine.audio.resample import resample
 from audiocpp.engine.audio.silence import remove_silence
+from audiocpp.engine.batching import Op
 from audiocpp.engine.errors import UsageError
 from audiocpp.engine.model import LoadedModel
 from audiocpp.engine.nn.build import PerDtype, torch_dtype
@@ -181,7 +182,7 @@ class OmniVoiceSession(Session):
         return voice
 
     # -- synthesis -----------------------------------------------------------------------
-    def _synthesize(self, request: PreparedRequest) -> Generator[AudioBuffer, None, Synthesis]:
+    def _synthesize(self, request: PreparedRequest) -> Generator[Any, Any, Synthesis]:
         opts, text, model = request.options, request.text, self.model
         cfg, fps = model.cfg, model.codec.frame_rate
         generator = request.generator()
@@ -217,12 +218,13 @@ class OmniVoiceSession(Session):
 
         prompts: list[Prompt] = []
 
-        def run(chunk_text: str, num_target: int, r_text: str | None, r_codes: torch.Tensor | None) -> torch.Tensor:
+        def run(chunk_text: str, num_target: int, r_text: str | None,
+                r_codes: torch.Tensor | None) -> Generator[Op, Any, torch.Tensor]:
             prompt = build_prompt(model.tokenizer, chunk_text, num_target, num_codebooks=cfg.num_audio_codebook,
                                   mask_id=cfg.audio_mask_id, ref_text=r_text, ref_codes=r_codes,
                                   language=language, instruct=instruct, denoise=bool(opts["denoise"]))
             prompts.append(prompt)
-            return self.decoder.generate(prompt, params, generator, request.progress)
+            return (yield from self.decoder.generate(prompt, params, generator, request.progress))
 
         rms = voice.ref_rms if voice is not None else None
         tokens: list[torch.Tensor] = []
@@ -238,7 +240,7 @@ class OmniVoiceSession(Session):
                 else:
                     r_text, r_codes = ref_text, ref_codes
                 n = estimate_target_tokens(chunk, r_text, r_codes.shape[-1] if r_codes is not None else None, speed)
-            out = run(chunk, n, r_text, r_codes)
+            out = yield from run(chunk, n, r_text, r_codes)
             tokens.append(out)
             lens.append(n)
             decoded.append(self.decode(out))

@@ -8,14 +8,24 @@ base LM and the residual LM take one step each on static KV caches.
 Numbers follow upstream exactly in float32; the speed comes from caches sized per request
 (attention reads only the filled prefix), Python-int positions (no tensors built per step) and
 one host read per patch (the stop flag).
+
+The loop is a row program (``engine.batching``): each patch is two ops, :class:`PatchOp` (DiT
+condition, the CFM solve from the row's own noise, LocEnc, the stop logits) and :class:`LMStepOp`
+(one base-LM and one residual-LM step on the row's own KV caches). In a batch, the ops of every row
+at that point run as one call with a row each (attention per row over its own cache); alone, a group
+of one computes what the loop always computed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
+
+from audiocpp.engine.batching import Op, relay
+from audiocpp.engine.nn.kv_cache import StaticKVCache
 
 from .codec import AudioVAE, StreamingDecoder
 from .model import VoxCPMModel
@@ -64,24 +74,105 @@ class Run:
         return torch.stack(self.patches) if self.patches else self.context[:0]
 
 
+@dataclass
+class RowState:
+    """One request's AR state between its ops: the two LM states, the previous patch, its caches."""
+
+    lm_hidden: torch.Tensor  # (1, H)
+    res_hidden: torch.Tensor  # (1, H)
+    cond: torch.Tensor  # (1, P, D): the previous patch (zeros after text)
+    base_cache: StaticKVCache
+    res_cache: StaticKVCache
+
+
+class PatchOp(Op):
+    """Sample a row's next patch: DiT condition, the CFM solve from ``noise`` (drawn by the row from
+    its own generator), LocEnc of the patch, and the stop logits of the state that produced it.
+    Result: ``(patch (1, P, D), embedding (1, 1, H), stop: bool)``."""
+
+    def __init__(self, generator: VoxCPMGenerator, state: RowState, noise: torch.Tensor, timesteps: int,
+                 cfg_value: float) -> None:
+        self.generator, self.state, self.noise = generator, state, noise
+        self.timesteps, self.cfg_value = timesteps, cfg_value
+
+    def group_key(self) -> Hashable:
+        return (id(self.generator), self.timesteps)  # one time grid per call
+
+    @classmethod
+    def run_group(cls, ops: Sequence[PatchOp]) -> list[Any]:
+        m, cfg = ops[0].generator.model, ops[0].generator.config
+        states = [op.state for op in ops]
+        with torch.inference_mode():
+            lm_hidden = _rows([s.lm_hidden for s in states])
+            mu = m.dit_condition(lm_hidden, _rows([s.res_hidden for s in states]))
+            cond = _rows([s.cond for s in states]).transpose(1, 2).contiguous()
+            values = [op.cfg_value for op in ops]
+            cfg_value: float | torch.Tensor = values[0]
+            if any(v != values[0] for v in values):  # per row, (B, 1, 1) against the patches
+                cfg_value = torch.tensor(values, dtype=mu.dtype, device=mu.device).view(-1, 1, 1)
+            patch = m.feat_decoder(mu, ops[0].timesteps, cfg.patch_size, cond, noise=_rows([op.noise for op in ops]),
+                                   cfg_value=cfg_value).transpose(1, 2)  # (B, P, D)
+            embedding = m.encode_patches(patch.unsqueeze(1))  # (B, 1, H)
+            stop = m.stop_logits(lm_hidden).argmax(dim=-1).tolist()  # one host read for the group
+        return [(patch[b:b + 1], embedding[b:b + 1], stop[b] == 1) for b in range(len(ops))]
+
+
+class LMStepOp(Op):
+    """One base-LM and one residual-LM step of a row on its caches; result: the new ``(lm_hidden,
+    res_hidden)``."""
+
+    def __init__(self, generator: VoxCPMGenerator, state: RowState, embedding: torch.Tensor) -> None:
+        self.generator, self.state, self.embedding = generator, state, embedding
+
+    def group_key(self) -> Hashable:
+        return id(self.generator)
+
+    @classmethod
+    def run_group(cls, ops: Sequence[LMStepOp]) -> list[Any]:
+        m = ops[0].generator.model
+        states = [op.state for op in ops]
+        curr = _rows([op.embedding for op in ops])  # (B, 1, H)
+        with torch.inference_mode():
+            lm_hidden = m.fsq_layer(m.base_lm.step(curr, [s.base_cache for s in states])[:, 0, :])
+            res_in = m.residual_input(lm_hidden, curr[:, 0, :])
+            res_hidden = m.residual_lm.step(res_in.unsqueeze(1), [s.res_cache for s in states])[:, 0, :]
+        return [(lm_hidden[b:b + 1], res_hidden[b:b + 1]) for b in range(len(ops))]
+
+
+def _rows(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """Rows stacked along dim 0 (one row: itself, so a request alone computes on its own tensor)."""
+    return tensors[0] if len(tensors) == 1 else torch.cat(tensors)
+
+
 class VoxCPMGenerator:
-    """Runs the AR loop of one loaded model (not thread-safe: it owns the KV caches)."""
+    """Runs the AR loop of one loaded model; rows of a batch take KV caches from its pool (used by
+    one thread at a time: the model's guard)."""
 
     def __init__(self, model: VoxCPMModel, vae: AudioVAE) -> None:
         self.model = model
         self.vae = vae
         self.config = model.config
-        self._caches: dict[str, object] = {}
+        self._free: dict[str, list[StaticKVCache]] = {"base": [], "residual": []}
 
     # -- caches -------------------------------------------------------------------------
-    def _cache(self, name: str, lm, length: int):
-        cache = self._caches.get(name)
-        dtype, device = self.model.dtype, self.model.device
-        if cache is None or cache.max_length < length or cache.buffer.dtype != dtype:
-            cache = lm.new_cache(length, dtype=dtype, device=device)
-            self._caches[name] = cache
+    def _take_cache(self, name: str, lm, length: int) -> StaticKVCache:
+        """A free cache of at least ``length`` positions (the smallest that fits), or a new one."""
+        dtype = self.model.dtype
+        free = self._free[name]
+        fits = [c for c in free if c.max_length >= length and c.buffer.dtype == dtype]
+        if fits:
+            cache = min(fits, key=lambda c: c.max_length)
+            free.remove(cache)
+        else:
+            cache = lm.new_cache(length, dtype=dtype, device=self.model.device)
         cache.reset()
         return cache
+
+    def _give_back(self, name: str, cache: StaticKVCache) -> None:
+        free = self._free[name]
+        free.append(cache)
+        if len(free) > 4:  # keep the largest few
+            free.remove(min(free, key=lambda c: c.max_length))
 
     def context_patches(self, prompt: Prompt) -> torch.Tensor:
         """Trailing prompt patches used as decoding context (upstream ``context_len``)."""
@@ -98,19 +189,47 @@ class VoxCPMGenerator:
         return prompt.feats[len(prompt) - n :] if n > 0 else prompt.feats[:0]
 
     # -- the AR loop ----------------------------------------------------------------------
-    @torch.inference_mode()
     def run(self, prompt: Prompt, opts: DecodeOptions, generator: torch.Generator | None,
-            max_len: int | None = None) -> Generator[torch.Tensor, None, Run]:
-        """Yield each new patch ``(P, D)`` as it is sampled; return the :class:`Run`."""
+            max_len: int | None = None) -> Generator[Any, Any, Run]:
+        """The row program of one pass: yields its ops and each new patch ``(P, D)`` as it is
+        sampled; returns the :class:`Run`."""
         m, cfg = self.model, self.config
-        dtype = m.dtype
         max_len = opts.length_cap(prompt.target_length) if max_len is None else max_len
         if len(prompt) >= cfg.max_length:
             raise_too_long(len(prompt), cfg.max_length)
         # Upstream's caches hold max_length positions; ours only what this request can use.
         total = min(len(prompt) + max_len, cfg.max_length)
-        run = Run(context=self.context_patches(prompt).to(m.device))
+        base_cache = self._take_cache("base", m.base_lm, total)
+        res_cache = self._take_cache("residual", m.residual_lm, total)
+        try:
+            state = self._prefill(prompt, base_cache, res_cache)
+            run = Run(context=self.context_patches(prompt).to(m.device))
+            for i in range(max_len):
+                noise = m.feat_decoder.draw_noise(1, cfg.patch_size, dtype=m.dtype, device=m.device,
+                                                  generator=generator)
+                patch, embedding, stop = yield PatchOp(self, state, noise, opts.inference_timesteps, opts.cfg_value)
+                run.patches.append(patch[0])
+                state.cond = patch
+                yield patch[0]
+                # The stop head reads the state that produced this patch.
+                if i > opts.min_len and stop:
+                    run.stopped = True
+                    break
+                if i == max_len - 1:
+                    break  # upstream would step the LMs once more and discard the result
+                if base_cache.length >= base_cache.max_length:
+                    raise_too_long(len(prompt), cfg.max_length, generated=i + 1)
+                state.lm_hidden, state.res_hidden = yield LMStepOp(self, state, embedding)
+            return run
+        finally:
+            self._give_back("base", base_cache)
+            self._give_back("residual", res_cache)
 
+    @torch.inference_mode()
+    def _prefill(self, prompt: Prompt, base_cache: StaticKVCache, res_cache: StaticKVCache) -> RowState:
+        """The prompt through both LMs (alone: a prefill is long enough to fill the machine)."""
+        m, cfg = self.model, self.config
+        dtype = m.dtype
         tokens = prompt.tokens.to(m.device).unsqueeze(0)
         text_mask = prompt.text_mask.to(m.device, dtype).unsqueeze(0).unsqueeze(-1)
         audio_mask = prompt.audio_mask.to(m.device, dtype).unsqueeze(0).unsqueeze(-1)
@@ -120,55 +239,22 @@ class VoxCPMGenerator:
         text_embed = m.base_lm.embed_tokens(tokens) * cfg.lm.embedding_scale
         combined = text_mask * text_embed + audio_mask * feat_embed
 
-        base_cache = self._cache("base", m.base_lm, total)
-        res_cache = self._cache("residual", m.residual_lm, total)
         enc = m.base_lm(combined, causal=True, cache=base_cache)
         enc = m.fsq_layer(enc) * audio_mask + enc * text_mask
-        lm_hidden = enc[:, -1, :]
         res = m.residual_lm(m.residual_input(enc, audio_mask * feat_embed), causal=True, cache=res_cache)
-        res_hidden = res[:, -1, :]
-        cond = feats[:, -1, :, :]  # (1, P, D): the previous patch (zeros after text)
-
-        for i in range(max_len):
-            mu = m.dit_condition(lm_hidden, res_hidden)
-            patch = m.feat_decoder(
-                mu, opts.inference_timesteps, cfg.patch_size, cond.transpose(1, 2).contiguous(),
-                generator=generator, cfg_value=opts.cfg_value,
-            ).transpose(1, 2)  # (1, P, D)
-            curr = m.encode_patches(patch.unsqueeze(1))  # (1, 1, H)
-            run.patches.append(patch[0])
-            cond = patch
-            yield patch[0]
-            # The stop head reads the state that produced this patch (one host read per patch).
-            if i > opts.min_len and int(m.stop_logits(lm_hidden).argmax(dim=-1)[0]) == 1:
-                run.stopped = True
-                break
-            if i == max_len - 1:
-                break  # upstream would step the LMs once more and discard the result
-            if base_cache.length >= base_cache.max_length:
-                raise_too_long(len(prompt), cfg.max_length, generated=i + 1)
-            lm_hidden = m.fsq_layer(m.base_lm.step(curr, base_cache)[:, 0, :])
-            res_in = m.residual_input(lm_hidden, curr[:, 0, :])
-            res_hidden = m.residual_lm.step(res_in.unsqueeze(1), res_cache)[:, 0, :]
-        return run
-
-    def run_to_end(self, prompt: Prompt, opts: DecodeOptions, generator: torch.Generator | None) -> Run:
-        gen = self.run(prompt, opts, generator)
-        while True:
-            try:
-                next(gen)
-            except StopIteration as stop:
-                return stop.value
+        return RowState(lm_hidden=enc[:, -1, :], res_hidden=res[:, -1, :], cond=feats[:, -1, :, :],
+                        base_cache=base_cache, res_cache=res_cache)
 
     # -- offline ----------------------------------------------------------------------------
     def generate(self, prompt: Prompt, opts: DecodeOptions,
-                 generator: torch.Generator | None) -> tuple[torch.Tensor, Run, int]:
-        """Offline: retries bad cases, decodes, trims the context. Returns ``(audio (n,), run, attempts)``."""
+                 generator: torch.Generator | None) -> Generator[Op, Any, tuple[torch.Tensor, Run, int]]:
+        """Offline (a row program): retries bad cases, decodes, trims the context. Returns
+        ``(audio (n,), run, attempts)``."""
         attempts = 0
         limit = max(1, opts.retry_badcase_max_times) if opts.retry_badcase else 1
         while True:
             attempts += 1
-            run = self.run_to_end(prompt, opts, generator)
+            run = yield from relay(self.run(prompt, opts, generator))
             if not opts.retry_badcase or attempts >= limit:
                 break
             counted = len(run.patches) + (len(run.context) if self.config.variant.prompt_trim == "fixed" else 0)
@@ -190,27 +276,27 @@ class VoxCPMGenerator:
         return audio[trim:]
 
     # -- streaming ------------------------------------------------------------------------
-    @torch.inference_mode()
     def stream(self, prompt: Prompt, opts: DecodeOptions,
-               generator: torch.Generator | None) -> Generator[torch.Tensor, None, Run]:
-        """Yield audio ``(n,)`` per generated patch; return the :class:`Run`."""
+               generator: torch.Generator | None) -> Generator[Any, Any, Run]:
+        """A row program that yields its ops and audio ``(n,)`` per generated patch; returns the
+        :class:`Run`."""
         cfg = self.config
-        gen = self.run(prompt, opts, generator)
         context = self.context_patches(prompt).to(self.model.device)
-        if cfg.variant.streaming == "stateful":
-            decoder = self.vae.streaming_decoder()
-            if len(context):
-                decoder.decode_chunk(_latents(context))  # warm the causal state; output is trimmed offline too
-            step = _stateful(decoder)
-        else:
-            step = _window(self.vae, list(context), cfg.variant.streaming_prefix_len,
-                           cfg.patch_size * cfg.audio_vae.chunk_size)
-        while True:
-            try:
-                patch = next(gen)
-            except StopIteration as stop:
-                return stop.value
-            yield step(patch)
+        with torch.inference_mode():
+            if cfg.variant.streaming == "stateful":
+                decoder = self.vae.streaming_decoder()
+                if len(context):
+                    decoder.decode_chunk(_latents(context))  # warm the causal state; output is trimmed offline too
+                step = _stateful(decoder)
+            else:
+                step = _window(self.vae, list(context), cfg.variant.streaming_prefix_len,
+                               cfg.patch_size * cfg.audio_vae.chunk_size)
+
+        def decode_patch(patch: torch.Tensor) -> torch.Tensor:
+            with torch.inference_mode():
+                return step(patch)
+
+        return (yield from relay(self.run(prompt, opts, generator), decode_patch))
 
 
 def _latents(patches: torch.Tensor) -> torch.Tensor:

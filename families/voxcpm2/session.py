@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from audiocpp.engine.batching import relay
 from audiocpp.engine.errors import UsageError
 from audiocpp.engine.model import LoadedModel
 from audiocpp.engine.nn.build import PerDtype, torch_dtype
@@ -245,7 +246,7 @@ class VoxCPM2Session(Session):
         )
 
     # -- synthesis ------------------------------------------------------------------------
-    def _synthesize(self, request: PreparedRequest) -> Generator[AudioBuffer, None, Synthesis]:
+    def _synthesize(self, request: PreparedRequest) -> Generator[Any, Any, Synthesis]:
         parts = self._prompt_parts(request)
         opts = self._decode_options(request)
         chunks = self._chunks(request)
@@ -261,20 +262,17 @@ class VoxCPM2Session(Session):
             details["text_tokens"].append(prompt.tokens.tolist())
             if request.streaming:
                 pieces: list[np.ndarray] = []
-                stream = self.generator.stream(prompt, opts, rng)
-                while True:
-                    try:
-                        piece = next(stream)
-                    except StopIteration as stop:
-                        run = stop.value
-                        break
-                    samples = piece.detach().to(torch.float32).cpu().numpy().copy()
+
+                def piece_of(audio: torch.Tensor, pieces: list[np.ndarray] = pieces) -> AudioBuffer:
+                    samples = audio.detach().to(torch.float32).cpu().numpy().copy()
                     pieces.append(samples)
-                    yield AudioBuffer(samples, rate)
+                    return AudioBuffer(samples, rate)
+
+                run = yield from relay(self.generator.stream(prompt, opts, rng), piece_of)
                 audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
                 attempts = 1
             else:
-                wav, run, attempts = self.generator.generate(prompt, opts, rng)
+                wav, run, attempts = yield from self.generator.generate(prompt, opts, rng)
                 audio = wav.detach().to(torch.float32).cpu().numpy().copy()
             outputs.append(AudioBuffer(audio, rate))
             details["latents"].append(run.generated.to(torch.float32).cpu().numpy())

@@ -11,6 +11,7 @@ import torch
 
 from audiocpp.engine.audio.io import read_audio
 from audiocpp.engine.audio.resample import resample
+from audiocpp.engine.batching.ops import run_now
 from audiocpp.engine.errors import UsageError
 from audiocpp.engine.records import AudioBuffer, TaskRequest, VoiceReference
 from audiocpp.engine.text.chunking import chunk_text
@@ -69,7 +70,7 @@ def test_long_text_is_chunked_and_generated_in_order(loaded) -> None:
     rng = torch.Generator().manual_seed(11)
     opts = session._decode_options(session.prepare(TaskRequest(text=LONG, options=SHORT)))
     for i, chunk in enumerate(chunks):
-        audio, run, _ = session.generator.generate(session.builder.build(chunk), opts, rng)
+        audio, run, _ = run_now(session.generator.generate(session.builder.build(chunk), opts, rng))
         assert np.array_equal(run.generated.numpy(), result.details["latents"][i])
         assert np.array_equal(audio.numpy(), result.chunks[i].samples)
 

@@ -43,13 +43,17 @@ class FastAR(nn.Module):
         self._valid: torch.Tensor | None = None
 
     def setup(self, batch_size: int) -> None:
-        self.stack.setup(batch_size, self.cfg.num_codebooks)
+        """The cache for ``batch_size`` rows (kept while the batch size stays)."""
         device = self.fast_embeddings.weight.device
+        if self._valid is not None and self._valid.shape[0] == batch_size and self._valid.device == device:
+            return
+        self.stack.setup(batch_size, self.cfg.num_codebooks)
         self._positions = torch.arange(self.cfg.num_codebooks, device=device).view(-1, 1, 1).expand(-1, batch_size, 1)
         self._valid = torch.ones(batch_size, 1, dtype=torch.long, device=device)
 
     def release(self) -> None:
         self.stack.release()
+        self._positions = self._valid = None
 
     def start(self, slow_hidden: torch.Tensor) -> None:
         """Position 0 of a new frame: the slow hidden state ``[B, 1, dim]`` (its logits are unused)."""

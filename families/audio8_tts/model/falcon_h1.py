@@ -177,10 +177,15 @@ class FalconH1Attention(nn.Module):
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
                 causal: bool) -> torch.Tensor:
+        return self.o_proj(self._context(q, k, v, mask, causal))
+
+    def _context(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                 causal: bool) -> torch.Tensor:
+        """Attention output before ``o_proj``, ``(B, T, heads * head_dim)``."""
         if mask is None:  # transformers' sdpa path without a mask: is_causal, grouped heads
             out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=self.scale, enable_gqa=True)
-            return self.o_proj(out.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1))
-        return self.o_proj(sdpa(q, k, v, mask, scale=self.scale))  # with a mask: K/V heads repeated
+            return out.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1)
+        return sdpa(q, k, v, mask, scale=self.scale)  # with a mask: K/V heads repeated
 
     def forward(self, x: torch.Tensor, rope: Rope, cache: FalconH1Cache | None, layer: int,
                 mask: torch.Tensor | None) -> torch.Tensor:
@@ -194,9 +199,22 @@ class FalconH1Attention(nn.Module):
              mask: torch.Tensor | None) -> torch.Tensor:
         """One new column at slot ``pos`` against the filled prefix ``0..pos``."""
         q, k, v = self._qkv(x, rope)
+        return self.o_proj(self._cached_context(q, k, v, cache, layer, pos, mask))
+
+    def step_rows(self, x: torch.Tensor, rope: Rope, caches: list[FalconH1Cache], layer: int,
+                  slots: list[int], masks: list[torch.Tensor | None]) -> torch.Tensor:
+        """One column per row (``x`` (B, 1, dim)), row ``b`` at ``slots[b]`` of ``caches[b]``:
+        projections over all rows, attention row by row."""
+        q, k, v = self._qkv(x, rope)
+        context = torch.cat([self._cached_context(q[b:b + 1], k[b:b + 1], v[b:b + 1], cache, layer, slot, mask)
+                             for b, (cache, slot, mask) in enumerate(zip(caches, slots, masks))])
+        return self.o_proj(context)
+
+    def _cached_context(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: FalconH1Cache, layer: int,
+                        pos: int, mask: torch.Tensor | None) -> torch.Tensor:
         cache.kv.write(layer, pos, k, v)
         keys, values = cache.kv.layer(layer)
-        return self._attend(q, keys[:, :, : pos + 1], values[:, :, : pos + 1], mask, causal=False)
+        return self._context(q, keys[:, :, : pos + 1], values[:, :, : pos + 1], mask, causal=False)
 
 
 class FalconH1MLP(SwiGLU):
@@ -250,6 +268,13 @@ class FalconH1Layer(nn.Module):
         h = self.input_layernorm(x)
         mamba = self.mamba.step(_scale(h, self.ssm_in), cache.mamba, i)
         attn = self.self_attn.step(_scale(h, self.attn_in), rope, cache, i, pos, attn_mask)
+        return self._mix(x, mamba, attn)
+
+    def step_rows(self, x: torch.Tensor, rope: Rope, caches: list[FalconH1Cache], i: int, slots: list[int],
+                  masks: list[torch.Tensor | None]) -> torch.Tensor:
+        h = self.input_layernorm(x)
+        mamba = self.mamba.step_rows(_scale(h, self.ssm_in), [c.mamba for c in caches], i)
+        attn = self.self_attn.step_rows(_scale(h, self.attn_in), rope, caches, i, slots, masks)
         return self._mix(x, mamba, attn)
 
 
@@ -331,6 +356,29 @@ class FalconH1Backbone(nn.Module):
 
         ``positions`` (B, 1): rotary position (default the slot); ``valid`` (B, 1): its padding bit.
         """
+        pos, attn_mask = self._next_slot(cache, valid)
+        rope = self._rope(h, positions, pos, 1)
+        for i, layer in enumerate(self.layers):
+            h = layer.step(h, rope, cache, i, pos, attn_mask)
+        cache.length = pos + 1
+        return self.final_layernorm(h)
+
+    def step_rows(self, h: torch.Tensor, caches: list[FalconH1Cache], positions: torch.Tensor) -> torch.Tensor:
+        """One column per row (``h`` (B, 1, dim)), row ``b`` at the next slot of its one-row
+        ``caches[b]``; ``positions`` (B, 1) the rotary positions."""
+        if len(caches) == 1:
+            return self.step(h, caches[0], positions)
+        slots, masks = zip(*(self._next_slot(cache, None) for cache in caches))
+        rope = self._rope(h, positions, 0, 1)
+        for i, layer in enumerate(self.layers):
+            h = layer.step_rows(h, rope, caches, i, list(slots), list(masks))
+        for cache, slot in zip(caches, slots):
+            cache.length = slot + 1
+        return self.final_layernorm(h)
+
+    @staticmethod
+    def _next_slot(cache: FalconH1Cache, valid: torch.Tensor | None) -> tuple[int, torch.Tensor | None]:
+        """The slot a step writes, and its attention mask (None without padding)."""
         pos = cache.length
         if pos >= cache.max_length:
             raise ModelError(f"the slow-AR cache is full ({cache.max_length} positions)",
@@ -340,11 +388,7 @@ class FalconH1Backbone(nn.Module):
             bit = torch.ones_like(cache.key_mask[:, :1]) if valid is None else valid.to(torch.bool)
             cache.key_mask[:, pos : pos + 1] = bit
             attn_mask = (cache.key_mask[:, : pos + 1] == bit)[:, None, None, :]
-        rope = self._rope(h, positions, pos, 1)
-        for i, layer in enumerate(self.layers):
-            h = layer.step(h, rope, cache, i, pos, attn_mask)
-        cache.length = pos + 1
-        return self.final_layernorm(h)
+        return pos, attn_mask
 
 
 class FalconH1SlowAR(SlowAR):
@@ -374,6 +418,9 @@ class FalconH1SlowAR(SlowAR):
     def setup(self, batch_size: int, max_length: int) -> None:
         self.cache = self.slow.new_cache(max_length, batch_size=batch_size)
 
+    def new_state(self, max_length: int) -> FalconH1Cache:
+        return self.slow.new_cache(max_length)
+
     def release(self) -> None:
         self.cache = None
 
@@ -391,13 +438,19 @@ class FalconH1SlowAR(SlowAR):
             raise RuntimeError("FalconH1SlowAR.setup() must run before prefill/step")
         return self.cache
 
-    def prefill(self, embeds: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> SlowHidden:
+    def prefill(self, embeds: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
+                state: FalconH1Cache | None = None) -> SlowHidden:
         """The last position's ``last_hidden_state`` ``[B, 1, dim]``, for the head and the fast AR."""
-        hidden = self.slow.prefill(embeds, self._need_cache(), positions, mask)[:, -1:]
+        hidden = self.slow.prefill(embeds, state or self._need_cache(), positions, mask)[:, -1:]
         return SlowHidden(hidden, hidden)
 
-    def step(self, embeds: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor) -> SlowHidden:
-        hidden = self.slow.step(embeds, self._need_cache(), positions, valid)
+    def step(self, embeds: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor,
+             state: FalconH1Cache | None = None) -> SlowHidden:
+        hidden = self.slow.step(embeds, state or self._need_cache(), positions, valid)
+        return SlowHidden(hidden, hidden)
+
+    def step_rows(self, embeds: torch.Tensor, positions: torch.Tensor, states: list[FalconH1Cache]) -> SlowHidden:
+        hidden = self.slow.step_rows(embeds, states, positions)
         return SlowHidden(hidden, hidden)
 
     def semantic_logits(self, hidden: torch.Tensor, *, compact: bool = False) -> torch.Tensor:

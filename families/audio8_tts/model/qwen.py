@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from audiocpp.engine.nn.decoder import FISH_NAMES, DecoderConfig, DecoderLayer, DecoderStack
+from audiocpp.engine.nn.decoder import FISH_NAMES, DecoderCache, DecoderConfig, DecoderLayer, DecoderStack
 from audiocpp.engine.nn.norm import RMSNorm
 
 from ..config import Audio8Config
@@ -60,6 +60,9 @@ class QwenSlowAR(SlowAR):
     def setup(self, batch_size: int, max_length: int) -> None:
         self.stack.setup(batch_size, max_length)
 
+    def new_state(self, max_length: int) -> DecoderCache:
+        return self.stack.new_cache(1, max_length)
+
     def release(self) -> None:
         self.stack.release()
 
@@ -71,11 +74,16 @@ class QwenSlowAR(SlowAR):
         normed = self.norm(last)
         return SlowHidden(normed, normed if self.cfg.norm_fastlayer_input else last)
 
-    def prefill(self, embeds: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> SlowHidden:
-        return self._hidden(self.stack.prefill(embeds, positions, mask))
+    def prefill(self, embeds: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
+                state: DecoderCache | None = None) -> SlowHidden:
+        return self._hidden(self.stack.prefill(embeds, positions, mask, state))
 
-    def step(self, embeds: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor) -> SlowHidden:
-        return self._hidden(self.stack.step(embeds, positions, valid))
+    def step(self, embeds: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor,
+             state: DecoderCache | None = None) -> SlowHidden:
+        return self._hidden(self.stack.step(embeds, positions, valid, state))
+
+    def step_rows(self, embeds: torch.Tensor, positions: torch.Tensor, states: list[DecoderCache]) -> SlowHidden:
+        return self._hidden(self.stack.step_rows(embeds, positions, states))
 
     def semantic_logits(self, hidden: torch.Tensor, *, compact: bool = False) -> torch.Tensor:
         """``[B, vocab]``; with ``compact``, ``[B, num_semantic + 1]`` (semantic ids, then EOS)."""

@@ -18,7 +18,12 @@ without knowing which:
    step); ``positions`` ``[B, 1]`` is its rotary position and ``valid`` ``[B, 1]`` (long, 1 =
    real token) its padding-mask bit (upstream appends ``active_before``: 0 once a row has
    finished). Static shapes: nothing grows from step to step.
-5. ``semantic_logits(hidden)`` scores the next semantic token. :attr:`head` says how to
+5. Rows of a continuous batch each hold their own state: ``new_state(max_length)`` makes one
+   (one row), ``prefill(..., state=)`` / ``step(..., state=)`` use it instead of the backbone's
+   own, and ``step_rows(embeds, positions, states)`` steps ``B`` rows, row ``b`` on
+   ``states[b]``, as one batch (projections and MLPs over all rows; each row's attention and
+   recurrent state as it runs alone).
+6. ``semantic_logits(hidden)`` scores the next semantic token. :attr:`head` says how to
    read them: ``"full_vocab"`` (tied logits over the whole vocabulary: the loop keeps the
    semantic range plus EOS, as ``ArkttsSemanticLogitsProcessor``) or ``"compact"``
    (``num_semantic + 1`` scores: index ``i`` is ``semantic_begin_id + i``, the last is EOS;
@@ -31,7 +36,7 @@ All tensors stay on the backbone's device and dtype; nothing here draws random n
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import torch
 from torch import nn
@@ -60,13 +65,21 @@ class SlowAR(nn.Module):
     def setup(self, batch_size: int, max_length: int) -> None:
         raise NotImplementedError
 
+    def new_state(self, max_length: int) -> Any:
+        raise NotImplementedError
+
     def embed(self, rows: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    def prefill(self, embeds: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> SlowHidden:
+    def prefill(self, embeds: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
+                state: Any = None) -> SlowHidden:
         raise NotImplementedError
 
-    def step(self, embeds: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor) -> SlowHidden:
+    def step(self, embeds: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor,
+             state: Any = None) -> SlowHidden:
+        raise NotImplementedError
+
+    def step_rows(self, embeds: torch.Tensor, positions: torch.Tensor, states: list[Any]) -> SlowHidden:
         raise NotImplementedError
 
     def semantic_logits(self, hidden: torch.Tensor, *, compact: bool = False) -> torch.Tensor:

@@ -47,12 +47,13 @@ class UnifiedCFM(nn.Module):
         generator: torch.Generator | None = None,
         noise: torch.Tensor | None = None,
         temperature: float = 1.0,
-        cfg_value: float = 1.0,
+        cfg_value: float | torch.Tensor = 1.0,
         sway_sampling_coef: float = 1.0,
         use_cfg_zero_star: bool = True,
     ) -> torch.Tensor:
         """Sample one patch ``(b, feat_dim, patch)`` conditioned on ``mu`` ``(b, mu_dim)`` and
-        the previous patch ``cond`` ``(b, feat_dim, P')``. ``noise`` replaces the draw."""
+        the previous patch ``cond`` ``(b, feat_dim, P')``. ``noise`` replaces the draw;
+        ``cfg_value`` is one value or one per row (``(b, 1, 1)``)."""
         b = mu.shape[0]
         if noise is None:
             noise = self.draw_noise(b, patch_size, dtype=mu.dtype, device=mu.device, generator=generator)
@@ -61,7 +62,7 @@ class UnifiedCFM(nn.Module):
         return self.solve_euler(z, t_span, mu, cond, cfg_value=cfg_value, use_cfg_zero_star=use_cfg_zero_star)
 
     def solve_euler(self, x: torch.Tensor, t_span: torch.Tensor, mu: torch.Tensor, cond: torch.Tensor, *,
-                    cfg_value: float, use_cfg_zero_star: bool) -> torch.Tensor:
+                    cfg_value: float | torch.Tensor, use_cfg_zero_star: bool) -> torch.Tensor:
         t, dt = t_span[0], t_span[0] - t_span[1]
         b = x.size(0)
         zero_steps = max(1, int(len(t_span) * 0.04))

@@ -73,13 +73,24 @@ class MiniCPMDecoderLayer(DecoderLayer):
         attn = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
         return self._mlp(self._add(x, self._out(attn))), k, v
 
-    def step(self, x: torch.Tensor, rope: Rope | None, cache: StaticKVCache, layer: int, pos: int) -> torch.Tensor:
-        """One new position ``pos`` (``x`` is ``(B, 1, hidden)``) against the cached prefix."""
+    def step(self, x: torch.Tensor, rope: Rope | None, caches: list[StaticKVCache], layer: int,
+             positions: list[int]) -> torch.Tensor:
+        """One new position per row (``x`` is ``(B, 1, hidden)``; row ``b`` at ``positions[b]`` of
+        ``caches[b]``) against each row's cached prefix; projections run on all rows at once."""
         q, k, v = self._qkv(self.input_layernorm(x), rope)
+        if len(caches) == 1:  # every row in one cache buffer
+            attn = self._attend_cached(q, k, v, caches[0], layer, positions[0])
+        else:
+            attn = torch.cat([self._attend_cached(q[b:b + 1], k[b:b + 1], v[b:b + 1], cache, layer, pos)
+                              for b, (cache, pos) in enumerate(zip(caches, positions))])
+        return self._mlp(self._add(x, self._out(attn)))
+
+    @staticmethod
+    def _attend_cached(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: StaticKVCache, layer: int,
+                       pos: int) -> torch.Tensor:
         cache.write(layer, pos, k, v)
         keys, values = cache.layer(layer)
-        attn = F.scaled_dot_product_attention(q, keys[:, :, : pos + 1], values[:, :, : pos + 1], enable_gqa=True)
-        return self._mlp(self._add(x, self._out(attn)))
+        return F.scaled_dot_product_attention(q, keys[:, :, : pos + 1], values[:, :, : pos + 1], enable_gqa=True)
 
 
 class MiniCPMModel(nn.Module):
@@ -128,14 +139,27 @@ class MiniCPMModel(nn.Module):
             cache.length = inputs_embeds.shape[1]
         return self.norm(h)
 
-    def step(self, inputs_embeds: torch.Tensor, cache: StaticKVCache) -> torch.Tensor:
-        """One decoding step: ``inputs_embeds`` is ``(B, 1, hidden)`` at position ``cache.length``."""
-        pos = cache.length
-        if pos >= cache.max_length:
-            raise RuntimeError(f"KV cache is full ({cache.max_length} positions)")
-        rope = self.rope(pos, 1)
+    def step(self, inputs_embeds: torch.Tensor, caches: StaticKVCache | list[StaticKVCache]) -> torch.Tensor:
+        """One decoding step: ``inputs_embeds`` is ``(B, 1, hidden)``, row ``b`` at position
+        ``caches[b].length`` of its own cache (one cache: one row, or rows at one position)."""
+        caches = [caches] if isinstance(caches, StaticKVCache) else list(caches)
+        positions = [cache.length for cache in caches]
+        for cache, pos in zip(caches, positions):
+            if pos >= cache.max_length:
+                raise RuntimeError(f"KV cache is full ({cache.max_length} positions)")
+        rope = self._step_rope(positions)
         h = inputs_embeds
         for i, layer in enumerate(self.layers):
-            h = layer.step(h, rope, cache, i, pos)
-        cache.length = pos + 1
+            h = layer.step(h, rope, caches, i, positions)
+        for cache, pos in zip(caches, positions):
+            cache.length = pos + 1
         return self.norm(h)
+
+    def _step_rope(self, positions: list[int]) -> Rope | None:
+        """cos/sin ``(1, D)`` when every row is at one position, else ``(B, 1, 1, D)`` per row."""
+        if self.config.no_rope:
+            return None
+        if all(p == positions[0] for p in positions):
+            return self.rope(positions[0], 1)
+        tables = [self.rope(p, 1) for p in positions]
+        return (torch.stack([c for c, _ in tables])[:, None], torch.stack([s for _, s in tables])[:, None])

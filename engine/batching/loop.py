@@ -1,0 +1,210 @@
+"""The batch loop: rows (one request each) advanced together, their ops run in groups.
+
+One thread drives a :class:`BatchLoop` (the caller of ``run_batch``, or a :class:`Batcher`'s worker)
+and holds the model's guard while it does; the loop itself takes no locks. Each :meth:`BatchLoop.step`
+
+1. advances every row that is not waiting on an op until it yields an op, yields an audio piece
+   (so rows of a family without ops still stream, taking turns) or ends;
+2. runs the waiting ops, grouped by type and :meth:`Op.group_key`, one call per group, and hands each
+   row its result.
+
+Rows join with :meth:`BatchLoop.add` (their request is prepared on their first advance, so a bad
+request fails alone) and leave when their program ends, fails or is cancelled; a group whose batched
+call fails is run again op by op, so one bad row cannot take the others with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..metrics import Stopwatch, peak_rss_mb
+from ..records import AudioBuffer, Metrics, StreamEvent, TaskResult
+from .ops import Op
+
+if TYPE_CHECKING:
+    from ..progress import Progress
+    from ..records import TaskRequest
+    from ..session import PreparedRequest, Session
+
+
+class Cancelled(Exception):
+    """The request was cancelled (by its caller, or because its consumer went away)."""
+
+
+@dataclass(repr=False)
+class RowEvent:
+    """An event of the request ``key``: a stream event, or the error that ended it."""
+
+    key: Hashable
+    event: StreamEvent | None = None
+    error: BaseException | None = None
+
+    @property
+    def is_final(self) -> bool:
+        return self.error is not None or (self.event is not None and self.event.is_final)
+
+    def __repr__(self) -> str:
+        what = self.event if self.error is None else self.error
+        return f"RowEvent(key={self.key!r}, {what!r})"
+
+
+class BatchResults(list):
+    """``run_batch``'s results, in request order, with the batch's own wall time."""
+
+    wall_s: float = 0.0
+
+
+class _Row:
+    def __init__(self, key: Hashable, session: Session, request: TaskRequest, progress: Progress | None,
+                 queued_s: float) -> None:
+        self.key, self.session, self.request, self.progress = key, session, request, progress
+        self.queued_s = queued_s
+        self.clock = Stopwatch()
+        self.prepared: PreparedRequest | None = None
+        self.program: Any = None
+        self.pending: Op | None = None
+        self.send: Any = None
+        self.first_audio: float | None = None
+        self.pieces = 0
+        self.groups = 0
+        self.rows_seen = 0
+        self.cancelled = False
+
+    def close(self) -> None:
+        if self.program is not None:
+            self.program.close()
+            self.program = None
+        if self.prepared is not None:
+            self.prepared.progress.close()
+
+
+class BatchLoop:
+    """Rows of one model's sessions, stepped together (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._rows: list[_Row] = []
+        #: Called with the size of every op group run (the server's batch-size histogram).
+        self.on_group = None
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @property
+    def keys(self) -> list[Hashable]:
+        return [row.key for row in self._rows]
+
+    def add(self, key: Hashable, session: Session, request: TaskRequest, *, progress: Progress | None = None,
+            queued_s: float = 0.0) -> None:
+        """A new row; it joins at the next :meth:`step`."""
+        self._rows.append(_Row(key, session, request, progress, queued_s))
+
+    def cancel(self, key: Hashable) -> None:
+        """Stop the row ``key`` at the next step (its program is closed; others go on)."""
+        for row in self._rows:
+            if row.key == key:
+                row.cancelled = True
+
+    def close(self) -> None:
+        """Close every row's program (nothing is emitted)."""
+        rows, self._rows = self._rows, []
+        for row in rows:
+            row.close()
+
+    # -- one step ----------------------------------------------------------------------------
+    def step(self) -> Iterator[RowEvent]:
+        """Advance the rows, then run their ops; yields events as they happen."""
+        for row in list(self._rows):
+            if row.cancelled:
+                yield self._drop(row, Cancelled("the request was cancelled"))
+            elif row.pending is None:
+                yield from self._advance(row)
+        groups: dict[tuple[type, Hashable], list[_Row]] = {}
+        for row in self._rows:
+            if row.pending is not None:
+                groups.setdefault((type(row.pending), row.pending.group_key()), []).append(row)
+        for rows in groups.values():
+            yield from self._run_group(rows)
+
+    def _advance(self, row: _Row) -> Iterator[RowEvent]:
+        try:
+            if row.program is None:
+                row.prepared = row.session.prepare(row.request, progress=row.progress)
+                row.program = row.session._synthesize(row.prepared)
+            send, row.send = row.send, None
+            item = row.program.send(send)
+        except StopIteration as stop:
+            yield self._finish(row, stop.value)
+            return
+        except Exception as error:  # noqa: BLE001 - the row's own failure, reported to its caller
+            yield self._drop(row, error)
+            return
+        if isinstance(item, Op):
+            row.pending = item
+            return
+        if not isinstance(item, AudioBuffer):
+            yield self._drop(row, TypeError(f"{type(row.session).__name__}._synthesize yielded "
+                                            f"{type(item).__name__}; it yields AudioBuffer pieces and Ops"))
+            return
+        if row.first_audio is None:
+            row.first_audio = row.clock.elapsed()
+        index = row.pieces
+        row.pieces += 1
+        yield RowEvent(row.key, StreamEvent(kind="audio", index=index, audio=item, name=f"chunk_{index}"))
+
+    def _run_group(self, rows: list[_Row]) -> Iterator[RowEvent]:
+        ops = [row.pending for row in rows]
+        try:
+            results = type(ops[0]).run_group(ops)
+            if len(results) != len(ops):
+                raise RuntimeError(f"{type(ops[0]).__name__}.run_group returned {len(results)} results "
+                                   f"for {len(ops)} ops")
+        except Exception as error:  # noqa: BLE001
+            if len(rows) == 1:
+                yield self._drop(rows[0], error)
+                return
+            for row in rows:  # find the row that fails; the others get their results
+                yield from self._run_group([row])
+            return
+        if self.on_group is not None:
+            self.on_group(len(rows))
+        for row, result in zip(rows, results):
+            row.pending, row.send = None, result
+            row.groups += 1
+            row.rows_seen += len(rows)
+
+    # -- leaving ------------------------------------------------------------------------------
+    def _remove(self, row: _Row) -> None:
+        if row in self._rows:
+            self._rows.remove(row)
+        row.close()
+
+    def _drop(self, row: _Row, error: BaseException) -> RowEvent:
+        self._remove(row)
+        return RowEvent(row.key, error=error)
+
+    def _finish(self, row: _Row, synthesis: Any) -> RowEvent:
+        from ..session import Synthesis
+
+        self._remove(row)
+        if not isinstance(synthesis, Synthesis):
+            return RowEvent(row.key, error=TypeError(
+                f"{type(row.session).__name__}._synthesize must return a Synthesis, got {synthesis!r}"))
+        wall = row.clock.elapsed()
+        assert row.prepared is not None
+        metrics = Metrics(
+            wall_s=wall,
+            audio_s=synthesis.audio.duration,
+            time_to_first_audio_s=row.first_audio if row.first_audio is not None else wall,
+            peak_rss_mb=peak_rss_mb(),
+            seed=row.prepared.seed,
+            num_chunks=max(1, len(synthesis.chunks) or row.pieces),
+            queued_s=row.queued_s,
+            batch_rows=row.rows_seen / row.groups if row.groups else 1.0,
+        )
+        session = row.session
+        result = TaskResult(audio=synthesis.audio, task=session.task, mode=session.mode, chunks=synthesis.chunks,
+                            metrics=metrics, voice_prompt=synthesis.voice_prompt, details=synthesis.details)
+        return RowEvent(row.key, StreamEvent(kind="final", index=row.pieces, audio=synthesis.audio, name="final",
+                                             result=result))
