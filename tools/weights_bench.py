@@ -44,9 +44,10 @@ def parse_weights(text: str) -> list[str]:
     return kinds
 
 
-def ensure_package(family: str, folder: Path, kind: str) -> Path:
-    """``<bench dir>/<family>-<kind>.gguf``, packaged from ``folder`` once."""
-    out = bench_dir() / f"{family}-{kind}.gguf"
+def ensure_package(name: str, folder: Path, kind: str, *, family: str | None = None) -> Path:
+    """``<bench dir>/<name>-<kind>.gguf``, packaged from ``folder`` once (by ``family``, default ``name``)."""
+    family = family or name
+    out = bench_dir() / f"{name}-{kind}.gguf"
     if out.is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,7 @@ it computes what ``frames`` computes for one prompt.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Hashable, Iterator, Sequence
+from collections.abc import Callable, Generator, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,7 @@ import torch
 
 from audiocpp.engine.batching import Op
 from audiocpp.engine.errors import UsageError
-from audiocpp.engine.nn.sampling import exponential_race, legacy_top_k_top_p
+from audiocpp.engine.nn.sampling import as_threshold, exponential_race, legacy_top_k_top_p
 
 from .config import Audio8Config
 from .model.dual_ar import DualAR
@@ -65,8 +65,58 @@ class GenerateOutput:
     finished: torch.Tensor
 
 
-def _temperature(scores: torch.Tensor, temperature: float) -> torch.Tensor:
-    return scores / torch.tensor(temperature, dtype=scores.dtype, device=scores.device).clamp_min(1e-5)
+def _temperature(scores: torch.Tensor, temperature: float | torch.Tensor) -> torch.Tensor:
+    return scores / as_threshold(temperature, scores).clamp_min(1e-5)
+
+
+Param = int | float | torch.Tensor
+
+
+@dataclass
+class RowSampling:
+    """The sampling of a batch's rows: ``top_k`` / ``top_p`` / ``temperature`` as one value when
+    every row agrees (then each row computes exactly what it computes alone), else ``[B, 1]``
+    tensors; which rows sample (the rest decode greedily) and their generators."""
+
+    top_k: Param
+    top_p: Param
+    temperature: Param
+    sampled: list[int]
+    generators: list[torch.Generator | None]
+    size: int
+
+    @classmethod
+    def of(cls, opts: list[SamplingOptions], generators: list[torch.Generator | None]) -> RowSampling:
+        def param(name: str, dtype: torch.dtype) -> Param:
+            values = [getattr(o, name) for o in opts]
+            if all(v == values[0] for v in values):
+                return values[0]
+            return torch.tensor(values, dtype=dtype).view(-1, 1)
+
+        sampled = [b for b, o in enumerate(opts) if o.do_sample]
+        return cls(param("top_k", torch.long), param("top_p", torch.float32), param("temperature", torch.float32),
+                   sampled, [generators[b] for b in sampled], len(opts))
+
+    @property
+    def all_sampled(self) -> bool:
+        return len(self.sampled) == self.size
+
+    def take(self, x: Param) -> Param:
+        """``x`` (a ``[B, ...]`` tensor or one value) for the sampled rows only."""
+        if not isinstance(x, torch.Tensor) or self.all_sampled:
+            return x
+        return x[torch.tensor(self.sampled, device=x.device)]
+
+    def merge(self, greedy: torch.Tensor | None, drawn: torch.Tensor | None) -> torch.Tensor:
+        """Indices ``[B]``: the draws at the sampled rows, the greedy choice elsewhere."""
+        if greedy is None:
+            assert drawn is not None
+            return drawn
+        if drawn is None:
+            return greedy
+        out = greedy.clone()
+        out[torch.tensor(self.sampled, device=out.device)] = drawn
+        return out
 
 
 class SemanticScorer:
@@ -112,7 +162,7 @@ class SemanticScorer:
             return self.slow.semantic_logits(hidden)
         return self.slow.semantic_logits(hidden, compact=not self.full_vocab)
 
-    def processed(self, logits: torch.Tensor, top_k: int, top_p: float, temperature: float) -> torch.Tensor:
+    def processed(self, logits: torch.Tensor, top_k: Param, top_p: Param, temperature: Param) -> torch.Tensor:
         if self.compact_head:
             return _temperature(legacy_top_k_top_p(logits, top_k, top_p), temperature)
         if self.full_vocab:
@@ -122,7 +172,7 @@ class SemanticScorer:
             return _temperature(legacy_top_k_top_p(filtered, top_k, top_p), temperature)
         return _temperature(self._filter_compact(logits, top_k, top_p), temperature)
 
-    def _filter_compact(self, scores: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+    def _filter_compact(self, scores: torch.Tensor, top_k: Param, top_p: Param) -> torch.Tensor:
         """``legacy_top_k_top_p`` of the full vocabulary (-inf outside these columns), on the
         compact columns: the sorted scores are padded with -inf to the vocabulary for the
         softmax, so its sum is taken as upstream takes it."""
@@ -132,7 +182,7 @@ class SemanticScorer:
         padded[:, :n] = sorted_scores
         cumulative = torch.cumsum(torch.softmax(padded, dim=-1)[:, :n], dim=-1)
         positions = torch.arange(n, device=scores.device)
-        threshold = torch.tensor(top_p, dtype=cumulative.dtype, device=cumulative.device)
+        threshold = as_threshold(top_p, cumulative)
         remove_sorted = (cumulative > threshold) | (positions >= top_k)
         remove_sorted[..., 0] = False
         remove = torch.zeros_like(remove_sorted).scatter(1, sorted_indices, remove_sorted)
@@ -146,7 +196,9 @@ class SemanticScorer:
         out[:, self.columns.to(scores.device)] = scores
         return out
 
-    def sample(self, scores: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    def sample(self, scores: torch.Tensor, generator: torch.Generator | None | list[torch.Generator | None]
+               ) -> torch.Tensor:
+        """One draw per row: from one generator, or from each row's own (a list)."""
         return exponential_race(self.full(scores), generator)
 
     def argmax(self, scores: torch.Tensor) -> torch.Tensor:
@@ -174,21 +226,38 @@ class DualARGenerator:
         repeated = (previous == normal[:, None]).any(dim=1)
         return torch.where(repeated & scorer.is_semantic(normal), high, normal)
 
-    def _codebooks(self, fast_input: torch.Tensor, index: torch.Tensor, opts: SamplingOptions | list[SamplingOptions],
-                   generator: torch.Generator | None | list[torch.Generator | None]) -> torch.Tensor:
-        """The fast AR over the codebooks of ``B`` rows: one options and generator for all rows
-        (upstream's batch), or a list of them, one per row (each row draws alone)."""
+    def _sample_semantic_rows(self, logits: torch.Tensor, rows: list[FrameRow], sampling: RowSampling) -> torch.Tensor:
+        """:meth:`_sample_semantic` of rows that each sample on their own (own options, window
+        and generator), the filters and softmaxes over all rows at once."""
+        scorer, cfg = self.scorer, self.cfg
+        regular = scorer.processed(logits, sampling.top_k, sampling.top_p, sampling.temperature)
+        greedy = None if sampling.all_sampled else scorer.argmax(regular)
+        if not sampling.sampled:
+            return greedy
+        take = sampling.take
+        normal = scorer.sample(take(regular), sampling.generators)
+        high = scorer.sample(scorer.processed(take(logits), take(sampling.top_k), cfg.ras_top_p, cfg.ras_temperature),
+                             sampling.generators)
+        windows = [rows[b].previous for b in sampling.sampled]
+        if all(w is None for w in windows):
+            drawn = normal
+        else:
+            previous = torch.cat([w if w is not None else torch.full((1, cfg.ras_window_size), -1, dtype=torch.long,
+                                                                      device=normal.device) for w in windows])
+            repeated = (previous == normal[:, None]).any(dim=1)
+            drawn = torch.where(repeated & scorer.is_semantic(normal), high, normal)
+        return sampling.merge(greedy, drawn)
+
+    def _codebooks(self, fast_input: torch.Tensor, index: torch.Tensor,
+                   draw: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """The fast AR over the codebooks of ``B`` rows; ``draw`` turns a position's logits
+        ``[B, codebook_size]`` into its codes."""
         fast = self.model.fast
         fast.start(fast_input)
         current = self.scorer.first_code(index)
         codes = [current]
         for position in range(1, self.cfg.num_codebooks):
-            logits = fast.logits(current, position)
-            if isinstance(opts, SamplingOptions):
-                current = _draw_code(logits, opts, generator)  # type: ignore[arg-type]
-            else:
-                current = _cat([_draw_code(logits[b:b + 1], o, g)
-                                for b, (o, g) in enumerate(zip(opts, generator))])  # type: ignore[arg-type]
+            current = draw(fast.logits(current, position))
             codes.append(current)
         return torch.stack(codes, dim=1)
 
@@ -220,7 +289,7 @@ class DualARGenerator:
         for step in range(steps):
             active_before = ~finished
             index = self._sample_semantic(scorer.logits(hidden.logits_input), opts, previous, generator)
-            codebooks = self._codebooks(hidden.fast_input, index, opts, generator)
+            codebooks = self._codebooks(hidden.fast_input, index, lambda logits: _draw_code(logits, opts, generator))
             token = scorer.token_of(index)
             emitted = active_before & (token != cfg.eos_token_id)
             yield torch.where(emitted[:, None], codebooks, -1), emitted
@@ -238,7 +307,8 @@ class DualARGenerator:
     def row(self, prompt: torch.Tensor, opts: SamplingOptions,
             generator: torch.Generator | None) -> Generator[Any, Any, None]:
         """One request's row program for one prompt ``[1, 1 + num_codebooks, T]``: yields its ops
-        and, per step, the frame ``[num_codebooks]`` (None at EOS, the last item)."""
+        (one :class:`FrameOp` per frame) and, per frame, the frame ``[num_codebooks]`` (None at EOS,
+        the last item)."""
         opts.check()
         cfg, scorer, slow = self.cfg, self.scorer, self.model.slow
         width = prompt.shape[-1]
@@ -247,7 +317,7 @@ class DualARGenerator:
         mask = torch.ones((1, width), dtype=torch.long, device=prompt.device)
         with torch.inference_mode():
             hidden = slow.prefill(slow.embed(prompt), mask.cumsum(-1).sub(1).clamp_min(0), mask, state=state)
-        row = FrameRow(hidden, None, opts, generator)
+        row = FrameRow(state, hidden, None, opts, generator)
         for step in range(steps):
             index, codebooks = yield FrameOp(self, row)
             token = scorer.token_of(index)
@@ -260,8 +330,8 @@ class DualARGenerator:
                 row.previous[:, -1] = index
             if not emitted or step == steps - 1:  # upstream runs one more slow step, unused
                 return
-            column = torch.cat((token[:, None], codebooks), dim=1).unsqueeze(-1)
-            row.hidden = yield SlowStepOp(self, state, column, width + step)
+            # the next frame's op feeds this one back through the slow AR first
+            row.column, row.position = torch.cat((token[:, None], codebooks), dim=1).unsqueeze(-1), width + step
 
     def generate(self, prompt: torch.Tensor, prompt_mask: torch.Tensor, opts: SamplingOptions,
                  generator: torch.Generator | None) -> GenerateOutput:
@@ -292,58 +362,65 @@ def _cat(tensors: list[torch.Tensor]) -> torch.Tensor:
 
 @dataclass
 class FrameRow:
-    """A request's state between its ops: the slow AR's last output, its RAS window, its sampling."""
+    """A request's state between its ops: its slow-AR state and last output, the column to feed
+    back before its next frame (None after the prompt), its RAS window and sampling."""
 
+    state: Any
     hidden: SlowHidden
     previous: torch.Tensor | None
     opts: SamplingOptions
     generator: torch.Generator | None
+    column: torch.Tensor | None = None  # [1, 1 + num_codebooks, 1]
+    position: int = 0  # the column's rotary position
 
 
 class FrameOp(Op):
-    """A row's next frame: the semantic head, the semantic draw (with RAS) and the fast AR over the
-    codebooks, drawn from the row's own generator. Result: ``(index [1], codebooks [1, num_codebooks])``."""
+    """A row's next frame: the slow AR's step over the row's previous frame (when it has one),
+    the semantic head, the semantic draw (with RAS) and the fast AR over the codebooks, drawn from
+    the row's own generator. Result: ``(index [1], codebooks [1, num_codebooks])``; the row's
+    ``hidden`` is updated."""
 
     def __init__(self, generator: DualARGenerator, row: FrameRow) -> None:
         self.generator, self.row = generator, row
 
     def group_key(self) -> Hashable:
-        return id(self.generator)
+        # every session of one network (per dtype) has its own generator: rows share the network
+        return (id(self.generator.model), self.generator.scorer.full_vocab)
 
     @classmethod
     def run_group(cls, ops: Sequence[FrameOp]) -> list[Any]:
         gen = ops[0].generator
         rows = [op.row for op in ops]
         with torch.inference_mode():
+            _step_slow(gen, [r for r in rows if r.column is not None])
             logits = gen.scorer.logits(_cat([r.hidden.logits_input for r in rows]))
-            index = _cat([gen._sample_semantic(logits[b:b + 1], r.opts, r.previous, r.generator)
-                          for b, r in enumerate(rows)])
+            sampling = RowSampling.of([r.opts for r in rows], [r.generator for r in rows])
+            index = gen._sample_semantic_rows(logits, rows, sampling)
             gen.model.fast.setup(len(rows))
             codebooks = gen._codebooks(_cat([r.hidden.fast_input for r in rows]), index,
-                                       [r.opts for r in rows], [r.generator for r in rows])
+                                       lambda logits: _draw_code_rows(logits, sampling))
         return [(index[b:b + 1], codebooks[b:b + 1]) for b in range(len(ops))]
 
 
-class SlowStepOp(Op):
-    """A row's next slow-AR column ``[1, 1 + num_codebooks, 1]`` at rotary ``position``, on its
-    own state. Result: the new :class:`SlowHidden` (``[1, 1, dim]`` each)."""
+def _step_slow(gen: DualARGenerator, rows: list[FrameRow]) -> None:
+    """Feed each row's pending column through the slow AR (one batched step), on its own state."""
+    if not rows:
+        return
+    slow = gen.model.slow
+    device = rows[0].column.device
+    positions = torch.tensor([[r.position] for r in rows], dtype=torch.long, device=device)
+    hidden = slow.step_rows(slow.embed(_cat([r.column for r in rows])), positions, [r.state for r in rows])
+    for b, r in enumerate(rows):
+        r.hidden = hidden if len(rows) == 1 else SlowHidden(hidden.logits_input[b:b + 1], hidden.fast_input[b:b + 1])
+        r.column = None
 
-    def __init__(self, generator: DualARGenerator, state: Any, column: torch.Tensor, position: int) -> None:
-        self.generator, self.state, self.column, self.position = generator, state, column, position
 
-    def group_key(self) -> Hashable:
-        return id(self.generator)
-
-    @classmethod
-    def run_group(cls, ops: Sequence[SlowStepOp]) -> list[Any]:
-        slow = ops[0].generator.model.slow
-        device = ops[0].column.device
-        positions = torch.tensor([[op.position] for op in ops], dtype=torch.long, device=device)
-        with torch.inference_mode():
-            hidden = slow.step_rows(slow.embed(_cat([op.column for op in ops])), positions, [op.state for op in ops])
-        if len(ops) == 1:
-            return [hidden]
-        return [SlowHidden(hidden.logits_input[b:b + 1], hidden.fast_input[b:b + 1]) for b in range(len(ops))]
+def _draw_code_rows(logits: torch.Tensor, sampling: RowSampling) -> torch.Tensor:
+    """:func:`_draw_code` of rows with their own options and generators, filtered together."""
+    scores = _temperature(legacy_top_k_top_p(logits, sampling.top_k, sampling.top_p), sampling.temperature)
+    greedy = None if sampling.all_sampled else scores.argmax(dim=-1)
+    drawn = exponential_race(sampling.take(scores), sampling.generators) if sampling.sampled else None
+    return sampling.merge(greedy, drawn)
 
 
 def prompt_tensor(rows: list[torch.Tensor], cfg: Audio8Config) -> tuple[torch.Tensor, torch.Tensor]:

@@ -9,11 +9,11 @@ Numbers follow upstream exactly in float32; the speed comes from caches sized pe
 (attention reads only the filled prefix), Python-int positions (no tensors built per step) and
 one host read per patch (the stop flag).
 
-The loop is a row program (``engine.batching``): each patch is two ops, :class:`PatchOp` (DiT
-condition, the CFM solve from the row's own noise, LocEnc, the stop logits) and :class:`LMStepOp`
-(one base-LM and one residual-LM step on the row's own KV caches). In a batch, the ops of every row
-at that point run as one call with a row each (attention per row over its own cache); alone, a group
-of one computes what the loop always computed.
+The loop is a row program (``engine.batching``): each patch is one :class:`PatchOp` (the base-LM
+and residual-LM step over the previous patch on the row's own KV caches, then the DiT condition,
+the CFM solve from the row's own noise, LocEnc and the stop logits). In a batch, the ops of every row
+run as one call with a row each (attention per row over its own cache); alone, a group of one
+computes what the loop always computed.
 """
 
 from __future__ import annotations
@@ -76,19 +76,22 @@ class Run:
 
 @dataclass
 class RowState:
-    """One request's AR state between its ops: the two LM states, the previous patch, its caches."""
+    """One request's AR state between its ops: the two LM states, the previous patch, its caches,
+    and the previous patch's embedding still to feed through the LMs (None after the prompt)."""
 
     lm_hidden: torch.Tensor  # (1, H)
     res_hidden: torch.Tensor  # (1, H)
     cond: torch.Tensor  # (1, P, D): the previous patch (zeros after text)
     base_cache: StaticKVCache
     res_cache: StaticKVCache
+    embedding: torch.Tensor | None = None  # (1, 1, H)
 
 
 class PatchOp(Op):
-    """Sample a row's next patch: DiT condition, the CFM solve from ``noise`` (drawn by the row from
-    its own generator), LocEnc of the patch, and the stop logits of the state that produced it.
-    Result: ``(patch (1, P, D), embedding (1, 1, H), stop: bool)``."""
+    """A row's next patch: first the LM steps over its previous patch (when it has one), then the
+    DiT condition, the CFM solve from ``noise`` (drawn by the row from its own generator), LocEnc of
+    the patch, and the stop logits of the state that produced it. Result: ``(patch (1, P, D),
+    embedding (1, 1, H), stop: bool)``."""
 
     def __init__(self, generator: VoxCPMGenerator, state: RowState, noise: torch.Tensor, timesteps: int,
                  cfg_value: float) -> None:
@@ -96,47 +99,50 @@ class PatchOp(Op):
         self.timesteps, self.cfg_value = timesteps, cfg_value
 
     def group_key(self) -> Hashable:
-        return (id(self.generator), self.timesteps)  # one time grid per call
-
-    @classmethod
-    def run_group(cls, ops: Sequence[PatchOp]) -> list[Any]:
-        m, cfg = ops[0].generator.model, ops[0].generator.config
-        states = [op.state for op in ops]
-        with torch.inference_mode():
-            lm_hidden = _rows([s.lm_hidden for s in states])
-            mu = m.dit_condition(lm_hidden, _rows([s.res_hidden for s in states]))
-            cond = _rows([s.cond for s in states]).transpose(1, 2).contiguous()
-            values = [op.cfg_value for op in ops]
-            cfg_value: float | torch.Tensor = values[0]
-            if any(v != values[0] for v in values):  # per row, (B, 1, 1) against the patches
-                cfg_value = torch.tensor(values, dtype=mu.dtype, device=mu.device).view(-1, 1, 1)
-            patch = m.feat_decoder(mu, ops[0].timesteps, cfg.patch_size, cond, noise=_rows([op.noise for op in ops]),
-                                   cfg_value=cfg_value).transpose(1, 2)  # (B, P, D)
-            embedding = m.encode_patches(patch.unsqueeze(1))  # (B, 1, H)
-            stop = m.stop_logits(lm_hidden).argmax(dim=-1).tolist()  # one host read for the group
-        return [(patch[b:b + 1], embedding[b:b + 1], stop[b] == 1) for b in range(len(ops))]
-
-
-class LMStepOp(Op):
-    """One base-LM and one residual-LM step of a row on its caches; result: the new ``(lm_hidden,
-    res_hidden)``."""
-
-    def __init__(self, generator: VoxCPMGenerator, state: RowState, embedding: torch.Tensor) -> None:
-        self.generator, self.state, self.embedding = generator, state, embedding
-
-    def group_key(self) -> Hashable:
         return id(self.generator)
 
     @classmethod
-    def run_group(cls, ops: Sequence[LMStepOp]) -> list[Any]:
+    def run_group(cls, ops: Sequence[PatchOp]) -> list[Any]:
         m = ops[0].generator.model
-        states = [op.state for op in ops]
-        curr = _rows([op.embedding for op in ops])  # (B, 1, H)
         with torch.inference_mode():
-            lm_hidden = m.fsq_layer(m.base_lm.step(curr, [s.base_cache for s in states])[:, 0, :])
-            res_in = m.residual_input(lm_hidden, curr[:, 0, :])
-            res_hidden = m.residual_lm.step(res_in.unsqueeze(1), [s.res_cache for s in states])[:, 0, :]
-        return [(lm_hidden[b:b + 1], res_hidden[b:b + 1]) for b in range(len(ops))]
+            _step_lms(m, [op.state for op in ops if op.state.embedding is not None])
+            out: list[Any] = [None] * len(ops)
+            by_steps: dict[int, list[int]] = {}
+            for i, op in enumerate(ops):  # one time grid per CFM solve
+                by_steps.setdefault(op.timesteps, []).append(i)
+            for steps, members in by_steps.items():
+                for i, result in zip(members, _sample_patches(ops[0].generator, [ops[i] for i in members], steps)):
+                    out[i] = result
+        return out
+
+
+def _step_lms(m: VoxCPMModel, states: list[RowState]) -> None:
+    """One base-LM and one residual-LM step of each row over its pending patch embedding."""
+    if not states:
+        return
+    curr = _rows([s.embedding for s in states])  # (B, 1, H)
+    lm_hidden = m.fsq_layer(m.base_lm.step(curr, [s.base_cache for s in states])[:, 0, :])
+    res_in = m.residual_input(lm_hidden, curr[:, 0, :])
+    res_hidden = m.residual_lm.step(res_in.unsqueeze(1), [s.res_cache for s in states])[:, 0, :]
+    for b, s in enumerate(states):
+        s.lm_hidden, s.res_hidden, s.embedding = lm_hidden[b:b + 1], res_hidden[b:b + 1], None
+
+
+def _sample_patches(gen: VoxCPMGenerator, ops: list[PatchOp], timesteps: int) -> list[Any]:
+    m, cfg = gen.model, gen.config
+    states = [op.state for op in ops]
+    lm_hidden = _rows([s.lm_hidden for s in states])
+    mu = m.dit_condition(lm_hidden, _rows([s.res_hidden for s in states]))
+    cond = _rows([s.cond for s in states]).transpose(1, 2).contiguous()
+    values = [op.cfg_value for op in ops]
+    cfg_value: float | torch.Tensor = values[0]
+    if any(v != values[0] for v in values):  # per row, (B, 1, 1) against the patches
+        cfg_value = torch.tensor(values, dtype=mu.dtype, device=mu.device).view(-1, 1, 1)
+    patch = m.feat_decoder(mu, timesteps, cfg.patch_size, cond, noise=_rows([op.noise for op in ops]),
+                           cfg_value=cfg_value).transpose(1, 2)  # (B, P, D)
+    embedding = m.encode_patches(patch.unsqueeze(1))  # (B, 1, H)
+    stop = m.stop_logits(lm_hidden).argmax(dim=-1).tolist()  # one host read for the group
+    return [(patch[b:b + 1], embedding[b:b + 1], stop[b] == 1) for b in range(len(ops))]
 
 
 def _rows(tensors: list[torch.Tensor]) -> torch.Tensor:
@@ -219,7 +225,7 @@ class VoxCPMGenerator:
                     break  # upstream would step the LMs once more and discard the result
                 if base_cache.length >= base_cache.max_length:
                     raise_too_long(len(prompt), cfg.max_length, generated=i + 1)
-                state.lm_hidden, state.res_hidden = yield LMStepOp(self, state, embedding)
+                state.embedding = embedding  # the next op steps the LMs over it first
             return run
         finally:
             self._give_back("base", base_cache)

@@ -85,6 +85,24 @@ def cases(refs: dict[str, Path], prompt_file: Path) -> list[dict[str, Any]]:
     ]
 
 
+def batch_cases(refs: dict[str, Path]) -> list[dict[str, Any]]:
+    """Upstream's own batches (one ``generate`` call with lists; greedy, so no random stream is
+    shared), items of different tasks and target lengths. Upstream batches cloning and non-cloning
+    items apart (its ``infer_batch`` does too): every item of a batch has a reference, or none has."""
+    voiced = [
+        {"text": "Nice to meet you."},
+        {"text": "Hello world.", "language": "English", "instruct": "female, low pitch, british accent"},
+        {"text": MEDIUM_TEXT},
+        {"text": "Hello world.", "language": "English", "instruct": "male, elderly", "duration": 1.0},
+    ]
+    clones = [
+        {"text": "This is a test.", "language": "en", "ref_audio": str(refs["ref24k"]), "ref_text": "Hello world"},
+        {"text": "A second, longer sentence to say.", "ref_audio": str(refs["ref16k"]), "ref_text": "Hello there"},
+    ]
+    return [{"name": "batch_greedy", "batch": voiced, "config": GREEDY},
+            {"name": "batch_clone", "batch": clones, "config": GREEDY}]
+
+
 def our_options(case: dict[str, Any]) -> dict[str, Any]:
     """Our request options for a case (spec names)."""
     options = {OPTION_NAMES.get(k, k): v for k, v in case.get("config", {}).items()}

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.omnivoice.cases import cases, write_cases, write_references
+from tests.omnivoice.cases import batch_cases, cases, write_cases, write_references
 from tests.support import REPO, run_reference
 
 TOOLS = REPO / "tools" / "omnivoice"
@@ -27,6 +27,7 @@ class Reference:
     cases: list[dict[str, Any]]
     summary: dict[str, Any]
     refs: dict[str, Path]
+    batches: list[dict[str, Any]]
 
     def case(self, name: str) -> dict[str, Any]:
         return next(c for c in self.cases if c["name"] == name)
@@ -44,10 +45,11 @@ def ov_reference(ov_snapshot: Path, tmp_path_factory: pytest.TempPathFactory) ->
     work = tmp_path_factory.mktemp("omnivoice-ref")
     refs = write_references(work / "refs")
     items = cases(refs, work / "upstream_prompt.pt")
-    write_cases(work / "cases.json", items)
+    batches = batch_cases(refs)
+    write_cases(work / "cases.json", items + batches)
     summary = run_reference("omnivoice", TOOLS / "reference.py", ov_snapshot, work / "cases.json",
                             work / "out", timeout=1200)
-    return Reference(work / "out", items, summary, refs)
+    return Reference(work / "out", items, summary, refs, batches)
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,9 @@ generating, load time, and the ratio ours/upstream.
 
 The machine's cores may be shared: the repeats and the min..max spread show the noise.
 
+``--batch 1,2,4,8 [--backbone qwen|falcon_h1] [--frames 48]``: batched generation against the same
+requests one after another, for the 0.6B or the 0.1B (tools/batch_bench.py).
+
 ``--weights f32,bf16,q8_0``: ours only, the checkpoint packaged in each weight type and run side by
 side with the default options (tools/weights_bench.py): wall, RTF, peak RSS, load time, code and
 audio drift against the first type. ``--threads`` then takes one count.
@@ -87,8 +90,26 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", type=Path, help="also write the raw results here")
     parser.add_argument("--weights", help="f32,bf16,q8_0: package the checkpoint in each type, run ours on each")
     parser.add_argument("--device", help="device of the --weights workers (default: auto)")
+    parser.add_argument("--batch", help="1,2,4,8: batched generation against sequential (tools/batch_bench.py); "
+                        "--frames per request (default 48), --weights (default q8_0,f32)")
+    parser.add_argument("--backbone", choices=["qwen", "falcon_h1"], default="qwen",
+                        help="with --batch: the 0.6B (qwen) or the 0.1B (falcon_h1) slow AR")
     args = parser.parse_args(argv)
     folder = ensure_checkpoint(bench_dir(), args.upstream)
+    if args.batch:
+        from tools.batch_bench import Options as BatchOptions
+        from tools.batch_bench import run as run_batch
+
+        label = "audio8_tts"
+        if args.backbone == "falcon_h1":
+            from tools.audio8_tts.bench_falcon import write_pipeline_folder
+
+            folder, label = write_pipeline_folder(bench_dir() / "audio8-0.1b-real", folder), "audio8_tts-0.1b"
+        frames = args.frames if "--frames" in argv else 48
+        run_batch("audio8_tts", folder, BatchOptions(args.batch, args.weights or "q8_0,f32",
+                                                     int(args.threads.split(",")[0]), ["--frames", str(frames)]),
+                  label=label)
+        return 0
     if args.weights:
         from tools.weights_bench import Options, run
 

@@ -51,14 +51,34 @@ REAL_01B = {
 }
 
 
-def write_folder(folder: Path) -> None:
+def write_pipeline_folder(folder: Path, base: Path) -> Path:
+    """A whole 0.1B-sized pipeline for the batch benchmark: the 0.1B DualAR's dims with random weights,
+    and the 0.6B-sized folder ``base``'s token ids, tokenizer and codec (the 0.1B's own tokenizer
+    layout is not at hand; the ids only index the embedding table, so a step computes what the 0.1B's does)."""
+    if (folder / "model.safetensors").is_file():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    ids = json.loads((base / "config.json").read_text(encoding="utf-8"))
+    config = {**REAL_01B, **{k: ids[k] for k in ("vocab_size", "semantic_begin_id", "semantic_end_id",
+                                                   "eos_token_id", "pad_token_id")}}
+    config.update({k: v for k, v in ids.items() if k.startswith("codec_")})
+    write_folder(folder, config)
+    for name in ("codec.pth", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                 "processor_config.json", "generation_config.json"):
+        if (base / name).exists() and not (folder / name).exists():
+            (folder / name).symlink_to(base / name)
+    return folder
+
+
+def write_folder(folder: Path, config: dict | None = None) -> None:
     """config.json and a random bf16 model.safetensors (checkpoint names) for the 0.1B DualAR."""
     from safetensors.torch import save_file
 
     from audiocpp.families.audio8_tts.config import Audio8Config
     from audiocpp.families.audio8_tts.model.dual_ar import DualAR
 
-    model = DualAR(Audio8Config.from_dict(REAL_01B))
+    config = config or REAL_01B
+    model = DualAR(Audio8Config.from_dict(config))
     gen = torch.Generator().manual_seed(0)
     state = {}
     for name, p in model.state_dict().items():
@@ -74,7 +94,7 @@ def write_folder(folder: Path) -> None:
         state[key] = v
     state["semantic_output.weight"][-1] = 0  # EOS never wins a greedy step: every frame runs
     save_file({k: v.to(torch.bfloat16).contiguous() for k, v in state.items()}, str(folder / "model.safetensors"))
-    (folder / "config.json").write_text(json.dumps(REAL_01B), encoding="utf-8")
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
 
 
 def prompt_rows(length: int) -> np.ndarray:

@@ -11,9 +11,11 @@ ours/upstream ratio, whether ours fp32 reproduced upstream's tokens, and the bf1
 Usage: python tools/bench.py omnivoice [--repeats 3] [--model DIR] [--skip-upstream] [--no-bf16]
                                        [--package omnivoice-q8_0.gguf]
        python tools/bench.py omnivoice --weights f32,bf16,q8_0 [--repeats 2] [--threads 1]
+       python tools/bench.py omnivoice --batch 1,2,4,8 [--weights q8_0,f32] [--duration 5 --steps 16]
 
 ``--weights``: the same checkpoint packaged in each weight type and run side by side with the
 default options (tools/weights_bench.py): wall, RTF, peak RSS, load time, drift against the first.
+``--batch``: batched generation against the same requests one after another (tools/batch_bench.py).
 """
 
 from __future__ import annotations
@@ -127,8 +129,16 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--weights", help="f32,bf16,q8_0: package the checkpoint in each type, run ours on each")
     ap.add_argument("--threads", type=int, default=1, help="torch threads of the --weights workers")
     ap.add_argument("--device", help="device of the --weights workers (default: auto)")
+    ap.add_argument("--batch", help="1,2,4,8: batched generation against sequential (tools/batch_bench.py)")
     args = ap.parse_args(argv)
     model = ensure_model(args.model)
+    if args.batch:
+        from tools.batch_bench import Options as BatchOptions
+        from tools.batch_bench import run as run_batch
+
+        run_batch("omnivoice", model, BatchOptions(args.batch, args.weights or "q8_0,f32", max(2, args.threads), [
+            "--duration", str(args.duration), "--steps", str(args.steps)]))
+        return 0
     if args.weights:
         from tools.weights_bench import Options, run
 

@@ -12,6 +12,10 @@ config fields). For each case OUT_DIR/<name>.npz holds: ``target_lens`` (per
 ``step0_audio_mask``, ``step0_attention_mask``, ``step0_logits`` (the first forward pass),
 ``ref_codes`` and ``encode_input`` (when a reference was encoded), ``decode_<i>`` (each raw
 decode) and ``audio`` (the final output). One JSON line is printed last.
+
+A case with ``batch`` (a list of items with the fields above, ``text`` required) runs upstream's
+own batch: one ``generate`` call with lists; OUT_DIR/<name>.npz then holds ``target_lens``,
+``tokens_<i>`` and ``audio_<i>`` per item.
 """
 
 from __future__ import annotations
@@ -76,6 +80,9 @@ def main(argv: list[str]) -> int:
     summary = {}
     for case in cases:
         record.update(forward=[], iter=[], encode=[], decode=[])
+        if "batch" in case:
+            summary[case["name"]] = run_batch(model, case, record, out, OmniVoiceGenerationConfig)
+            continue
         seed = int(case.get("seed", 0))
         kwargs = dict(case.get("config", {}))
         gen_config = OmniVoiceGenerationConfig.from_dict(kwargs)
@@ -121,6 +128,32 @@ def main(argv: list[str]) -> int:
     print(json.dumps({"cases": summary, "transformers": __import__("transformers").__version__,
                       "torch": torch.__version__}))
     return 0
+
+
+def run_batch(model, case: dict, record: dict, out: Path, config_class) -> dict:
+    """Upstream's batch: one ``generate`` call with a list per argument."""
+    items = case["batch"]
+    gen_config = config_class.from_dict(dict(case.get("config", {})))
+
+    def column(key: str) -> list | None:
+        values = [item.get(key) for item in items]
+        return None if all(v is None for v in values) else values
+
+    torch.manual_seed(int(case.get("seed", 0)))
+    audios = model.generate(text=[item["text"] for item in items], language=column("language"),
+                            ref_text=column("ref_text"), ref_audio=column("ref_audio"), instruct=column("instruct"),
+                            duration=column("duration"), speed=column("speed"), generation_config=gen_config)
+    arrays: dict[str, np.ndarray] = {}
+    lens: list[int] = []
+    for target_lens, tokens in record["iter"]:
+        for n, t in zip(target_lens, tokens):
+            arrays[f"tokens_{len(lens)}"] = t.numpy().astype(np.int64)
+            lens.append(int(n))
+    arrays["target_lens"] = np.asarray(lens, dtype=np.int64)
+    for i, audio in enumerate(audios):
+        arrays[f"audio_{i}"] = np.asarray(audio, dtype=np.float32)
+    np.savez(out / f"{case['name']}.npz", **arrays)
+    return {"target_lens": lens, "items": len(items), "iterative_calls": len(record["iter"])}
 
 
 if __name__ == "__main__":

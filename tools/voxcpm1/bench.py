@@ -52,8 +52,19 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--ours-only", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
     parser.add_argument("--drift", action="store_true", help="measure reduced-precision drift instead (see above)")
+    parser.add_argument("--weights", help="with --batch: the weight types (default q8_0,f32)")
+    parser.add_argument("--batch", help="1,2,4,8: batched generation against sequential (tools/batch_bench.py); "
+                        "--patches per request (default 16), --weights (default q8_0,f32)")
     args = parser.parse_args(argv)
     folders = ensure_checkpoint(bench_dir())
+    if args.batch:
+        from tools.batch_bench import Options as BatchOptions
+        from tools.batch_bench import run as run_batch
+
+        patches = args.patches if "--patches" in argv else 16
+        run_batch("voxcpm1", folders["float32"].with_name(folders["float32"].name.removesuffix("-float32")),
+                  BatchOptions(args.batch, args.weights or "q8_0,f32", 2, ["--patches", str(patches)]))
+        return 0
     if args.drift:
         return drift(folders["float32"], bench_dir(), args)
     run_settings(args, folders, "voxcpm1", lambda r: (

@@ -52,8 +52,18 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", type=Path, help="also write the raw results here")
     parser.add_argument("--weights", help="f32,bf16,q8_0: package the checkpoint in each type, run ours on each")
     parser.add_argument("--device", help="device of the --weights workers (default: auto)")
+    parser.add_argument("--batch", help="1,2,4,8: batched generation against sequential (tools/batch_bench.py); "
+                        "--patches per request (default 16), --weights (default q8_0,f32)")
     args = parser.parse_args(argv)
     folders = ensure_checkpoint(bench_dir())
+    if args.batch:
+        from tools.batch_bench import Options as BatchOptions
+        from tools.batch_bench import run as run_batch
+
+        patches = args.patches if "--patches" in argv else 16
+        run_batch("voxcpm2", folders["float32"].with_name(folders["float32"].name.removesuffix("-float32")),
+                  BatchOptions(args.batch, args.weights or "q8_0,f32", 2, ["--patches", str(patches)]))
+        return 0
     if args.weights:
         from tools.weights_bench import Options, run
 
