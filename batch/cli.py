@@ -49,7 +49,7 @@ class BatchArgs:
     ray_address: str | None = None
     num_cpus: float = 1.0
     num_gpus: float = 0.0
-    batch_size: int = 4
+    batch_size: int = 8
 
 
 @app.command(help="Synthesize every line of a JSONL manifest into --out-dir, on local worker processes "
@@ -83,7 +83,7 @@ def batch(
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="Run on the Ray cluster at this address.")] = None,
     num_cpus: Annotated[float, typer.Option("--num-cpus", help="Ray: CPUs reserved per actor.")] = 1.0,
     num_gpus: Annotated[float, typer.Option("--num-gpus", help="Ray: GPUs reserved per actor.")] = 0.0,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Ray: items per actor call (items in flight per actor).")] = 4,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Items each worker synthesizes together, as rows of one batch (Ray: items per actor call); 1: one at a time.")] = 8,
 ) -> None:
     defaults = Defaults(task=task, voice_ref=voice_ref, reference_text=reference_text, voice=voice_prompt,
                         instruct=instruct, language=language, seed=seed, fmt=fmt)
@@ -177,19 +177,23 @@ def run_batch(args: BatchArgs) -> None:
     threads = args.threads or (max(1, int(args.num_cpus)) if on_ray else
                                (None if workers == 1 else max(1, _cores() // workers)))
     job = JobSpec(family=plugin.name, model_path=str(Path(model_path).resolve()), load_options=load_options,
-                  session_options=session_options, threads=threads)
+                  session_options=session_options, threads=threads, batch_size=args.batch_size)
     where = (f"Ray at {args.ray_address}" if args.ray_address else "a local Ray instance") if on_ray else "local"
     print(f"batch: {len(items)} item{'s' if len(items) > 1 else ''}, {out.tally.skipped} already done, "
           f"{len(todo)} to run on {where} "
-          f"({workers} worker{'s' if workers > 1 else ''}, {threads or 'default'} torch threads each)",
+          f"({workers} worker{'s' if workers > 1 else ''}, {threads or 'default'} torch threads and batches of up "
+          f"to {args.batch_size} each)",
           file=sys.stderr)
     bar = BatchProgress(len(todo), enabled=args.progress)
     prepared: dict[str, int] = {}
     ready_at: list[float] = []
+    rows_per_step: list[float] = []
 
     def record(item: Item, done: Done) -> None:
         kept = out.record(item, done.row, done.audio)
         prepared[done.worker] = max(prepared.get(done.worker, 0), done.voices_prepared)
+        if done.audio is not None:
+            rows_per_step.append(done.batch_rows)
         if done.warnings:
             bar.close()
             for message in done.warnings:
@@ -214,13 +218,13 @@ def run_batch(args: BatchArgs) -> None:
     except KeyboardInterrupt:
         bar.close()
         out.compact(items)
-        _summary(out, items, clock, ready_at, prepared)
+        _summary(out, items, clock, ready_at, prepared, rows_per_step)
         print(f"batch interrupted: {out.tally.done + out.tally.failed} items finished in this run; "
               "rerun the same command to resume", file=sys.stderr)
         raise SystemExit(130) from None
     bar.close()
     out.compact(items)
-    _summary(out, items, clock, ready_at, prepared)
+    _summary(out, items, clock, ready_at, prepared, rows_per_step)
     if out.tally.failed:
         for item_id, error in out.tally.failures[:10]:
             print(f"failed: {item_id}: {error}", file=sys.stderr)
@@ -239,7 +243,8 @@ def _report_check(items: list[Item], args: BatchArgs) -> None:
         print(f"already done in {args.out_dir}: {done} (a run would skip them{'' if not args.overwrite else ', but --overwrite redoes them'})")
 
 
-def _summary(out: OutputDir, items: list[Item], clock: float, ready_at: list[float], prepared: dict[str, int]) -> None:
+def _summary(out: OutputDir, items: list[Item], clock: float, ready_at: list[float], prepared: dict[str, int],
+             rows_per_step: list[float]) -> None:
     elapsed = time.perf_counter() - clock
     tally = out.tally
     finished = tally.done + tally.failed
@@ -255,6 +260,7 @@ def _summary(out: OutputDir, items: list[Item], clock: float, ready_at: list[flo
         "items_per_s": f"{finished / elapsed:.3f}" if elapsed > 0 else "",
         "rtf": f"{elapsed / tally.audio_s:.3f}" if tally.audio_s > 0 else "",
         "voices_prepared": sum(prepared.values()),
+        "batch_rows": f"{sum(rows_per_step) / len(rows_per_step):.2f}" if rows_per_step else "",
         "manifest": out.path,
     }
     for key, value in lines.items():

@@ -1,11 +1,14 @@
-"""Local worker processes: each loads the model once and synthesizes one item at a time.
+"""Local worker processes: each loads the model once and synthesizes up to ``batch_size`` items
+at once, as rows of one batch.
 
-The driver hands out items one by one over a pipe per worker, so it always knows which item
-each worker holds. A worker keeps to one voice while that voice has items left (its prepared
-voice stays in its cache) and takes a voice no other worker has started before helping with
-another's. Workers ignore SIGINT (the driver decides what Ctrl-C stops) and exit when the
-driver's end of their pipe closes, so a killed driver leaves no worker behind. A worker that
-dies on an item gets that item recorded as failed and is replaced.
+The driver hands out items one by one over a pipe per worker, keeping ``batch_size`` of them in
+flight at each worker, so it always knows which items each worker holds. A worker submits every
+item it receives to its model's batcher: the item joins the running batch at its next step, and its
+result goes back as soon as it is done, when the driver sends the next. A worker keeps to one voice
+while that voice has items left (its prepared voice stays in its cache) and takes a voice no other
+worker has started before helping with another's. Workers ignore SIGINT (the driver decides what
+Ctrl-C stops) and exit when the driver's end of their pipe closes, so a killed driver leaves no
+worker behind. A worker that dies gets the items it held recorded as failed and is replaced.
 """
 
 from __future__ import annotations
@@ -19,32 +22,49 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from .manifest import Item
-from .synth import Done, JobSpec, Synthesizer, error_row, load_failure, raise_load_failure
+from .synth import (
+    Done,
+    JobSpec,
+    Synthesizer,
+    error_row,
+    load_failure,
+    quiet_engine_warnings,
+    raise_load_failure,
+)
 
 Record = Callable[[Item, Done], None]
 
 
 def _worker_main(conn: Connection, job_json: str, name: str) -> None:
-    """The body of a worker process."""
+    """The body of a worker process: receive items, run them on the model's batcher, send results."""
+    import threading
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    quiet_engine_warnings()  # each item's warnings come back in its Done; the driver prints them
     try:
         synth = Synthesizer(JobSpec.from_json(job_json))
     except BaseException as error:
         conn.send(("load_error", load_failure(error)))
         return
-    conn.send(("ready",))
+    lock = threading.Lock()
+
+    def send(message: tuple) -> None:
+        with lock:
+            try:
+                conn.send(message)
+            except (BrokenPipeError, OSError):
+                pass
+
+    send(("ready",))
     while True:
         try:
             message = conn.recv()
         except (EOFError, OSError):
             return
         if message is None:
+            synth.model.batcher().close()  # nothing is in flight: the driver asked for the last result first
             return
-        done = synth.run(Item.from_json(message), worker=name)
-        try:
-            conn.send(("result", done))
-        except (BrokenPipeError, OSError):
-            return
+        synth.submit(Item.from_json(message), name, lambda done: send(("result", done)))
 
 
 class Dispatcher:
@@ -80,7 +100,7 @@ class _Worker:
     process: Any
     conn: Connection
     ready: bool = False
-    item: Item | None = None
+    items: dict[str, Item] = field(default_factory=dict)  # in flight, by id
     group: int | None = None
     prepared: int = field(default=0)
 
@@ -90,6 +110,7 @@ class LocalPool:
 
     def __init__(self, job: JobSpec, workers: int) -> None:
         self.job_json = job.to_json()
+        self.in_flight = max(1, job.batch_size)
         self.size = workers
         self.context = multiprocessing.get_context("spawn")
         self.workers: list[_Worker] = []
@@ -142,8 +163,7 @@ class LocalPool:
         if message[0] == "result":
             done: Done = message[1]
             worker.prepared = done.voices_prepared
-            item, worker.item = worker.item, None
-            assert item is not None
+            item = worker.items.pop(done.row["id"])
             record(item, done)
             finished = 1
         else:
@@ -153,20 +173,24 @@ class LocalPool:
         return finished
 
     def _feed(self, worker: _Worker, dispatcher: Dispatcher) -> None:
-        """Send ``worker`` its next item, or tell it to stop (a dead worker is noticed by its sentinel)."""
-        chosen = dispatcher.next(worker.group)
-        if chosen is None:
+        """Top ``worker`` up to ``in_flight`` items; when none are left and it holds none, tell it
+        to stop (a dead worker is noticed by its sentinel)."""
+        while len(worker.items) < self.in_flight:
+            chosen = dispatcher.next(worker.group)
+            if chosen is None:
+                break
+            worker.group, item = chosen
+            worker.items[item.id] = item
+            try:
+                worker.conn.send(item.to_json())
+            except OSError:
+                pass
+        if not worker.items:
             try:
                 worker.conn.send(None)
             except OSError:
                 pass
             self._retire(worker)
-            return
-        worker.group, worker.item = chosen
-        try:
-            worker.conn.send(worker.item.to_json())
-        except OSError:
-            pass
 
     def _lost(self, worker: _Worker, record: Record) -> int:
         """A worker died: fail its item, and replace it if it had loaded the model."""
@@ -175,12 +199,14 @@ class LocalPool:
         self._retire(worker)
         if not worker.ready:
             raise RuntimeError(f"a batch worker exited while loading the model (exit code {code})")
-        if worker.item is None:
+        if not worker.items:
             return 0
-        row = error_row(worker.item, f"the worker process died on this item (exit code {code})")
-        record(worker.item, Done(row, None, worker.name, worker.prepared))
+        for item in worker.items.values():
+            row = error_row(item, f"the worker process died while it held this item (exit code {code})")
+            record(item, Done(row, None, worker.name, worker.prepared))
+        lost, worker.items = len(worker.items), {}
         self._spawn()
-        return 1
+        return lost
 
     def _retire(self, worker: _Worker) -> None:
         if worker in self.workers:
@@ -196,7 +222,7 @@ class LocalPool:
             except OSError:
                 pass
         for worker in list(self.workers):
-            worker.process.join(timeout=0.5 if worker.item is None else 0)
+            worker.process.join(timeout=0.5 if not worker.items else 0)
             if worker.process.is_alive():
                 worker.process.terminate()
                 worker.process.join(timeout=5)

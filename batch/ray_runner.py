@@ -1,7 +1,8 @@
 """The same batch on Ray Data: ``map_batches`` with a stateful actor class holding the model.
 
 Items go into the dataset as JSON strings, one block per run of at most ``batch_size`` items
-that share a voice (so a block's voice is prepared once, in one actor), in the local order.
+that share a voice (so a block's voice is prepared once, in one actor), in the local order; an
+actor runs each block as one batch (its items rows of one forward pass).
 Each actor loads the model once (``ActorPoolStrategy(size=workers)``, ``num_cpus`` and
 ``num_gpus`` per actor) and returns every item's row and its samples as bytes; the driver
 writes the files and the manifest as blocks come back, exactly as the local path does. So the
@@ -23,7 +24,7 @@ from audiocpp.engine.errors import AudiocppError, UsageError
 from audiocpp.engine.records import AudioBuffer
 
 from .manifest import Item
-from .synth import Done, JobSpec, Synthesizer, load_failure, raise_load_failure
+from .synth import Done, JobSpec, Synthesizer, load_failure, quiet_engine_warnings, raise_load_failure
 
 Record = Callable[[Item, Done], None]
 
@@ -49,6 +50,7 @@ class SynthActor:
     """
 
     def __init__(self, job_json: str) -> None:
+        quiet_engine_warnings()  # each item's warnings come back in its row
         self.name = f"ray-actor-{os.getpid()}"
         self.synth: Synthesizer | None = None
         self.failure: list[str | None] | None = None
@@ -61,7 +63,8 @@ class SynthActor:
         if self.synth is None:
             done = [Done({"load_error": self.failure}, worker=self.name) for _ in batch["item"]]
         else:
-            done = [self.synth.run(Item.from_json(str(text)), worker=self.name) for text in batch["item"]]
+            # the block is one batch: its items are rows of one forward pass
+            done = self.synth.run_many([Item.from_json(str(text)) for text in batch["item"]], worker=self.name)
         return {
             "row": np.array([json.dumps(d.row) for d in done], dtype=object),
             "samples": np.array([b"" if d.audio is None else
@@ -71,6 +74,7 @@ class SynthActor:
             "worker": np.array([d.worker for d in done], dtype=object),
             "prepared": np.array([d.voices_prepared for d in done], dtype=np.int64),
             "warnings": np.array([json.dumps(d.warnings) for d in done], dtype=object),
+            "batch_rows": np.array([d.batch_rows for d in done], dtype=np.float64),
         }
 
 
@@ -134,7 +138,7 @@ def run_ray(job: JobSpec, items: list[Item], record: Record, on_ready: Callable[
             if result["rate"]:
                 audio = AudioBuffer(np.frombuffer(result["samples"], dtype=np.float32), int(result["rate"]))
             record(item, Done(row, audio, str(result["worker"]), int(result["prepared"]),
-                              json.loads(result["warnings"])))
+                              json.loads(result["warnings"]), float(result["batch_rows"])))
     except AudiocppError:
         raise
     except Exception as error:

@@ -1,7 +1,11 @@
 """One worker's model: loaded once, it turns items into manifest rows and audio.
 
 The same class runs in a local worker process and in a Ray actor, so both paths build every
-request with the CLI's own ``build_request`` and give the CLI's audio for a seeded item.
+request with the CLI's own ``build_request`` and give the CLI's audio for a seeded item. Items run
+as rows of one batch (``batch_size`` at once): a local worker feeds the model's batcher as items
+arrive (:meth:`Synthesizer.submit`), a Ray actor runs its block as one batch
+(:meth:`Synthesizer.run_many`). Each item is prepared alone first, so its checks and warnings (a
+reference cut at the cap) are its own, and a bad item fails alone.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +33,7 @@ class JobSpec:
     load_options: dict[str, Any] = field(default_factory=dict)
     session_options: dict[str, Any] = field(default_factory=dict)
     threads: int | None = None
+    batch_size: int = 1
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -40,13 +46,15 @@ class JobSpec:
 @dataclass
 class Done:
     """What a worker reports for one item: its manifest row, its audio (None when it failed), the
-    worker's count of prepared voices so far, and the engine's warnings (e.g. a reference cut)."""
+    worker's count of prepared voices so far, the engine's warnings (e.g. a reference cut) and how
+    many items it shared its batched steps with (not in the manifest: the summary's batch_rows)."""
 
     row: dict[str, Any]
     audio: AudioBuffer | None = None
     worker: str = ""
     voices_prepared: int = 0
     warnings: list[str] = field(default_factory=list)
+    batch_rows: float = 1.0  # the mean number of items in the batched calls it took part in
 
 
 def describe(error: BaseException) -> str:
@@ -78,6 +86,17 @@ def error_row(item: Item, message: str, wall_s: float | None = None) -> dict[str
             "wall_s": None if wall_s is None else round(wall_s, 4), "rtf": None, "seed": item.seed}
 
 
+@dataclass
+class Planned:
+    """An item ready to join a batch: its session and request, or the row of its failure."""
+
+    item: Item
+    start: float
+    session: Any = None
+    request: Any = None
+    failed: dict[str, Any] | None = None
+
+
 class Synthesizer:
     """A loaded model and one session per task; never raises for an item."""
 
@@ -97,15 +116,8 @@ class Synthesizer:
         """Reference preparations so far (misses of the model's content cache)."""
         return self.model.reference_cache.misses
 
-    def run(self, item: Item, worker: str = "") -> Done:
-        """Synthesize ``item``; never raises for the item's own problems."""
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", AudiocppWarning)
-            row, audio = self._run(item)
-        said = [str(w.message) for w in caught if issubclass(w.category, AudiocppWarning)]
-        return Done(row, audio, worker, self.voices_prepared, said)
-
-    def _run(self, item: Item) -> tuple[dict[str, Any], AudioBuffer | None]:
+    def plan(self, item: Item) -> Planned:
+        """``item``'s session and request (built as the CLI builds them); never raises."""
         from audiocpp.engine.cli.run import RunArgs, build_request
 
         start = time.perf_counter()
@@ -119,11 +131,65 @@ class Synthesizer:
                 reference_text=item.reference_text, instruct=item.instruct, language=item.language,
                 seed=item.seed, voice_prompt=Path(item.voice) if item.voice else None,
             )
-            result = session.run(build_request(args, item.text, dict(item.options)))
+            return Planned(item, start, session, build_request(args, item.text, dict(item.options)))
         except Exception as error:  # a failing item never stops the others
-            return error_row(item, describe(error), time.perf_counter() - start), None
+            return Planned(item, start, failed=error_row(item, describe(error), time.perf_counter() - start))
+
+    def finish(self, planned: Planned, result: Any, worker: str) -> Done:
+        """The item's Done from its result (a TaskResult, or the error that ended it)."""
+        item = planned.item
+        if planned.failed is not None:
+            return Done(planned.failed, None, worker, self.voices_prepared)
+        if isinstance(result, BaseException):
+            row = error_row(item, describe(result), time.perf_counter() - planned.start)
+            return Done(row, None, worker, self.voices_prepared)
         metrics = result.metrics
         row = {"id": item.id, "status": "ok", "error": None, "output": item.out,
                "audio_s": round(metrics.audio_s, 4), "wall_s": round(metrics.wall_s, 4),
                "rtf": round(metrics.rtf, 4) if metrics.audio_s > 0 else None, "seed": metrics.seed}
-        return row, result.audio
+        return Done(row, result.audio, worker, self.voices_prepared, list(result.warnings), metrics.batch_rows)
+
+    def run_many(self, items: list[Item], worker: str = "") -> list[Done]:
+        """``items`` as rows of one batch (``batch_size`` at once, the next joining as one
+        leaves), in order; never raises for the items' own problems."""
+        planned = [self.plan(item) for item in items]
+        runnable = [p for p in planned if p.failed is None]
+        results: list[Any] = []
+        if runnable:
+            with _quiet():
+                results = list(self.model.run_batch([(p.session, p.request) for p in runnable],
+                                                    return_exceptions=True, max_batch=max(1, self.job.batch_size)))
+        by_item = {id(p): r for p, r in zip(runnable, results)}
+        return [self.finish(p, by_item.get(id(p)), worker) for p in planned]
+
+    def run(self, item: Item, worker: str = "") -> Done:
+        """One item alone."""
+        return self.run_many([item], worker)[0]
+
+    def submit(self, item: Item, worker: str, on_done: Callable[[Done], None]) -> None:
+        """Let ``item`` join the model's running batch; ``on_done(done)`` is called when it ends
+        (from the batcher's thread, or here when its request could not be built)."""
+        planned = self.plan(item)
+        if planned.failed is not None:
+            on_done(self.finish(planned, None, worker))
+            return
+        batcher = self.model.batcher(max_batch=max(1, self.job.batch_size))
+        job = batcher.submit(planned.request, session=planned.session)
+        job.add_done_callback(lambda j: on_done(self.finish(planned, j.outcome, worker)))
+
+
+def quiet_engine_warnings() -> None:
+    """Keep the engine's warnings off a worker's stderr: each item's come back in its Done."""
+    warnings.filterwarnings("ignore", category=AudiocppWarning)
+
+
+class _quiet:
+    """The engine's warnings filtered out for a block (they come back in each Done)."""
+
+    def __enter__(self) -> None:
+        self._ctx = warnings.catch_warnings()
+        self._ctx.__enter__()
+        quiet_engine_warnings()
+
+    def __exit__(self, *exc: object) -> None:
+        self._ctx.__exit__(*exc)

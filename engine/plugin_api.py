@@ -25,6 +25,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "plugin": ("FamilyPlugin",),
     "model": ("LoadedModel",),
     "session": ("PreparedRequest", "Session", "Synthesis"),
+    "batching.ops": ("Op", "relay"),
     "progress": ("Progress",),
     # records shared by families, the CLI and the Python API
     "records": ("AudioBuffer", "Metrics", "ModelInfo", "StreamEvent", "TaskRequest", "TaskResult",
@@ -57,12 +58,12 @@ __all__ = [
     "CANONICAL_REQUEST_OPTIONS", "PLUGIN_API_VERSION",
     "AudioBuffer", "AudioError", "AudiocppError", "AudiocppWarning", "Cast", "CodecPrompt", "Drop", "Evidence",
     "FamilyPlugin", "FamilyUnavailableError", "FoldWeightNorm", "Fuse", "Keep", "LoadedModel", "Metrics", "Mode",
-    "ModelError", "ModelInfo", "ModelSpec", "OptionSpec", "PackagePlan", "PathFacts", "PerDtype", "Permute",
+    "ModelError", "ModelInfo", "ModelSpec", "Op", "OptionSpec", "PackagePlan", "PathFacts", "PerDtype", "Permute",
     "PreparedRequest", "Progress", "Rename", "Reshape", "ResolvedWeights", "Session", "SpecError", "Split",
     "StreamEvent", "Synthesis", "Synthesize", "Task", "TaskRequest", "TaskResult", "TensorInfo", "TensorSource",
     "Transform", "Transpose", "UsageError", "VoicePrompt", "VoiceReference",
     "adapt", "build_on_meta", "cache_dir", "chunk_text", "load_module_weights", "load_on_meta", "open_weights",
-    "resolve_weights", "torch_dtype",
+    "relay", "resolve_weights", "torch_dtype",
 ]
 assert sorted(__all__) == sorted([*_WHERE, "PLUGIN_API_VERSION"])
 
@@ -75,6 +76,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and editors; at run time the names above load lazily
+    from .batching.ops import Op, relay
     from .detect import Evidence, PathFacts
     from .errors import (
         AudiocppError,

@@ -146,7 +146,8 @@ class TaskResult:
 
     ``details`` carries family-specific by-products (generated tokens, latents...) that
     parity tests and power users read; ``voice_prompt`` is set when the family prepared a
-    reusable voice.
+    reusable voice; ``warnings`` are the engine's warnings about this request (e.g. a reference
+    cut at the cap), also issued as ``AudiocppWarning``s.
     """
 
     audio: AudioBuffer
@@ -156,6 +157,7 @@ class TaskResult:
     metrics: Metrics = field(default_factory=Metrics)
     voice_prompt: VoicePrompt | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     def __repr__(self) -> str:
         m = self.metrics

@@ -94,7 +94,7 @@ def create_app(state: ServerState) -> FastAPI:
     app.state.audiocpp = state
     state.metrics.add_gauge("audiocpp_queue_depth", "Admitted requests waiting to synthesize.",
                             lambda: {n: w.queued for n, w in state.workers.items()})
-    state.metrics.add_gauge("audiocpp_synthesizing", "Requests synthesizing now (at most one per model).",
+    state.metrics.add_gauge("audiocpp_synthesizing", "Requests synthesizing now (rows of the model's batch).",
                             lambda: {n: w.synthesizing for n, w in state.workers.items()})
 
     @app.exception_handler(ApiError)
@@ -125,7 +125,7 @@ def create_app(state: ServerState) -> FastAPI:
     async def health() -> dict[str, Any]:
         return {"status": "ok", "models": {
             name: {"family": state.models[name].family, "queued": w.queued, "synthesizing": w.synthesizing,
-                   "capacity": w.capacity} for name, w in state.workers.items()}}
+                   "capacity": w.capacity, "max_batch": w.max_batch} for name, w in state.workers.items()}}
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics() -> PlainTextResponse:

@@ -19,8 +19,10 @@ class ServeArgs:
     session_options: list[str] = field(default_factory=list)
     load_options: list[str] = field(default_factory=list)
     voices_dir: Path | None = None
-    max_concurrency: int = 1
+    max_concurrency: int | None = None  # default: max_batch
     max_queue: int = 8
+    max_batch: int = 8
+    batch_window_ms: float = 20.0
     max_input_chars: int = 4096
     max_body_mb: float = 16.0
     log_level: str = "warning"
@@ -85,8 +87,14 @@ def build_state(args: ServeArgs):
     from .scheduler import ModelWorker
     from .voices import VoiceStore
 
+    if args.max_batch < 1:
+        raise UsageError(f"--max-batch {args.max_batch} must be at least 1", hint="--max-batch 1: one request at a time")
+    if args.max_concurrency is None:
+        args.max_concurrency = args.max_batch
     if args.max_concurrency < 1:
         raise UsageError(f"--max-concurrency {args.max_concurrency} must be at least 1")
+    if args.batch_window_ms < 0:
+        raise UsageError(f"--batch-window-ms {args.batch_window_ms:g} must be 0 or more")
     if args.max_queue < 0:
         raise UsageError(f"--max-queue {args.max_queue} must be 0 or more")
     if args.max_input_chars < 1:
@@ -104,8 +112,12 @@ def build_state(args: ServeArgs):
         raise UsageError(f"cannot use --voices-dir {str(voices_dir)!r}: {error.strerror or error}") from None
     models = load_models([ModelArg.parse(m) for m in args.models], args.family, session_options, load_options)
     metrics = ServerMetrics()
-    workers = {name: ModelWorker(name, args.max_concurrency, args.max_queue,
-                                 on_cancel=lambda name=name: metrics.count_cancelled(name)) for name in models}
+    workers = {name: ModelWorker(name, served.model, args.max_concurrency, args.max_queue, max_batch=args.max_batch,
+                                 window_s=args.batch_window_ms / 1000,
+                                 on_cancel=lambda name=name: metrics.count_cancelled(name),
+                                 on_group=lambda size, name=name: metrics.observe_batch(name, size),
+                                 on_join=lambda waited, name=name: metrics.observe_join_wait(name, waited))
+               for name, served in models.items()}
     return ServerState(models=models, workers=workers, voices=voices, metrics=metrics,
                        max_input_chars=args.max_input_chars, max_body_bytes=int(args.max_body_mb * (1 << 20)))
 

@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 RTF_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+WAIT_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class Histogram:
@@ -58,6 +60,8 @@ class ServerMetrics:
         self.audio_seconds: dict[str, float] = defaultdict(float)
         self.rtf: dict[str, Histogram] = {}
         self.first_audio: dict[str, Histogram] = {}
+        self.batch_size: dict[str, Histogram] = {}
+        self.join_wait: dict[str, Histogram] = {}
         self.gauges: list[tuple[str, str, Callable[[], dict[str, float]]]] = []
 
     def count_request(self, endpoint: str, model: str, status: int) -> None:
@@ -77,6 +81,16 @@ class ServerMetrics:
                 self.rtf.setdefault(model, Histogram(RTF_BUCKETS)).observe(rtf)
             if first_audio_s is not None:
                 self.first_audio.setdefault(model, Histogram(LATENCY_BUCKETS)).observe(first_audio_s)
+
+    def observe_batch(self, model: str, size: int) -> None:
+        """One batched call of ``size`` requests (rows)."""
+        with self._lock:
+            self.batch_size.setdefault(model, Histogram(BATCH_BUCKETS)).observe(size)
+
+    def observe_join_wait(self, model: str, seconds: float) -> None:
+        """How long a request waited before joining the batch."""
+        with self._lock:
+            self.join_wait.setdefault(model, Histogram(WAIT_BUCKETS)).observe(seconds)
 
     def add_gauge(self, name: str, help_text: str, read: Callable[[], dict[str, float]]) -> None:
         """A gauge per model, read when scraped: ``read()`` gives model -> value."""
@@ -113,6 +127,9 @@ class ServerMetrics:
                 ("audiocpp_rtf", "Real-time factor (wall / audio seconds) of each synthesis.", self.rtf),
                 ("audiocpp_first_audio_seconds", "Seconds from the start of synthesis to its first audio.",
                  self.first_audio),
+                ("audiocpp_batch_size", "Requests (rows) in each batched forward call.", self.batch_size),
+                ("audiocpp_batch_wait_seconds", "Seconds a request waited before joining the model's batch.",
+                 self.join_wait),
             ):
                 header(name, "histogram", help_text)
                 for model, hist in sorted(table.items()):

@@ -1,20 +1,18 @@
-"""Bounded, cancellable work per loaded model.
+"""Bounded, cancellable work per loaded model, on the model's batcher.
 
 Each served model has a :class:`ModelWorker`: a pool of ``max_concurrency`` threads, an
 admission count bounded by ``max_concurrency + max_queue`` (a request beyond it is refused
-at once with 429 and ``Retry-After``, never parked), and one synthesis lock.
-
-Why a lock: sessions of one ``LoadedModel`` share state that is not safe across threads —
-VoxCPM2's AR loop owns static KV caches per model and dtype, models build per-dtype copies
-of their networks lazily, and the engine's reference cache is an unsynchronized LRU. So the
-synthesis of one model (session creation and the whole ``session.stream``) runs under its
-lock: one at a time per model, different models in parallel. Worker threads do the rest
-(audio encoding, voice-prompt saving) outside it.
+at once with 429 and ``Retry-After``, never parked), and the model's batcher
+(``engine.batching.Batcher``, ``max_batch`` rows): a worker thread submits its request and forwards
+the request's events; the batcher runs every submitted request as a row of one batch, so concurrent
+requests share each forward pass (autoregressive families join at the next decode step and leave
+when done; OmniVoice groups what arrives within ``window_s``). ``max_batch=1`` runs one request at a
+time, as a server without batching would. Worker threads do the rest (audio encoding, voice-prompt
+saving) outside the batch.
 
 Cancellation: a :class:`Job` carries an event that the HTTP side sets when the client goes
-away. The worker checks it while waiting for the lock, between stream events (then closes
-the session's generator), and at every progress step the family reports (the engine's
-``Progress.advance``), so an offline synthesis stops mid-way too.
+away; it cancels the job's row in the batch (only that row stops; the others' audio is unchanged),
+and the family's progress steps check it too (the engine's ``Progress.advance``).
 """
 
 from __future__ import annotations
@@ -25,16 +23,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from audiocpp.engine.batching import Cancelled
 from audiocpp.engine.progress import Progress
 
 from .errors import Busy
 
+if TYPE_CHECKING:
+    from audiocpp.engine.batching import BatchJob
+    from audiocpp.engine.model import LoadedModel
+    from audiocpp.engine.records import StreamEvent, TaskRequest
 
-class Cancelled(Exception):
-    """The client went away; the synthesis was stopped."""
+__all__ = ["CancelProgress", "Cancelled", "Job", "ModelWorker"]
 
 
 class CancelProgress(Progress):
@@ -47,7 +48,7 @@ class CancelProgress(Progress):
     def advance(self, n: int = 1) -> None:
         super().advance(n)
         if self._cancelled.is_set():
-            raise Cancelled()
+            raise Cancelled("the client went away")
 
 
 class Job:
@@ -58,13 +59,27 @@ class Job:
         self.loop = loop
         self.items: asyncio.Queue[Any] | None = asyncio.Queue() if loop is not None else None
         self.progress = CancelProgress(self.cancelled)
+        self._batch_job: BatchJob | None = None
+        self._lock = threading.Lock()
 
     def cancel(self) -> None:
-        self.cancelled.set()
+        with self._lock:
+            self.cancelled.set()
+            batch_job = self._batch_job
+        if batch_job is not None:
+            batch_job.cancel()
+
+    def attach(self, batch_job: BatchJob) -> None:
+        """The request's row in the batch, cancelled with the job."""
+        with self._lock:
+            self._batch_job = batch_job
+            cancelled = self.cancelled.is_set()
+        if cancelled:
+            batch_job.cancel()
 
     def check(self) -> None:
         if self.cancelled.is_set():
-            raise Cancelled()
+            raise Cancelled("the client went away")
 
     def emit(self, item: Any) -> None:
         """Hand ``item`` to the streaming response (from a worker thread)."""
@@ -77,29 +92,40 @@ class Job:
 
 
 class ModelWorker:
-    def __init__(self, name: str, max_concurrency: int, max_queue: int,
-                 on_cancel: Callable[[], None] | None = None) -> None:
+    def __init__(self, name: str, model: LoadedModel, max_concurrency: int, max_queue: int, *,
+                 max_batch: int = 1, window_s: float = 0.0, on_cancel: Callable[[], None] | None = None,
+                 on_group: Callable[[int], None] | None = None,
+                 on_join: Callable[[float], None] | None = None) -> None:
         self.name = name
         self.on_cancel = on_cancel
         self.max_concurrency = max(1, int(max_concurrency))
         self.max_queue = max(0, int(max_queue))
         self.capacity = self.max_concurrency + self.max_queue
+        self.max_batch = max(1, int(max_batch))
+        self.batcher = model.batcher(max_batch=self.max_batch, window_s=window_s)
+        self.batcher.on_group = on_group
+        if on_join is not None:
+            self.batcher.on_join = lambda job: on_join((job.joined or job.submitted) - job.submitted)
         self.executor = ThreadPoolExecutor(max_workers=self.max_concurrency, thread_name_prefix=f"audiocpp-{name}")
-        self.lock = threading.Lock()
         self._count_lock = threading.Lock()
         self.admitted = 0
-        self.synthesizing = 0
         self._jobs: set[Job] = set()
-        self._mean_wall = 1.0  # seconds per request, a running average for Retry-After
+        self._mean_wall = 1.0  # seconds a request spends in the batch, a running average for Retry-After
+
+    @property
+    def synthesizing(self) -> int:
+        """Requests running now, as rows of the model's batch."""
+        return self.batcher.active
 
     @property
     def queued(self) -> int:
-        """Admitted requests not synthesizing yet (waiting for a thread or the lock)."""
+        """Admitted requests not synthesizing yet (waiting for a thread or a row)."""
         return max(0, self.admitted - self.synthesizing)
 
     def retry_after(self) -> int:
-        # One synthesis at a time per model: the wait is about the admitted requests' work.
-        return int(min(60, max(1, math.ceil(self._mean_wall * (self.admitted + 1)))))
+        # The admitted requests drain max_batch at a time, each batch about one request's wall.
+        waves = math.ceil((self.admitted + 1) / self.max_batch)
+        return int(min(60, max(1, math.ceil(self._mean_wall * waves))))
 
     def submit(self, fn: Callable[[Job], Any], job: Job) -> Future:
         """Run ``fn(job)`` on a worker thread, or raise :class:`Busy` at once when full."""
@@ -129,22 +155,21 @@ class ModelWorker:
                 self.admitted -= 1
                 self._jobs.discard(job)
 
-    @contextmanager
-    def synthesis(self, job: Job) -> Iterator[None]:
-        """Hold the model's synthesis lock (waiting while the job is still wanted)."""
-        while not self.lock.acquire(timeout=0.05):
-            job.check()
-        t0 = time.perf_counter()
-        with self._count_lock:
-            self.synthesizing += 1
+    def events(self, job: Job, request: TaskRequest, task: Any, mode: Any,
+               session_options: dict[str, Any]) -> Iterator[StreamEvent]:
+        """The request's stream events, from its row in the model's batch (on a worker thread)."""
+        job.check()
+        batch_job = self.batcher.submit(request, task=task, mode=mode, session_options=session_options,
+                                        progress=job.progress)
+        job.attach(batch_job)
         try:
-            job.check()
-            yield
+            yield from batch_job.events()
         finally:
-            with self._count_lock:
-                self.synthesizing -= 1
-                self._mean_wall = 0.8 * self._mean_wall + 0.2 * (time.perf_counter() - t0)
-            self.lock.release()
+            batch_job.cancel()  # a no-op once it ended; stops the row when the caller stops reading
+            if batch_job.done and batch_job.joined is not None and batch_job.error is None:
+                wall = time.perf_counter() - batch_job.joined
+                with self._count_lock:
+                    self._mean_wall = 0.8 * self._mean_wall + 0.2 * wall
 
     def shutdown(self) -> None:
         """Drop queued work and stop running syntheses at their next step."""
@@ -153,3 +178,4 @@ class ModelWorker:
         for job in jobs:
             job.cancel()
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self.batcher.close()

@@ -182,23 +182,21 @@ def _attach_voice(plan: SpeechPlan, voice: StoredVoice, body: SpeechBody) -> Non
 
 
 def synthesize(plan: SpeechPlan, job: Job, worker: ModelWorker, voices: VoiceStore) -> tuple[TaskResult, bytes]:
-    """Run on a worker thread: synthesize under the model's lock, streaming pieces to ``job``
-    when asked, then encode the whole result (outside the lock)."""
+    """Run on a worker thread: synthesize as a row of the model's batch, streaming pieces to
+    ``job`` when asked, then encode the whole result (outside the batch)."""
     served = plan.served
     result: TaskResult | None = None
     incremental = plan.incremental
-    with worker.synthesis(job):
-        session = served.model.create_session(plan.task, plan.mode, served.session_options)
-        stream = session.stream(plan.request, progress=job.progress)
-        try:
-            for event in stream:
-                job.check()
-                if event.is_final:
-                    result = event.result
-                elif incremental and event.audio is not None:
-                    job.emit(("audio", pcm16(event.audio), event.audio.num_samples))
-        finally:
-            stream.close()
+    stream = worker.events(job, plan.request, plan.task, plan.mode, served.session_options)
+    try:
+        for event in stream:
+            job.check()
+            if event.is_final:
+                result = event.result
+            elif incremental and event.audio is not None:
+                job.emit(("audio", pcm16(event.audio), event.audio.num_samples))
+    finally:
+        stream.close()
     assert result is not None
     if incremental and result.mode is Mode.OFFLINE:  # a family without streaming: one piece
         job.emit(("audio", pcm16(result.audio), result.audio.num_samples))

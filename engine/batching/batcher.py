@@ -27,14 +27,14 @@ if TYPE_CHECKING:
     from ..model import LoadedModel
     from ..progress import Progress
     from ..records import StreamEvent, TaskRequest, TaskResult
-    from ..session import Session
+    from ..session import PreparedRequest, Session
 
 
 class BatchJob:
     """A submitted request: its events as they come, its result, its cancellation."""
 
     def __init__(self, batcher: Batcher, key: int, session_key: Hashable, session: Session | None,
-                 session_args: tuple[Any, Any, dict[str, Any] | None], request: TaskRequest,
+                 session_args: tuple[Any, Any, dict[str, Any] | None], request: TaskRequest | PreparedRequest,
                  progress: Progress | None) -> None:
         self.batcher, self.key = batcher, key
         self.session_key, self.session, self.session_args = session_key, session, session_args
@@ -46,6 +46,8 @@ class BatchJob:
         self._cancel = threading.Event()
         self._result: TaskResult | None = None
         self._error: BaseException | None = None
+        self._callbacks: list[Callable[[BatchJob], None]] = []
+        self._callback_lock = threading.Lock()
 
     @property
     def done(self) -> bool:
@@ -93,14 +95,39 @@ class BatchJob:
         assert self._result is not None
         return self._result
 
+    def add_done_callback(self, callback: Callable[[BatchJob], None]) -> None:
+        """Call ``callback(job)`` when the job ends (its result or error is set), in the batcher's
+        thread; at once when it has already ended. Keep it short: the batch waits for it."""
+        with self._callback_lock:
+            if not self._done.is_set():
+                self._callbacks.append(callback)
+                return
+        callback(self)
+
+    @property
+    def error(self) -> BaseException | None:
+        """The error that ended the job (None while running or when it succeeded)."""
+        return self._error
+
+    @property
+    def outcome(self) -> TaskResult | BaseException | None:
+        """Without waiting: the result, or the error that ended the job, or None while it runs
+        (what a done-callback reads)."""
+        return self._error if self._error is not None else self._result
+
     def _deliver(self, event: RowEvent) -> None:
         self._events.put(event)
-        if event.error is not None:
-            self._error = event.error
+        if event.error is None and not (event.event is not None and event.event.is_final):
+            return
+        with self._callback_lock:
+            if event.error is not None:
+                self._error = event.error
+            else:
+                self._result = event.event.result  # type: ignore[union-attr]
             self._done.set()
-        elif event.event is not None and event.event.is_final:
-            self._result = event.event.result
-            self._done.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(self)
 
 
 class Batcher:
@@ -139,13 +166,13 @@ class Batcher:
         return len(self._waiting)
 
     # -- submitting --------------------------------------------------------------------------
-    def submit(self, request: TaskRequest, *, task: Any = "tts", mode: Any = "offline",
+    def submit(self, request: TaskRequest | PreparedRequest, *, task: Any = "tts", mode: Any = "offline",
                session_options: dict[str, Any] | None = None, session: Session | None = None,
                progress: Progress | None = None) -> BatchJob:
         """Queue ``request`` (a task, mode and session options of this model, or a ``session`` of
         it) and return its job at once. Bad task, mode or session options raise here; everything
         about the request itself (text, options, references) is checked when it joins and ends its
-        job with the error."""
+        job with the error, unless it comes prepared (``session.prepare``, with its ``session``)."""
         if session is not None:
             if session.model is not self.model:
                 raise UsageError("the session belongs to another model than this batcher's")

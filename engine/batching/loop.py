@@ -15,10 +15,12 @@ call fails is run again op by op, so one bad row cannot take the others with it.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..errors import AudiocppWarning
 from ..metrics import Stopwatch, peak_rss_mb
 from ..records import AudioBuffer, Metrics, StreamEvent, TaskResult
 from .ops import Op
@@ -57,12 +59,15 @@ class BatchResults(list):
 
 
 class _Row:
-    def __init__(self, key: Hashable, session: Session, request: TaskRequest, progress: Progress | None,
-                 queued_s: float) -> None:
-        self.key, self.session, self.request, self.progress = key, session, request, progress
+    def __init__(self, key: Hashable, session: Session, request: TaskRequest | PreparedRequest,
+                 progress: Progress | None, queued_s: float) -> None:
+        from ..session import PreparedRequest
+
+        self.key, self.session, self.progress = key, session, progress
+        self.request = request
         self.queued_s = queued_s
         self.clock = Stopwatch()
-        self.prepared: PreparedRequest | None = None
+        self.prepared: PreparedRequest | None = request if isinstance(request, PreparedRequest) else None
         self.program: Any = None
         self.pending: Op | None = None
         self.send: Any = None
@@ -71,6 +76,7 @@ class _Row:
         self.groups = 0
         self.rows_seen = 0
         self.cancelled = False
+        self.warnings: list[str] = []
 
     def close(self) -> None:
         if self.program is not None:
@@ -95,9 +101,10 @@ class BatchLoop:
     def keys(self) -> list[Hashable]:
         return [row.key for row in self._rows]
 
-    def add(self, key: Hashable, session: Session, request: TaskRequest, *, progress: Progress | None = None,
-            queued_s: float = 0.0) -> None:
-        """A new row; it joins at the next :meth:`step`."""
+    def add(self, key: Hashable, session: Session, request: TaskRequest | PreparedRequest, *,
+            progress: Progress | None = None, queued_s: float = 0.0) -> None:
+        """A new row; it joins at the next :meth:`step`. ``request`` may already be prepared
+        (``session.prepare``: its checks and warnings then happened in the caller)."""
         self._rows.append(_Row(key, session, request, progress, queued_s))
 
     def cancel(self, key: Hashable) -> None:
@@ -130,7 +137,8 @@ class BatchLoop:
     def _advance(self, row: _Row) -> Iterator[RowEvent]:
         try:
             if row.program is None:
-                row.prepared = row.session.prepare(row.request, progress=row.progress)
+                if row.prepared is None:
+                    row.prepared = self._prepare(row)
                 row.program = row.session._synthesize(row.prepared)
             send, row.send = row.send, None
             item = row.program.send(send)
@@ -152,6 +160,24 @@ class BatchLoop:
         index = row.pieces
         row.pieces += 1
         yield RowEvent(row.key, StreamEvent(kind="audio", index=index, audio=item, name=f"chunk_{index}"))
+
+    @staticmethod
+    def _prepare(row: _Row) -> PreparedRequest:
+        """The row's request prepared; its engine warnings (a reference cut at the cap) are kept
+        for its result, and issued as they would be without a batch (the CLI's ``warning:`` lines;
+        a caller that filters them out still finds them in ``TaskResult.warnings``)."""
+        recorded: list[warnings.WarningMessage] = []
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", AudiocppWarning)
+                try:
+                    return row.session.prepare(row.request, progress=row.progress)
+                finally:
+                    recorded = list(caught)
+        finally:
+            row.warnings = [str(w.message) for w in recorded if issubclass(w.category, AudiocppWarning)]
+            for w in recorded:  # through the caller's filters again ("ignore" drops them)
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
     def _run_group(self, rows: list[_Row]) -> Iterator[RowEvent]:
         ops = [row.pending for row in rows]
@@ -205,6 +231,7 @@ class BatchLoop:
         )
         session = row.session
         result = TaskResult(audio=synthesis.audio, task=session.task, mode=session.mode, chunks=synthesis.chunks,
-                            metrics=metrics, voice_prompt=synthesis.voice_prompt, details=synthesis.details)
+                            metrics=metrics, voice_prompt=synthesis.voice_prompt, details=synthesis.details,
+                            warnings=row.warnings)
         return RowEvent(row.key, StreamEvent(kind="final", index=row.pieces, audio=synthesis.audio, name="final",
                                              result=result))

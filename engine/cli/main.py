@@ -176,7 +176,9 @@ def serve_cmd(
     session_option: Annotated[list[str] | None, typer.Option("--session-option", "-s", help="Session option family.key=value for every request (repeatable).")] = None,
     load_option: Annotated[list[str] | None, typer.Option("--load-option", "-l", help="Load option [family.]key=value (repeatable).")] = None,
     voices_dir: Annotated[Path | None, typer.Option("--voices-dir", help="Where uploaded voices are kept (default: ~/.cache/audiocpp/voices).")] = None,
-    max_concurrency: Annotated[int, typer.Option("--max-concurrency", help="Worker threads per model (synthesis itself runs one at a time per model).")] = 1,
+    max_batch: Annotated[int, typer.Option("--max-batch", help="Requests per model synthesized together, as rows of one batch (1: one at a time).")] = 8,
+    batch_window_ms: Annotated[float, typer.Option("--batch-window-ms", help="How long an idle model waits for more requests to start a batch with.")] = 20.0,
+    max_concurrency: Annotated[int | None, typer.Option("--max-concurrency", help="Requests per model in progress at once (synthesizing, encoding); default: --max-batch.")] = None,
     max_queue: Annotated[int, typer.Option("--max-queue", help="Requests per model that may wait; beyond, 429 at once.")] = 8,
     max_input_chars: Annotated[int, typer.Option("--max-input-chars", help="Longest input text accepted.")] = 4096,
     max_body_mb: Annotated[float, typer.Option("--max-body-mb", help="Largest request body (voice uploads included), MiB.")] = 16.0,
@@ -187,8 +189,8 @@ def serve_cmd(
 
     serve(ServeArgs(models=model or [], family=family, host=host, port=port, session_options=session_option or [],
                     load_options=load_option or [], voices_dir=voices_dir, max_concurrency=max_concurrency,
-                    max_queue=max_queue, max_input_chars=max_input_chars, max_body_mb=max_body_mb,
-                    log_level=log_level))
+                    max_queue=max_queue, max_batch=max_batch, batch_window_ms=batch_window_ms,
+                    max_input_chars=max_input_chars, max_body_mb=max_body_mb, log_level=log_level))
 
 
 def _family_help(argv: list[str]) -> str | None:

@@ -157,3 +157,18 @@ def test_a_model_that_does_not_load_stops_the_job_with_its_error(tmp_path: Path)
     assert "error: " in run.proc.stderr and "is not a valid safetensors file" in run.proc.stderr
     assert "Traceback" not in run.proc.stderr and "internal error" not in run.proc.stderr
     assert not (tmp_path / "out" / "manifest.jsonl").exists()
+
+
+def test_batch_size_one_gives_the_batched_files(demo_run: Run, demo_inputs: Path, tmp_path: Path,
+                                                cache_env: dict[str, str]) -> None:
+    """The default run's items shared their steps (batches of up to 8); one at a time gives the same
+    bytes, and the same rows apart from timings."""
+    assert float(demo_run.summary["batch_rows"]) > 1.5
+    run = run_batch(demo_inputs / "manifest.jsonl", tmp_path / "out", *DEMO_FLAGS, "--threads", "1",
+                    "--batch-size", "1", env=cache_env)
+    assert run.proc.returncode == 1 and run.summary["batch_rows"] == "1.00"
+    for batched, alone in zip(demo_run.rows, run.rows):
+        assert {k: v for k, v in batched.items() if k not in ("wall_s", "rtf")} == \
+            {k: v for k, v in alone.items() if k not in ("wall_s", "rtf")}
+        if alone["status"] == "ok":
+            assert (run.out / alone["output"]).read_bytes() == (demo_run.out / batched["output"]).read_bytes()

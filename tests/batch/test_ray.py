@@ -31,6 +31,7 @@ def test_ray_gives_the_local_outputs(demo_run: Run, demo_inputs: Path, tmp_path:
     assert sorted(p.name for p in run.out.iterdir()) == sorted(p.name for p in demo_run.out.iterdir())
     stats = run.summary
     assert (stats["done"], stats["failed"]) == (demo_run.summary["done"], demo_run.summary["failed"])
+    assert float(stats["batch_rows"]) > 1  # each actor call ran its block as one batch
     deadline = time.monotonic() + 30
     while ray_processes() - before and time.monotonic() < deadline:
         time.sleep(0.5)

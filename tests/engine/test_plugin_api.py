@@ -33,6 +33,7 @@ from audiocpp.engine.plugin_api import (  # noqa: F401  - the import itself is t
     ModelError,
     ModelInfo,
     ModelSpec,
+    Op,
     OptionSpec,
     PackagePlan,
     PathFacts,
@@ -66,6 +67,7 @@ from audiocpp.engine.plugin_api import (  # noqa: F401  - the import itself is t
     load_module_weights,
     load_on_meta,
     open_weights,
+    relay,
     resolve_weights,
     torch_dtype,
 )
@@ -74,11 +76,11 @@ V1 = {
     "CANONICAL_REQUEST_OPTIONS", "PLUGIN_API_VERSION", "AudioBuffer", "AudiocppError", "AudiocppWarning",
     "AudioError", "Cast", "CodecPrompt", "Drop", "Evidence", "FamilyPlugin", "FamilyUnavailableError",
     "FoldWeightNorm", "Fuse", "Keep", "LoadedModel", "Metrics", "Mode", "ModelError", "ModelInfo", "ModelSpec",
-    "OptionSpec", "PackagePlan", "PathFacts", "PerDtype", "Permute", "PreparedRequest", "Progress", "Rename",
+    "Op", "OptionSpec", "PackagePlan", "PathFacts", "PerDtype", "Permute", "PreparedRequest", "Progress", "Rename",
     "Reshape", "ResolvedWeights", "Session", "SpecError", "Split", "StreamEvent", "Synthesis", "Synthesize", "Task",
     "TaskRequest", "TaskResult", "TensorInfo", "TensorSource", "Transform", "Transpose", "UsageError",
     "VoicePrompt", "VoiceReference", "adapt", "build_on_meta", "cache_dir", "chunk_text", "load_module_weights",
-    "load_on_meta", "open_weights", "resolve_weights", "torch_dtype",
+    "load_on_meta", "open_weights", "relay", "resolve_weights", "torch_dtype",
 }
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "adding-a-family.md"
 
