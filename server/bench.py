@@ -1,13 +1,19 @@
-"""Server benchmark: first-audio latency (streaming vs offline) and requests/s at saturation.
+"""Server benchmark: concurrent clients against ``--max-batch 1`` and batched, side by side.
 
-``python -m audiocpp.server.bench`` starts ``audiocpp serve`` (the demo model unless
-``--model`` is given) on a free local port, or measures a running server with ``--url``:
+``python -m audiocpp.server.bench --model PATH [--clients 1,4,8,16] [--max-batch 1,8]
+[--requests 2] [--option max_new_tokens=48 ...]`` starts one ``audiocpp serve`` per ``--max-batch``
+value (all at once, so they load once and take turns), or measures running servers given with
+``--url`` (one per ``--max-batch`` value, in the same order). For each client count, each server in
+turn gets ``clients`` clients that each send ``--requests`` streaming requests back to back (fixed
+options, so every request has the same length; seeds differ); printed per server:
 
-- first audio: the time from sending a request to the first audio byte received, for the
-  same long text sent offline (``response_format=pcm``: the whole take arrives at once) and
-  streamed (``stream_format=audio``: the first chunk arrives as soon as it is decoded);
-- saturation: ``--clients`` clients send short requests back to back for ``--seconds``;
-  completed requests per second, and the median latency.
+- requests/s and seconds of audio per second of wall;
+- latency (request sent to its last byte) and time to first audio (to its first audio byte), p50
+  and p99;
+- the ratio of requests/s against the first ``--max-batch`` value (the baseline) at that client count.
+
+``--first-audio`` also times one long text offline against streamed (the first chunk), on the
+first server. Text: a short sentence per request (``--text``).
 """
 
 from __future__ import annotations
@@ -15,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,12 +32,10 @@ LONG_TEXT = (
     "The first light came over the hills before anyone in the village was awake. "
     "By the time the bakery opened, the fog had lifted from the river and the boats were out. "
     "Children ran along the harbour wall, counting the gulls and shouting at the waves. "
-    "In the square, the old clock struck eight, a little late as always, and nobody minded. "
-    "The market filled with voices: fish and bread, apples and cheese, news from the city. "
-    "Later that morning a letter arrived for the schoolteacher, and she read it twice. "
-    "It said that the bridge would finally be repaired before winter, and the whole town cheered. "
-    "That evening they lit lanterns along the quay and told stories until the tide came in."
+    "In the square, the old clock struck eight, a little late as always, and nobody minded."
 )
+TEXTS = ["The quick brown fox jumps over the lazy dog.", "A light rain fell on the quiet harbour town.",
+         "She opened the window and looked at the hills.", "Every morning the baker sings an old song."]
 
 
 def _free_port() -> int:
@@ -41,43 +44,44 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def first_audio(url: str, body: dict, stream: bool) -> tuple[float, float]:
-    """(seconds to the first audio byte, seconds to the last) for one request."""
+def one_request(url: str, body: dict) -> dict[str, float]:
+    """One streamed request: seconds to the first audio byte and to the last, and the audio seconds."""
     import httpx
 
-    payload = {**body, "response_format": "pcm", **({"stream_format": "audio"} if stream else {})}
+    payload = {**body, "response_format": "pcm", "stream_format": "audio"}
     t0 = time.perf_counter()
-    first = None
-    with httpx.stream("POST", url + "/v1/audio/speech", json=payload, timeout=600) as r:
+    first, size = None, 0
+    with httpx.stream("POST", url + "/v1/audio/speech", json=payload, timeout=1800) as r:
         if r.status_code != 200:
             r.read()
             raise RuntimeError(f"HTTP {r.status_code}: {r.text}")
+        rate = int(r.headers.get("x-audiocpp-sample-rate", "24000"))
         for chunk in r.iter_raw():
             if chunk and first is None:
                 first = time.perf_counter() - t0
-    return (first if first is not None else float("nan")), time.perf_counter() - t0
+            size += len(chunk)
+    total = time.perf_counter() - t0
+    return {"first": first if first is not None else total, "total": total, "audio_s": size / 2 / rate}
 
 
-def saturate(url: str, body: dict, clients: int, seconds: float) -> dict[str, float]:
-    import httpx
-
-    latencies: list[float] = []
-    refused = [0]
+def clients_run(url: str, body: dict, clients: int, requests: int) -> dict[str, float]:
+    """``clients`` clients, each sending ``requests`` requests back to back."""
+    runs: list[dict[str, float]] = []
+    errors: list[str] = []
     lock = threading.Lock()
-    stop = time.perf_counter() + seconds
+    barrier = threading.Barrier(clients)
 
     def client(i: int) -> None:
-        with httpx.Client(timeout=600) as http:
-            n = 0
-            while time.perf_counter() < stop:
-                t0 = time.perf_counter()
-                r = http.post(url + "/v1/audio/speech", json={**body, "seed": i * 100000 + n})
-                n += 1
+        barrier.wait()
+        for n in range(requests):
+            try:
+                run = one_request(url, {**body, "input": TEXTS[(i + n) % len(TEXTS)], "seed": 1000 * i + n})
+            except RuntimeError as error:
                 with lock:
-                    if r.status_code == 200:
-                        latencies.append(time.perf_counter() - t0)
-                    else:
-                        refused[0] += 1
+                    errors.append(str(error))
+                continue
+            with lock:
+                runs.append(run)
 
     t0 = time.perf_counter()
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
@@ -86,71 +90,103 @@ def saturate(url: str, body: dict, clients: int, seconds: float) -> dict[str, fl
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
-    return {"requests": len(latencies), "refused": refused[0], "wall_s": wall,
-            "requests_per_s": len(latencies) / wall,
-            "median_latency_s": statistics.median(latencies) if latencies else float("nan")}
+    if errors:
+        raise SystemExit(f"{len(errors)} requests failed: {errors[0]}")
+    totals = sorted(r["total"] for r in runs)
+    firsts = sorted(r["first"] for r in runs)
+    return {"requests": len(runs), "wall_s": wall, "requests_per_s": len(runs) / wall,
+            "audio_per_s": sum(r["audio_s"] for r in runs) / wall,
+            "latency_p50": _quantile(totals, 0.5), "latency_p99": _quantile(totals, 0.99),
+            "first_p50": _quantile(firsts, 0.5), "first_p99": _quantile(firsts, 0.99)}
+
+
+def _quantile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    return values[min(len(values) - 1, max(0, int(round(q * (len(values) - 1)))))]
+
+
+def start_server(models: list[str], max_batch: int, clients: int, extra: list[str]) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    exe = Path(sys.executable).parent / "audiocpp"
+    voices = tempfile.mkdtemp(prefix="audiocpp-bench-voices-")
+    cmd = [str(exe), "serve", "--port", str(port), "--voices-dir", voices, "--max-batch", str(max_batch),
+           "--max-concurrency", str(max(max_batch, clients)), "--max-queue", str(max(16, clients)), *extra]
+    for model in models:
+        cmd += ["--model", model]
+    return subprocess.Popen(cmd, stderr=subprocess.DEVNULL, env=os.environ.copy()), f"http://127.0.0.1:{port}"
+
+
+def wait_ready(url: str, proc: subprocess.Popen | None) -> list[dict]:
+    import httpx
+
+    deadline = time.perf_counter() + 1800
+    while True:
+        try:
+            return httpx.get(url + "/v1/models", timeout=5).json()["data"]
+        except (httpx.HTTPError, KeyError):
+            if time.perf_counter() > deadline or (proc is not None and proc.poll() is not None):
+                raise SystemExit("the server did not start") from None
+            time.sleep(0.5)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m audiocpp.server.bench", description=__doc__.split("\n")[0])
-    parser.add_argument("--url", help="a running server (default: start `audiocpp serve` here)")
-    parser.add_argument("--model", action="append", default=[], help="--model for the started server")
+    parser.add_argument("--url", action="append", default=[], help="running servers, one per --max-batch value")
+    parser.add_argument("--model", action="append", default=[], help="--model for the started servers")
     parser.add_argument("--name", help="the model field of requests (default: the server's first model)")
-    parser.add_argument("--repeats", type=int, default=3, help="latency runs per mode (median reported)")
-    parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--max-concurrency", type=int, default=2)
-    parser.add_argument("--short-text", default="Hello there, this is a short request.")
+    parser.add_argument("--clients", default="1,4,8,16", help="comma-separated client counts")
+    parser.add_argument("--max-batch", default="1,8", help="comma-separated --max-batch values; the first is the baseline")
+    parser.add_argument("--requests", type=int, default=2, help="requests per client")
     parser.add_argument("--option", action="append", default=[], help="request option key=value (repeatable)")
+    parser.add_argument("--serve-arg", action="append", default=[], help="extra argument for the started servers")
+    parser.add_argument("--first-audio", action="store_true", help="also time a long text offline vs streamed")
     args = parser.parse_args(argv)
 
     options: dict[str, object] = {}
     for item in args.option:
         key, _, value = item.partition("=")
         options[key] = value
-    proc = None
-    url = args.url
-    if url is None:
-        port = _free_port()
-        url = f"http://127.0.0.1:{port}"
-        exe = Path(sys.executable).parent / "audiocpp"
-        voices = tempfile.mkdtemp(prefix="audiocpp-bench-voices-")
-        cmd = [str(exe), "serve", "--port", str(port), "--voices-dir", voices,
-               "--max-concurrency", str(args.max_concurrency), "--max-queue", str(max(8, args.clients))]
-        for model in args.model:
-            cmd += ["--model", model]
-        proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL, env=os.environ.copy())
+    counts = [int(c) for c in args.clients.split(",")]
+    batches = [int(b) for b in args.max_batch.split(",")]
+    procs: list[subprocess.Popen] = []
+    urls = list(args.url)
+    if urls and len(urls) != len(batches):
+        raise SystemExit("give one --url per --max-batch value")
+    if not urls:
+        for max_batch in batches:
+            proc, url = start_server(args.model, max_batch, max(counts), args.serve_arg)
+            procs.append(proc)
+            urls.append(url)
     try:
-        import httpx
-
-        deadline = time.perf_counter() + 600
-        while True:
-            try:
-                models = httpx.get(url + "/v1/models", timeout=5).json()["data"]
-                break
-            except (httpx.HTTPError, KeyError):
-                if time.perf_counter() > deadline or (proc is not None and proc.poll() is not None):
-                    raise SystemExit("the server did not start") from None
-                time.sleep(0.5)
-        name = args.name or models[0]["id"]
-        body = {"model": name, "input": LONG_TEXT, "seed": 1, **options}
-        first_audio(url, {**body, "input": "Warm up."}, stream=False)
-        print(f"model {name} ({models[0]['family']}), long text {len(LONG_TEXT)} chars, options {options or '-'}")
-        for stream in (False, True):
-            runs = [first_audio(url, body, stream) for _ in range(args.repeats)]
-            fa = statistics.median(r[0] for r in runs)
-            total = statistics.median(r[1] for r in runs)
-            label = "streaming (stream_format=audio)" if stream else "offline"
-            print(f"  first audio, {label:32s}: {fa:7.3f} s   (whole response {total:7.3f} s, median of {len(runs)})")
-        short = {"model": name, "input": args.short_text, "response_format": "wav", **options}
-        result = saturate(url, short, args.clients, args.seconds)
-        print(f"  saturation, {args.clients} clients x {args.seconds:g} s, --max-concurrency {args.max_concurrency}: "
-              f"{result['requests_per_s']:.2f} requests/s ({result['requests']:.0f} done, "
-              f"{result['refused']:.0f} refused), median latency {result['median_latency_s']:.3f} s")
+        models = [wait_ready(url, procs[i] if procs else None) for i, url in enumerate(urls)]
+        name = args.name or models[0][0]["id"]
+        body = {"model": name, **options}
+        for url in urls:  # warm-up: first touch of the weights, kernel set-up
+            one_request(url, {**body, "input": "Warm up.", "seed": 0})
+        print(f"model {name} ({models[0][0]['family']}), options {options or '-'}, {args.requests} streaming "
+              f"requests per client, servers with --max-batch {', '.join(map(str, batches))}")
+        print(f"{'clients':>7s} {'max-batch':>9s} {'req/s':>7s} {'audio s/s':>9s} {'latency p50/p99 s':>18s} "
+              f"{'first audio p50/p99 s':>22s} {'vs baseline':>11s}")
+        for clients in counts:
+            rows = [clients_run(url, body, clients, args.requests) for url in urls]
+            for max_batch, row in zip(batches, rows):
+                ratio = row["requests_per_s"] / rows[0]["requests_per_s"]
+                print(f"{clients:7d} {max_batch:9d} {row['requests_per_s']:7.3f} {row['audio_per_s']:9.3f} "
+                      f"{row['latency_p50']:8.2f} / {row['latency_p99']:<8.2f} {row['first_p50']:9.2f} / "
+                      f"{row['first_p99']:<10.2f} {ratio:10.2f}x", flush=True)
+        if args.first_audio:
+            long = {**body, "input": LONG_TEXT, "seed": 1}
+            streamed = one_request(urls[0], long)
+            print(f"first audio of a {len(LONG_TEXT)}-character text, streamed: {streamed['first']:.3f} s "
+                  f"(whole response {streamed['total']:.3f} s)")
     finally:
-        if proc is not None:
+        for proc in procs:
             proc.terminate()
-            proc.wait(timeout=30)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 if __name__ == "__main__":
