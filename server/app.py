@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
@@ -29,7 +29,7 @@ from .errors import ApiError, from_engine_error, internal_error
 from .metrics import ServerMetrics
 from .models import ServedModel
 from .scheduler import Cancelled, Job, ModelWorker
-from .speech import SpeechPlan, parse_body, plan_speech, result_headers, synthesize, timing
+from .speech import SpeechPlan, parse_body, plan_speech, request_id, result_headers, synthesize, timing
 from .voices import OPENAI_VOICES, VoiceStore
 
 POLL_S = 0.1  # how often a waiting non-streaming request checks that its client is still there
@@ -87,10 +87,26 @@ async def _wait(future: asyncio.Future, job: Job, request: Request, *, items: bo
             getter.cancel()
 
 
-def create_app(state: ServerState) -> FastAPI:
+def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
+    """The app; with ``wyoming_socket`` (bound), the Wyoming server runs in the same event loop."""
+    from contextlib import asynccontextmanager
+
     from .playground import PAGE
 
-    app = FastAPI(title="audiocpp", docs_url=None, redoc_url=None)
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        server = None
+        if wyoming_socket is not None:
+            from . import wyoming
+
+            server = await wyoming.start(state, wyoming_socket)
+        try:
+            yield
+        finally:
+            if server is not None:
+                server.close()
+
+    app = FastAPI(title="audiocpp", docs_url=None, redoc_url=None, lifespan=lifespan)
     app.state.audiocpp = state
     state.metrics.add_gauge("audiocpp_queue_depth", "Admitted requests waiting to synthesize.",
                             lambda: {n: w.queued for n, w in state.workers.items()})
@@ -204,11 +220,18 @@ def create_app(state: ServerState) -> FastAPI:
                 return _error_response(_api_error(error))
             if not plan.incremental:  # the whole file (also stream_format=audio for flac, mp3, opus)
                 _observe(state, plan, result)
-                return Response(audio, media_type=plan.fmt.media_type, headers=result_headers(result, plan.served))
+                return Response(audio, media_type=plan.fmt.media_type,
+                                headers=result_headers(result, plan.served, plan.output_rate))
         items = [] if first is None else [first]
         if plan.stream_format == "sse":
             return _sse_response(state, plan, job, future, items)
         return _audio_stream_response(state, plan, job, future, items)
+
+    @app.websocket("/v1/audio/speech/stream")
+    async def speech_stream(websocket: WebSocket) -> None:
+        from .websocket import speech_stream as run
+
+        await run(websocket, state)
 
     app.add_middleware(LimitAndCount, limit=state.max_body_bytes, metrics=state.metrics)
     return app
@@ -238,15 +261,15 @@ async def _items(job: Job, future: asyncio.Future, first: list[Any]) -> AsyncIte
 
 
 def _stream_headers(plan: SpeechPlan) -> dict[str, str]:
-    return {"X-AudioCPP-Model": plan.served.name, "X-AudioCPP-Sample-Rate": str(plan.served.model.sample_rate),
-            "X-Accel-Buffering": "no", "Cache-Control": "no-cache"}
+    return {"X-Request-Id": request_id(), "X-AudioCPP-Model": plan.served.name,
+            "X-AudioCPP-Sample-Rate": str(plan.output_rate), "X-Accel-Buffering": "no", "Cache-Control": "no-cache"}
 
 
 def _audio_stream_response(state: ServerState, plan: SpeechPlan, job: Job, future: asyncio.Future,
                            first: list[Any]) -> Response:
     async def body() -> AsyncIterator[bytes]:
         if plan.fmt.name == "wav":
-            yield wav_stream_header(plan.served.model.sample_rate)
+            yield wav_stream_header(plan.output_rate)
         async for _kind, data, _n in _items(job, future, first):
             yield data
         result, _ = future.result()  # a failure after the first piece ends the stream abruptly
@@ -271,7 +294,7 @@ def _sse_response(state: ServerState, plan: SpeechPlan, job: Job, future: asynci
             yield event({"type": "speech.audio.error", **_api_error(error).body()})
             return
         _observe(state, plan, final)
-        yield event({"type": "speech.audio.done", "timing": timing(final),
+        yield event({"type": "speech.audio.done", "timing": timing(final, plan.output_rate),
                      "usage": {"input_characters": len(plan.request.text), "output_audio_seconds":
                                round(final.metrics.audio_s, 3)}})
 

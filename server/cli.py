@@ -26,10 +26,13 @@ class ServeArgs:
     max_input_chars: int = 4096
     max_body_mb: float = 16.0
     log_level: str = "warning"
+    wyoming_port: int | None = None
+    http: bool = True
 
 
 #: The serve extra: importable module names (any of) -> the package to install.
-EXTRA_MODULES = {("fastapi",): "fastapi", ("uvicorn",): "uvicorn", ("python_multipart", "multipart"): "python-multipart"}
+EXTRA_MODULES = {("fastapi",): "fastapi", ("uvicorn",): "uvicorn", ("python_multipart", "multipart"): "python-multipart",
+                 ("websockets",): "websockets", ("wyoming",): "wyoming"}
 
 
 def require_extra() -> None:
@@ -51,7 +54,7 @@ def require_extra() -> None:
                             hint="pip install 'audiocpp[serve]' (tools/setup_env.sh installs it)")
 
 
-def listen(host: str, port: int) -> socket.socket:
+def listen(host: str, port: int, flag: str = "--port") -> socket.socket:
     """Bind the listening socket before the (slow) model loads, so a taken port fails at once."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -66,7 +69,7 @@ def listen(host: str, port: int) -> socket.socket:
     except OSError as error:
         sock.close()
         raise AudiocppError(f"cannot listen on {host}:{port}: {error.strerror or error}",
-                            hint="is another server using the port? pick another with --port") from None
+                            hint=f"is another server using the port? pick another with {flag}") from None
     sock.set_inheritable(True)
     return sock
 
@@ -124,25 +127,70 @@ def build_state(args: ServeArgs):
 
 def serve(args: ServeArgs) -> None:
     require_extra()
+    if not args.http and args.wyoming_port is None:
+        raise UsageError("--no-http leaves nothing to serve", hint="add --wyoming-port N (Home Assistant's Wyoming)")
+    if args.wyoming_port is not None and not 0 <= args.wyoming_port <= 65535:
+        raise UsageError(f"--wyoming-port {args.wyoming_port} is not a port number")
+    sockets = []
+    try:
+        sock = listen(args.host, args.port) if args.http else None
+        if sock is not None:
+            sockets.append(sock)
+        wyoming_sock = listen(args.host, args.wyoming_port, flag="--wyoming-port") if args.wyoming_port is not None \
+            else None
+        if wyoming_sock is not None:
+            sockets.append(wyoming_sock)
+        state = build_state(args)
+        names = ", ".join(f"{n} ({m.family}, {m.model.sample_rate} Hz)" for n, m in state.models.items())
+        print(f"audiocpp serve: {names}; voices in {state.voices.folder}", file=sys.stderr)
+        try:
+            if sock is not None:
+                _run_http(args, state, sock, wyoming_sock)
+            else:
+                _run_wyoming(state, wyoming_sock)
+        finally:
+            state.shutdown()
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _announce_wyoming(sock: socket.socket) -> None:
+    host, port = sock.getsockname()[:2]
+    print(f"audiocpp serve: Wyoming on tcp://{host}:{port}", file=sys.stderr)
+
+
+def _run_http(args: ServeArgs, state, sock: socket.socket, wyoming_sock: socket.socket | None) -> None:
     import uvicorn
 
     from .app import create_app
 
-    sock = listen(args.host, args.port)
-    try:
-        state = build_state(args)
-        app = create_app(state)
-        config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
-                                timeout_graceful_shutdown=5,
-                                access_log=args.log_level in ("info", "debug", "trace"))
-        server = uvicorn.Server(config)
-        names = ", ".join(f"{n} ({m.family}, {m.model.sample_rate} Hz)" for n, m in state.models.items())
-        host, port = sock.getsockname()[:2]
-        print(f"audiocpp serve: {names}; voices in {state.voices.folder}", file=sys.stderr)
-        print(f"audiocpp serve: listening on http://{host}:{port} (playground at /)", file=sys.stderr)
-        try:
-            server.run(sockets=[sock])
-        finally:
-            state.shutdown()
-    finally:
-        sock.close()
+    app = create_app(state, wyoming_socket=wyoming_sock)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
+                            timeout_graceful_shutdown=5, access_log=args.log_level in ("info", "debug", "trace"))
+    server = uvicorn.Server(config)
+    host, port = sock.getsockname()[:2]
+    print(f"audiocpp serve: listening on http://{host}:{port} (playground at /)", file=sys.stderr)
+    if wyoming_sock is not None:
+        _announce_wyoming(wyoming_sock)
+    server.run(sockets=[sock])
+
+
+def _run_wyoming(state, sock: socket.socket) -> None:
+    """Wyoming alone (``--no-http``), until SIGINT / SIGTERM."""
+    import asyncio
+    import signal
+
+    from . import wyoming
+
+    async def main() -> None:
+        server = await wyoming.start(state, sock)
+        _announce_wyoming(sock)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        async with server:
+            await stop.wait()
+
+    asyncio.run(main())

@@ -61,6 +61,7 @@ class Job:
         self.progress = CancelProgress(self.cancelled)
         self._batch_job: BatchJob | None = None
         self._lock = threading.Lock()
+        self.emitted_bytes = 0  # audio bytes handed to the event loop so far (one producer thread)
 
     def cancel(self) -> None:
         with self._lock:
@@ -85,6 +86,8 @@ class Job:
         """Hand ``item`` to the streaming response (from a worker thread)."""
         if self.loop is None or self.items is None:
             return
+        if isinstance(item, tuple) and len(item) > 1 and isinstance(item[1], bytes):
+            self.emitted_bytes += len(item[1])
         try:
             self.loop.call_soon_threadsafe(self.items.put_nowait, item)
         except RuntimeError:  # the loop is closed: the server is shutting down

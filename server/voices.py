@@ -166,6 +166,65 @@ class VoiceStore:
             old.unlink(missing_ok=True)
 
 
+#: The largest inline reference (``ref_audio`` in a speech body), decoded bytes.
+MAX_INLINE_BYTES = 10 << 20
+_DATA_URL = re.compile(r"^data:audio/[A-Za-z0-9.+-]+(;[A-Za-z0-9=.+-]+)*;base64,")
+
+
+def decode_reference(value: str, transcript: str) -> Any:
+    """An inline reference (``ref_audio``: base64 bytes or a ``data:audio/...;base64,`` URL) as an
+    ``AudioBuffer``, checked as an upload is: decodable WAV/FLAC/OGG/MP3 at most
+    ``MAX_VOICE_SECONDS`` long, a transcript of at most ``MAX_TRANSCRIPT_CHARS``. Never a path or a
+    URL the server would fetch."""
+    import base64
+    import binascii
+    import tempfile
+
+    text = value.strip()
+    if re.match(r"^[a-z][a-z0-9+.-]*://", text, re.IGNORECASE) or text.startswith(("/", "~", ".")):
+        raise ApiError(400, "ref_audio takes the audio itself (base64, or a data:audio/...;base64, URL), "
+                       "not a path or a URL the server would fetch", param="ref_audio", code="invalid_audio")
+    if text.startswith("data:"):
+        match = _DATA_URL.match(text)
+        if match is None:
+            raise ApiError(400, "ref_audio is a data URL but not data:audio/<type>;base64,<data>",
+                           param="ref_audio", code="invalid_audio")
+        text = text[match.end():]
+    if len(text) > MAX_INLINE_BYTES * 4 // 3 + 4:
+        raise ApiError(413, f"ref_audio is larger than {MAX_INLINE_BYTES >> 20} MiB", param="ref_audio",
+                       code="payload_too_large")
+    try:
+        data = base64.b64decode("".join(text.split()), validate=True)
+    except (binascii.Error, ValueError):
+        raise ApiError(400, "ref_audio is not valid base64", param="ref_audio", code="invalid_audio") from None
+    if not data:
+        raise ApiError(400, "ref_audio is empty", param="ref_audio", code="invalid_audio")
+    if len(transcript) > MAX_TRANSCRIPT_CHARS:
+        raise ApiError(400, f"ref_text is longer than {MAX_TRANSCRIPT_CHARS} characters", param="ref_text",
+                       code="invalid_value")
+    from audiocpp.engine.audio.io import read_audio
+
+    with tempfile.TemporaryDirectory(prefix="audiocpp-ref-") as tmp:
+        path = Path(tmp) / "ref"
+        path.write_bytes(data)
+        try:
+            fmt = _format_of(path)
+        except ApiError as error:
+            raise ApiError(400, error.message.replace("uploaded file", "ref_audio").replace("uploaded audio",
+                                                                                          "ref_audio"),
+                           param="ref_audio", code="invalid_audio") from None
+        named = path.rename(path.with_suffix(f".{fmt}"))
+        try:
+            audio = read_audio(named)
+        except AudiocppError as error:
+            raise ApiError(400, f"ref_audio is not decodable audio: {engine_message(error)}", param="ref_audio",
+                           code="invalid_audio") from None
+    if audio.duration > MAX_VOICE_SECONDS:
+        raise ApiError(400, f"ref_audio is {audio.duration:.1f} s long; references take at most "
+                       f"{MAX_VOICE_SECONDS:g} s (a 3-20 s clip is best)", param="ref_audio", code="invalid_audio")
+    return audio
+
+
 def _format_of(path: Path) -> str:
     """The container of an upload (from its content, never from the client's file name)."""
     import soundfile as sf

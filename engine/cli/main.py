@@ -183,6 +183,8 @@ def serve_cmd(
     max_input_chars: Annotated[int, typer.Option("--max-input-chars", help="Longest input text accepted.")] = 4096,
     max_body_mb: Annotated[float, typer.Option("--max-body-mb", help="Largest request body (voice uploads included), MiB.")] = 16.0,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level (info shows each request).")] = "warning",
+    wyoming_port: Annotated[int | None, typer.Option("--wyoming-port", help="Also serve the Wyoming protocol (Home Assistant) on this TCP port.")] = None,
+    http: Annotated[bool, typer.Option("--http/--no-http", help="Serve HTTP (--no-http: Wyoming only).")] = True,
 ) -> None:
     """Serve models over HTTP: OpenAI's /v1/audio/speech, stored voices, metrics and a playground page."""
     from audiocpp.server.cli import ServeArgs, serve
@@ -190,7 +192,8 @@ def serve_cmd(
     serve(ServeArgs(models=model or [], family=family, host=host, port=port, session_options=session_option or [],
                     load_options=load_option or [], voices_dir=voices_dir, max_concurrency=max_concurrency,
                     max_queue=max_queue, max_batch=max_batch, batch_window_ms=batch_window_ms,
-                    max_input_chars=max_input_chars, max_body_mb=max_body_mb, log_level=log_level))
+                    max_input_chars=max_input_chars, max_body_mb=max_body_mb, log_level=log_level,
+                    wyoming_port=wyoming_port, http=http))
 
 
 def _family_help(argv: list[str]) -> str | None:

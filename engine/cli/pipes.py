@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import AudioError, UsageError
 from ..records import AudioBuffer, TaskResult
-from ..text.punctuation import ABBREVIATIONS, CLOSERS, SENTENCE_END_SPACED, SENTENCE_END_WIDE
+from ..text.stream import segments, sentence_end  # noqa: F401 - sentence_end: re-exported for tests
 
 #: formats that stream to stdout: soundfile subtype of the samples, WAV format tag, bytes per sample
 STREAM_FORMATS: dict[str, tuple[str, int, int]] = {
@@ -237,54 +237,6 @@ def stdin_is_incremental(text: str | None, text_file: Path | None, streaming: bo
     if not streaming or text_file is not None:
         return False
     return text == "-" or (text is None and not sys.stdin.isatty())
-
-
-def sentence_end(buffer: str, final: bool) -> int:
-    """The end of the first complete sentence in ``buffer`` (an index after its closing marks),
-    or -1. A ``.!?…`` ends one only before whitespace (so the next character must have arrived,
-    unless ``final``) and not after an abbreviation such as "Dr."; ``。！？`` end one at once; a
-    blank line ends a paragraph."""
-    i = 0
-    n = len(buffer)
-    while i < n:
-        ch = buffer[i]
-        if ch == "\n" and buffer[i + 1:i + 2] == "\n":
-            return i + 1
-        if ch in SENTENCE_END_WIDE or ch in SENTENCE_END_SPACED:
-            j = i + 1
-            while j < n and (buffer[j] in SENTENCE_END_SPACED or buffer[j] in CLOSERS):
-                j += 1
-            if ch in SENTENCE_END_WIDE and (j < n or final):
-                return j
-            if j < n and buffer[j].isspace():
-                word = buffer[:i + 1].split()[-1] if buffer[:i + 1].split() else ""
-                if word.lstrip("\"'“‘(") not in ABBREVIATIONS:
-                    return j
-            elif j >= n and not final:
-                return -1
-            i = j
-            continue
-        i += 1
-    return -1
-
-
-def segments(buffer: str, by_line: bool, final: bool) -> tuple[list[str], str]:
-    """Complete segments of ``buffer`` and what is left of it."""
-    out: list[str] = []
-    while True:
-        if by_line:
-            cut = buffer.find("\n") + 1
-        else:
-            cut = sentence_end(buffer, final)
-        if cut <= 0:
-            break
-        piece, buffer = buffer[:cut], buffer[cut:]
-        if piece.strip():
-            out.append(" ".join(piece.split()))
-    if final and buffer.strip():
-        out.append(" ".join(buffer.split()))
-        buffer = ""
-    return out, buffer
 
 
 def read_segments(fd: int | None = None, by_line: bool = False, chunk: int = 4096) -> Iterator[str]:

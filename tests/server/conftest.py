@@ -112,3 +112,19 @@ def client(server: ServerProcess):
     from openai import OpenAI
 
     return OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+#: The tiny Audio8 TTS checkpoint (44.1 kHz): a family whose native rate is not OpenAI's 24 kHz.
+AUDIO8_TINY = Path(__file__).resolve().parents[1] / "data" / "audio8_tts" / "tiny"
+
+
+@pytest.fixture(scope="session")
+def rates_server(tmp_path_factory: pytest.TempPathFactory, server_cache: dict[str, str]) -> Iterator[ServerProcess]:
+    """``omni`` (the OmniVoice demo, 24 kHz) and ``a8`` (the tiny Audio8, 44.1 kHz) behind one server."""
+    from audiocpp.families.omnivoice import plugin
+
+    log = tmp_path_factory.mktemp("two-models-log") / "serve.log"
+    proc = ServerProcess(["--model", f"omni={plugin.demo_model_path()}", "--model", f"a8={AUDIO8_TINY}",
+                          "--voices-dir", str(tmp_path_factory.mktemp("voices"))], log, env=server_cache)
+    yield proc
+    proc.stop()

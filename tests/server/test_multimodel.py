@@ -70,7 +70,8 @@ def test_voxcpm2_offline_and_streamed_equal_the_cli(two_models: ServerProcess, v
     chunks = sorted((tmp_path / "chunks").glob("chunk_*.wav"), key=lambda p: int(p.stem.split("_")[1]))
     assert len(chunks) >= 2
     with httpx.stream("POST", two_models.url + "/v1/audio/speech", timeout=300,
-                      json={"model": "vox", "input": text, "seed": SEED, "stream_format": "sse", **VOX}) as s:
+                      json={"model": "vox", "input": text, "seed": SEED, "stream_format": "sse", "sample_rate": "native",
+                            **VOX}) as s:
         events = [json.loads(line[6:]) for line in s.iter_lines() if line.startswith("data: ")]
     deltas = [base64.b64decode(e["audio"]) for e in events if e["type"] == "speech.audio.delta"]
     assert len(deltas) == len(chunks)
