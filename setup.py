@@ -9,7 +9,7 @@ a new family folder needs no packaging change.
 
 from setuptools import find_packages, setup
 
-ROOTS = ("engine", "families", "model_specs", "server", "batch")
+ROOTS = ("engine", "families", "model_specs", "cli", "server", "batch")
 
 packages: list[str] = []
 package_dir: dict[str, str] = {}

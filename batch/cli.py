@@ -99,7 +99,7 @@ def batch(
 
 
 def main(argv: list[str]) -> None:
-    """Entry from ``audiocpp batch ...`` (engine/cli/main.py passes the remaining arguments)."""
+    """Entry from ``audiocpp batch ...`` (cli/main.py passes the remaining arguments)."""
     app(args=argv, prog_name="audiocpp batch")
 
 

@@ -229,14 +229,14 @@ class _Checker:
     def _check_voice(self, item: Item, task: Task, options: dict[str, Any]) -> None:
         """The engine's rules on reference inputs (as `audiocpp` checks them before loading): a
         voice only for cloning, a transcript only with its audio, a reference within the cap."""
-        from audiocpp.engine.cli.checks import reference_duration
+        from audiocpp.engine.audio.io import audio_duration
         from audiocpp.engine.session import REFERENCE_CAP_OPTION, check_reference_length, check_voice_inputs
 
         transcript = bool((item.reference_text or "").strip())
         check_voice_inputs(task, voice=item.voice_ref is not None, voice_prompt=item.voice is not None,
                            reference_text=transcript)
         if item.voice_ref is not None:
-            duration = reference_duration(Path(item.voice_ref))
+            duration = audio_duration(Path(item.voice_ref))
             if duration is not None:
                 check_reference_length(duration, options.get(REFERENCE_CAP_OPTION), transcript=transcript,
                                        name=repr(item.voice_ref))

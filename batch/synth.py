@@ -1,7 +1,7 @@
 """One worker's model: loaded once, it turns items into manifest rows and audio.
 
 The same class runs in a local worker process and in a Ray actor, so both paths build every
-request with the CLI's own ``build_request`` and give the CLI's audio for a seeded item. Items run
+request as the CLI does (``TaskRequest.from_inputs``) and give the CLI's audio for a seeded item. Items run
 as rows of one batch (``batch_size`` at once): a local worker feeds the model's batcher as items
 arrive (:meth:`Synthesizer.submit`), a Ray actor runs its block as one batch
 (:meth:`Synthesizer.run_many`). Each item is prepared alone first, so its checks and warnings (a
@@ -118,7 +118,7 @@ class Synthesizer:
 
     def plan(self, item: Item) -> Planned:
         """``item``'s session and request (built as the CLI builds them); never raises."""
-        from audiocpp.engine.cli.run import RunArgs, build_request
+        from audiocpp.engine.records import TaskRequest
 
         start = time.perf_counter()
         try:
@@ -126,12 +126,11 @@ class Synthesizer:
             if session is None:
                 session = self.model.create_session(item.task, "offline", self.job.session_options)
                 self.sessions[item.task] = session
-            args = RunArgs(
-                task=item.task, voice_ref=Path(item.voice_ref) if item.voice_ref else None,
-                reference_text=item.reference_text, instruct=item.instruct, language=item.language,
-                seed=item.seed, voice_prompt=Path(item.voice) if item.voice else None,
-            )
-            return Planned(item, start, session, build_request(args, item.text, dict(item.options)))
+            request = TaskRequest.from_inputs(item.text, voice_ref=item.voice_ref or None,
+                                              reference_text=item.reference_text, instruct=item.instruct,
+                                              language=item.language, seed=item.seed,
+                                              voice_prompt=item.voice or None, options=item.options)
+            return Planned(item, start, session, request)
         except Exception as error:  # a failing item never stops the others
             return Planned(item, start, failed=error_row(item, describe(error), time.perf_counter() - start))
 

@@ -92,6 +92,18 @@ class TaskRequest:
     voice_prompt: str | Path | VoicePrompt | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def from_inputs(cls, text: str, *, voice_ref: str | Path | None = None, reference_text: str | None = None,
+                    instruct: str | None = None, language: str | None = None, seed: int | None = None,
+                    voice_prompt: str | Path | None = None, options: dict[str, Any] | None = None) -> TaskRequest:
+        """The request of a command line or a manifest line: a reference file path, a saved voice's
+        path, the first-class fields and the other options (the CLI and ``audiocpp batch`` build
+        every request with it, so a batch item gives the CLI's audio)."""
+        return cls(text=text, voice=VoiceReference(path=Path(voice_ref)) if voice_ref is not None else None,
+                   reference_text=reference_text, instruct=instruct, language=language, seed=seed,
+                   voice_prompt=Path(voice_prompt) if voice_prompt is not None else None,
+                   options=dict(options or {}))
+
     def first_class_options(self) -> dict[str, Any]:
         values = {
             "reference_text": self.reference_text,

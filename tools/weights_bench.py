@@ -53,7 +53,7 @@ def ensure_package(name: str, folder: Path, kind: str, *, family: str | None = N
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".partial-{out.name}")
     print(f"packaging {folder} as {kind} -> {out} (once) ...", file=sys.stderr, flush=True)
-    cmd = [str(OURS_PY), "-c", "from audiocpp.engine.cli.main import main; main()", "package", "--family", family,
+    cmd = [str(OURS_PY), "-c", "from audiocpp.cli.main import main; main()", "package", "--family", family,
            "--input", str(folder), "--type", kind, "--out", str(tmp), "--overwrite"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:

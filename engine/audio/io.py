@@ -99,6 +99,18 @@ MAX_DECODED_SAMPLES = 1 << 26
 _READ_HINT = "use a WAV, FLAC, OGG or MP3 file (convert others with e.g. `ffmpeg -i in.m4a out.wav`)"
 
 
+def audio_duration(path: str | os.PathLike[str]) -> float | None:
+    """Seconds of audio in ``path`` from its header, or None when the header cannot be read
+    (reading it for real reports why, with its own hint)."""
+    import soundfile as sf
+
+    try:
+        info = sf.info(str(path))
+    except Exception:  # noqa: BLE001 - any unreadable header is reported by the real read
+        return None
+    return float(info.frames) / info.samplerate if info.samplerate > 0 else None
+
+
 def _check_readable(path: Path) -> None:
     if not fs.exists(path):
         raise AudioError(f"audio file {str(path)!r} does not exist", hint="check the path")

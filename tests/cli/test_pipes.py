@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from audiocpp.cli.pipes import read_segments, segments, wav_header
 from audiocpp.engine.audio.resample import resample
 from audiocpp.engine.audio.streaming import StreamingResampler
-from audiocpp.engine.cli.pipes import read_segments, segments, wav_header
 from tests.cli.conftest import CHUNKED, WavStreamReader, cli_env, popen_cli
 from tests.support import cli_path, run_cli
 
@@ -189,7 +189,7 @@ def test_streaming_resampler_equals_the_whole(orig: int, new: int) -> None:
 def test_out_dash_refuses_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from audiocpp.engine.cli.pipes import stdout_format
+    from audiocpp.cli.pipes import stdout_format
     from audiocpp.engine.errors import UsageError
 
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from audiocpp.engine.cli.dubbing import fit
+from audiocpp.cli.dubbing import fit
 from audiocpp.engine.errors import UsageError
 from audiocpp.engine.text.srt import parse_srt, read_srt
 from tests.cli.conftest import CLI_ENV, best_lag, ok

@@ -178,7 +178,7 @@ def test_a_killed_package_leaves_no_partial_file(tmp_path: Path, demo: Path, sig
 
 SWALLOWED = """
 import signal, sys
-from audiocpp.engine.cli import main as cli
+from audiocpp.cli import main as cli
 def native_reader(*args, **kwargs):  # native code that caught the handler's exception and raised its own
     cli._RECEIVED.append(int(sys.argv[1]))
     raise ValueError("could not determine the shape of object type 'torch.storage.UntypedStorage'")

@@ -2,7 +2,7 @@
 file as --model, mutated audio as --voice-ref, mutated prompts, option strings of any kind,
 odd output names and formats), ``inspect``, ``options``, ``codec decode`` and ``batch --check``.
 
-Each run goes through ``audiocpp.engine.cli.main.main`` in this process (the real entry point of
+Each run goes through ``audiocpp.cli.main.main`` in this process (the real entry point of
 the console script; a subprocess per input would cost a second of imports), with stdout and
 stderr captured at the file-descriptor level. The promise: exit code 1 or 2, one ``error:``
 message (its hint line allowed), no traceback, no "internal error", no output file, no
@@ -68,7 +68,7 @@ def captured() -> Iterator[dict[str, str]]:
 
 def run_cli(argv: list[str]) -> tuple[int, str]:
     """``audiocpp ARGV`` in this process: (exit code, stderr)."""
-    from audiocpp.engine.cli.main import main
+    from audiocpp.cli.main import main
 
     with captured() as streams:
         try:

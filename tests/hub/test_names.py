@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from audiocpp.cli.download import format_package_list
 from audiocpp.engine import hub
-from audiocpp.engine.cli.download import format_package_list
 from audiocpp.engine.errors import FamilyUnavailableError, ModelError, UsageError
 from audiocpp.engine.registry import get_family
 

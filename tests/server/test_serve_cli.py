@@ -32,7 +32,7 @@ from tests.support import run_cli
 def test_bad_arguments(args: list[str], code: int, words: str, tmp_path: Path,
                        capsys: pytest.CaptureFixture[str]) -> None:
     """The CLI's own ``main`` in process: these fail before any model loads."""
-    from audiocpp.engine.cli.main import main
+    from audiocpp.cli.main import main
 
     with pytest.raises(SystemExit) as info:
         main(["serve", "--voices-dir", str(tmp_path), *args])
@@ -52,7 +52,7 @@ def test_port_in_use(tmp_path: Path) -> None:
 
 
 def test_missing_extra_names_the_install_command(tmp_path: Path) -> None:
-    code = ("import sys; sys.modules['fastapi'] = None; from audiocpp.engine.cli.main import main; "
+    code = ("import sys; sys.modules['fastapi'] = None; from audiocpp.cli.main import main; "
             f"main(['serve', '--voices-dir', {str(tmp_path)!r}])")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1

@@ -6,8 +6,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from ..errors import UsageError
-from ..hub import PackageRow, download, human_size, list_packages
+from audiocpp.engine.errors import UsageError
+from audiocpp.engine.hub import PackageRow, download, human_size, list_packages
 
 
 def format_package_list(rows: list[PackageRow]) -> str:

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import AudiocppWarning, UsageError
-from ..records import TaskRequest, TaskResult, VoiceReference
-from ..spec.options import parse_key_values
-from ..tasks import Mode, Task, parse_mode, parse_task
-from ..text.srt import Cue
+from audiocpp.engine.errors import AudiocppWarning, UsageError
+from audiocpp.engine.records import TaskRequest, TaskResult
+from audiocpp.engine.spec.options import parse_key_values
+from audiocpp.engine.tasks import Mode, Task, parse_mode, parse_task
+from audiocpp.engine.text.srt import Cue
+
 from .checks import (
     USAGE,
     check_input_file,
@@ -28,7 +29,6 @@ from .checks import (
     check_session_prefixes,
     check_supported,
     output_format,
-    reference_duration,
 )
 
 
@@ -58,9 +58,9 @@ class RunArgs:
     progress: bool | None = None
     revision: str | None = None  # of a model name (engine.hub)
     cache_dir: Path | None = None  # Hugging Face cache for model names (engine.hub)
-    sample_rate: int | None = None  # resample what is written (engine.cli.pipes)
-    srt: Path | None = None  # dub these subtitles (engine.cli.dubbing)
-    stream_by_line: bool = False  # stdin text: one request per line (engine.cli.pipes)
+    sample_rate: int | None = None  # resample what is written (cli.pipes)
+    srt: Path | None = None  # dub these subtitles (cli.dubbing)
+    stream_by_line: bool = False  # stdin text: one request per line (cli.pipes)
     device: str | None = None  # load option 'device' (engine.device)
 
 
@@ -86,17 +86,10 @@ def read_text(args: RunArgs) -> str:
 
 
 def build_request(args: RunArgs, text: str, request_options: dict[str, Any]) -> TaskRequest:
-    """The request the flags describe; ``audiocpp batch`` builds each item's request with it too."""
-    return TaskRequest(
-        text=text,
-        voice=VoiceReference(path=args.voice_ref) if args.voice_ref is not None else None,
-        reference_text=args.reference_text,
-        instruct=args.instruct,
-        language=args.language,
-        seed=args.seed,
-        voice_prompt=args.voice_prompt,
-        options=request_options,
-    )
+    """The request the flags describe (``TaskRequest.from_inputs``, as ``audiocpp batch`` builds its items)."""
+    return TaskRequest.from_inputs(text, voice_ref=args.voice_ref, reference_text=args.reference_text,
+                                   instruct=args.instruct, language=args.language, seed=args.seed,
+                                   voice_prompt=args.voice_prompt, options=request_options)
 
 
 @contextmanager
@@ -139,7 +132,7 @@ def _check_outputs(args: RunArgs, task: Task, mode: Mode) -> str:
 
 
 def _check_inputs(args: RunArgs, task: Task) -> None:
-    from ..session import check_voice_inputs
+    from audiocpp.engine.session import check_voice_inputs
 
     if args.voice_ref is not None:
         check_input_file(args.voice_ref, "--voice-ref")
@@ -164,7 +157,8 @@ def run_request(args: RunArgs) -> None:
     mode = parse_mode(args.mode)
     fmt = _check_outputs(args, task, mode)
     _check_inputs(args, task)
-    from ..text.srt import read_srt
+    from audiocpp.engine.text.srt import read_srt
+
     from .pipes import stdin_is_incremental
 
     cues = read_srt(args.srt) if args.srt is not None else None
@@ -191,11 +185,12 @@ def run_request(args: RunArgs) -> None:
 def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | None, kept: list[Path],
                 cues: list[Cue] | None = None) -> None:
     """``text``: the whole text; None: the cues of ``--srt``, or sentences read from stdin as they come."""
-    from ..audio.io import write_audio
-    from ..progress import Progress
-    from ..registry import load_chosen, resolve_family
-    from ..session import REFERENCE_CAP_OPTION, check_reference_length
-    from ..spec.options import resolve_options
+    from audiocpp.engine.audio.io import audio_duration, write_audio
+    from audiocpp.engine.progress import Progress
+    from audiocpp.engine.registry import load_chosen, resolve_family
+    from audiocpp.engine.session import REFERENCE_CAP_OPTION, check_reference_length
+    from audiocpp.engine.spec.options import resolve_options
+
     from .pipes import AudioOutput, merge_results, read_segments
 
     # --out -: from here on fd 1 is stderr and the audio has the real stdout to itself.
@@ -210,12 +205,12 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
     if args.device is not None:
         load_options["device"] = args.device
     if "device" in load_options:  # a device this machine lacks is a usage error before any loading
-        from ..device import resolve_device
+        from audiocpp.engine.device import resolve_device
 
         resolve_device(load_options["device"])
     request = build_request(args, text or "", request_options)
 
-    from ..hub import resolve_model
+    from audiocpp.engine.hub import resolve_model
 
     # A model name (repo id, package id) becomes its cached or downloaded snapshot; paths stay paths.
     model_arg = resolve_model(args.model, family=args.family, revision=args.revision, cache_dir=args.cache_dir,
@@ -232,9 +227,9 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
 
         check_dubbing(plugin.spec, request_options)
     if args.voice_ref is not None:
-        duration = reference_duration(args.voice_ref)
+        duration = audio_duration(args.voice_ref)
         if duration is None:  # an unreadable header: reading the file says why, with a hint
-            from ..audio.io import read_audio
+            from audiocpp.engine.audio.io import read_audio
 
             duration = read_audio(args.voice_ref).duration
         if duration is not None:

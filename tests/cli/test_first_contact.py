@@ -151,7 +151,7 @@ def test_packaging_the_demo_says_random_weights(demo_folder: Path, tmp_path: Pat
 
 
 def test_a_subcommand_with_family_gives_the_subcommand_help(capsys: pytest.CaptureFixture[str]) -> None:
-    from audiocpp.engine.cli.main import main
+    from audiocpp.cli.main import main
 
     with pytest.raises(SystemExit) as info:
         main(["download", "--family", "voxcpm2", "--help"])

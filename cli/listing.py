@@ -6,11 +6,11 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from ..tasks import Task
+from audiocpp.engine.tasks import Task
 
 
 def print_families(as_json: bool) -> None:
-    from ..registry import broken_families, families, origin
+    from audiocpp.engine.registry import broken_families, families, origin
 
     rows = []
     for name, plugin in sorted(families().items()):
@@ -58,15 +58,15 @@ def _cli_summary(summary) -> dict:  # noqa: ANN001
 
 
 def print_inspection(path: Path, family: str | None, as_json: bool) -> None:
-    from ..errors import ModelError
-    from ..inspect import embedded_spec, inspect_path
-    from ..registry import resolve_family
+    from audiocpp.engine.errors import ModelError
+    from audiocpp.engine.inspect import embedded_spec, inspect_path
+    from audiocpp.engine.registry import resolve_family
 
     try:
         info = resolve_family(path, family).inspect(path)
     except ModelError:
         # A package of a family that is not installed still describes itself.
-        from ..weights import open_weights
+        from audiocpp.engine.weights import open_weights
 
         if family is not None or not Path(path).is_file():
             raise

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import UsageError
+from audiocpp.engine.errors import UsageError
 
 if TYPE_CHECKING:
-    from ..model import LoadedModel
-    from ..plugin import FamilyPlugin
+    from audiocpp.engine.model import LoadedModel
+    from audiocpp.engine.plugin import FamilyPlugin
 
 codec_app = typer.Typer(
     add_completion=False,
@@ -41,8 +41,8 @@ _CacheOpt = Annotated[Path | None, typer.Option("--cache-dir", help="Hugging Fac
 
 def _demo_family() -> FamilyPlugin:
     """The only runnable installed family with a demo model and a codec tool."""
-    from ..plugin import FamilyPlugin
-    from ..registry import families
+    from audiocpp.engine.plugin import FamilyPlugin
+    from audiocpp.engine.registry import families
 
     found = [p for p in families().values() if p.spec.runnable and "clone" in p.spec.tasks
              and type(p).demo_model_path is not FamilyPlugin.demo_model_path]
@@ -54,9 +54,9 @@ def _demo_family() -> FamilyPlugin:
 
 def _load(model: str | None, family: str | None, *, codec: Path | None, load_options: list[str],
           revision: str | None, cache_dir: Path | None, prompt_family: str | None = None) -> LoadedModel:
-    from ..hub import resolve_model
-    from ..registry import resolve_family
-    from ..spec.options import parse_key_values
+    from audiocpp.engine.hub import resolve_model
+    from audiocpp.engine.registry import resolve_family
+    from audiocpp.engine.spec.options import parse_key_values
 
     options = parse_key_values(load_options, flag="--load-option")
     if codec is not None:
@@ -104,10 +104,11 @@ def encode_cmd(
     cache_dir: _CacheOpt = None,
 ) -> None:
     """Encode reference audio into a voice prompt (what --voice-ref prepares), for --voice-prompt."""
-    from ..audio.io import read_audio
-    from ..session import REFERENCE_CAP_OPTION, cap_reference, check_reference_length
-    from ..spec.options import parse_key_values, resolve_options
-    from ..voice_prompt import describe_prompt
+    from audiocpp.engine.audio.io import read_audio
+    from audiocpp.engine.session import REFERENCE_CAP_OPTION, cap_reference, check_reference_length
+    from audiocpp.engine.spec.options import parse_key_values, resolve_options
+    from audiocpp.engine.voice_prompt import describe_prompt
+
     from .checks import check_input_file, check_out_file
     from .run import _warnings_on_stderr
 
@@ -148,7 +149,8 @@ def decode_cmd(
     cache_dir: _CacheOpt = None,
 ) -> None:
     """Decode a voice prompt's codes or latents to audio with the family's own decoder."""
-    from ..voice_prompt import describe_prompt, prompt_family
+    from audiocpp.engine.voice_prompt import describe_prompt, prompt_family
+
     from .checks import check_input_file, check_out_file, output_format
     from .pipes import AudioOutput, check_sample_rate, is_stdout, stdout_format
 

@@ -26,12 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AudiocppWarning, UsageError
-from ..progress import Progress
-from ..records import AudioBuffer, TaskRequest, TaskResult
-from ..session import Session
-from ..spec.model import ModelSpec
-from ..text.srt import Cue
+from audiocpp.engine.errors import AudiocppWarning, UsageError
+from audiocpp.engine.progress import Progress
+from audiocpp.engine.records import AudioBuffer, TaskRequest, TaskResult
+from audiocpp.engine.session import Session
+from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.text.srt import Cue
+
 from .pipes import AudioOutput, merge_results
 
 DURATION_OPTION = "duration"
@@ -55,7 +56,7 @@ SILENCE = 1e-3  # -60 dBFS
 def fit(samples: np.ndarray, rate: int, length: int) -> tuple[np.ndarray, str]:
     """``samples`` in exactly ``length`` samples: padded with silence; or trimmed of leading
     (the speech then starts with the cue), then trailing silence; then time-compressed."""
-    from ..audio.stretch import time_stretch
+    from audiocpp.engine.audio.stretch import time_stretch
 
     samples = np.asarray(samples, dtype=np.float32)
     if len(samples) <= length:
@@ -88,7 +89,7 @@ def dub(session: Session, request: TaskRequest, cues: list[Cue], output: AudioOu
         start, end = round(cue.start * rate), round(cue.end * rate)
         audio = result.audio.samples
         if result.audio.sample_rate != rate:
-            from ..audio.resample import resample
+            from audiocpp.engine.audio.resample import resample
 
             audio = resample(audio, result.audio.sample_rate, rate)
         fitted, how = fit(audio, rate, end - start)

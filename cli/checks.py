@@ -7,9 +7,9 @@ import os
 import secrets
 from pathlib import Path
 
-from ..errors import UsageError
-from ..spec.model import ModelSpec
-from ..tasks import Mode, Task
+from audiocpp.engine.errors import UsageError
+from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.tasks import Mode, Task
 
 #: --out's extension -> the format it implies; --format must agree with it.
 EXT_FORMAT = {".wav": "wav16", ".flac": "flac", ".ogg": "ogg", ".mp3": "mp3", ".opus": "opus", ".pcm": "pcm16",
@@ -35,7 +35,7 @@ def output_format(out: Path, fmt: str | None) -> str:
             f"cannot tell the audio format of {str(out)!r} from its extension",
             hint="use .wav, .flac, .ogg, .mp3 or .opus, or pass --format",
         )
-    from ..audio.io import check_write_format
+    from audiocpp.engine.audio.io import check_write_format
 
     if fmt is None:
         assert implied is not None
@@ -106,19 +106,6 @@ def check_session_prefixes(session_options: dict[str, str], family: str) -> None
         if "." not in key:
             raise UsageError(f"--session-option {key}={value} lacks its family prefix",
                              hint=f"write it as --session-option {family}.{key}={value}")
-
-
-def reference_duration(path: Path) -> float | None:
-    """Seconds of audio in ``path`` from its header, or None when the header cannot be read
-    (reading it for real reports why, with its own hint)."""
-    import soundfile as sf
-
-    try:
-        info = sf.info(str(path))
-    except Exception:  # noqa: BLE001 - any unreadable header is reported by the real read
-        return None
-    return float(info.frames) / info.samplerate if info.samplerate > 0 else None
-
 
 
 def check_supported(spec: ModelSpec, task: Task, mode: Mode) -> None:

@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from audiocpp.engine.weights.open import open_weights
+from tests.engine.packaging_inputs import SIDECARS, make_spec_data, model_folder, omnivoice_folder
 from tests.support import run_cli
-
-from .packaging_inputs import SIDECARS, make_spec_data, model_folder, omnivoice_folder
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from ..errors import AudiocppError, UsageError
+from audiocpp.engine.errors import AudiocppError, UsageError
 
 app = typer.Typer(
     add_completion=False,
@@ -102,8 +102,8 @@ def options_cmd(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Print a family's request, session and load options from its spec."""
-    from ..registry import get_family
-    from ..spec.options import format_options
+    from audiocpp.engine.registry import get_family
+    from audiocpp.engine.spec.options import format_options
 
     spec = get_family(family).spec
     if as_json:
@@ -144,7 +144,7 @@ def package_cmd(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing output file.")] = False,
 ) -> None:
     """Build an audio.cpp-compatible package GGUF from upstream weights."""
-    from ..packaging.cli import package_from_cli
+    from audiocpp.engine.packaging.cli import package_from_cli
 
     package_from_cli(out=out, inputs=inputs, spec=spec, family=family, weight_type=weight_type,
                      keep_types=keep_type or [], overwrite=overwrite)
@@ -271,8 +271,8 @@ def _main(argv: list[str]) -> None:
     try:
         family = _family_help(argv)
         if family is not None:
-            from ..registry import get_family
-            from ..spec.options import format_options
+            from audiocpp.engine.registry import get_family
+            from audiocpp.engine.spec.options import format_options
 
             spec = get_family(family).spec
             try:

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import AudioError, UsageError
-from ..records import AudioBuffer, TaskResult
-from ..text.stream import segments, sentence_end  # noqa: F401 - sentence_end: re-exported for tests
+from audiocpp.engine.errors import AudioError, UsageError
+from audiocpp.engine.records import AudioBuffer, TaskResult
+from audiocpp.engine.text.stream import segments, sentence_end  # noqa: F401 - sentence_end: re-exported for tests
 
 #: formats that stream to stdout: soundfile subtype of the samples, WAV format tag, bytes per sample
 STREAM_FORMATS: dict[str, tuple[str, int, int]] = {
@@ -44,7 +44,7 @@ def is_stdout(path: Path | str | None) -> bool:
 def stdout_format(fmt: str | None, streaming: bool) -> str:
     """The format of ``--out -``: wav16 by default; pcm16 and the WAV formats stream, every
     other format only in offline mode (encoded whole)."""
-    from ..audio.io import available_write_formats
+    from audiocpp.engine.audio.io import available_write_formats
 
     if sys.stdout.isatty():
         raise UsageError("--out - writes audio to stdout, which is a terminal here",
@@ -63,7 +63,7 @@ def stdout_format(fmt: str | None, streaming: bool) -> str:
 
 def check_sample_rate(rate: int | None, fmt: str) -> None:
     """``--sample-rate`` is a sane rate, and one the lossy format takes."""
-    from ..audio.io import CODEC_RATES
+    from audiocpp.engine.audio.io import CODEC_RATES
 
     if rate is None:
         return
@@ -141,7 +141,7 @@ class AudioOutput:
     def rate(self, model_rate: int) -> int:
         """``--sample-rate``, else the model's rate, else (a lossy format that does not take it,
         e.g. opus at 44.1 kHz) the next rate up that the format takes, with a note."""
-        from ..audio.io import CODEC_RATES
+        from audiocpp.engine.audio.io import CODEC_RATES
 
         if self.target_rate:
             return self.target_rate
@@ -158,7 +158,7 @@ class AudioOutput:
         rate = rate or self.target_rate
         if not rate or audio.sample_rate == rate:
             return audio
-        from ..audio.resample import resample
+        from audiocpp.engine.audio.resample import resample
 
         return AudioBuffer(resample(audio.samples, audio.sample_rate, rate), rate)
 
@@ -168,7 +168,7 @@ class AudioOutput:
             return
         assert self.sink is not None
         if not self._started:
-            from ..audio.streaming import StreamingResampler
+            from audiocpp.engine.audio.streaming import StreamingResampler
 
             self._resampler = StreamingResampler(audio.sample_rate, self.rate(audio.sample_rate))
             if self.fmt != "pcm16":
@@ -196,7 +196,7 @@ class AudioOutput:
             return rate, self.streamed_samples / rate
         final = self.resample(audio, self.rate(audio.sample_rate))
         if not self.to_stdout:
-            from ..audio.io import write_audio
+            from audiocpp.engine.audio.io import write_audio
 
             write_audio(self.out, final, self.fmt)
             return final.sample_rate, final.duration
@@ -208,7 +208,7 @@ class AudioOutput:
             header = wav_header(final.sample_rate, self.fmt, final.num_samples) if self.fmt != "pcm16" else b""
             self.sink.write(header + encode_samples(final.samples, self.fmt))
         else:
-            from ..audio.io import encode_audio
+            from audiocpp.engine.audio.io import encode_audio
 
             self.sink.write(encode_audio(final, self.fmt))
         self.sink.close()
