@@ -8,10 +8,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from audiocpp.engine.nn.bf16_linear import BF16WeightLinear, convert_linears, exactly_bf16, kernel
+from audiocpp.engine.nn import jit
+from audiocpp.engine.nn.bf16_linear import KERNEL, BF16WeightLinear, convert_linears, exactly_bf16, kernel
 
-pytestmark = pytest.mark.skipif(kernel() is None, reason="the bf16-weight kernel cannot be built here (no AVX-512 "
-                                                          "or no compiler): layers stay on torch's kernels")
+#: Skipped only where the kernel cannot be here (no AVX-512 in the CPU or torch, no compiler) or is
+#: turned off (AUDIOCPP_BF16_LINEAR=0); a build failing anywhere else fails these tests, with why.
+pytestmark = pytest.mark.skipif(
+    KERNEL.off() or (KERNEL.unsupported() or jit.toolchain_missing()) is not None,
+    reason="the bf16-weight kernel cannot be built here (no AVX-512 or no compiler): layers stay on torch's "
+           "kernels")
+
+
+def test_the_kernel_builds_here() -> None:
+    assert kernel() is not None, jit.why_not(KERNEL)
 
 
 @pytest.mark.parametrize("rows,n,k,bias", [(1, 64, 896, True), (3, 37, 100, False), (50, 130, 64, True),

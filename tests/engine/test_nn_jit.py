@@ -1,13 +1,18 @@
-"""engine.nn.jit: kernels are built only for CPUs with the flags they need, a failed build gives
-None (callers keep torch's kernels), and a build on a terminal says why the load takes longer."""
+"""engine.nn.jit and engine.nn.kernels: kernels are built only for CPUs with the flags they need, a
+failed build gives None (callers keep torch's kernels) and says why under AUDIOCPP_DEBUG, anything
+else a build raises propagates, build names follow the source, flags and torch's version, a build
+on a terminal says why the load takes longer, and build_all builds every kernel this CPU runs."""
 
 from __future__ import annotations
 
 import io
+import time
+from pathlib import Path
 
 import pytest
+import torch
 
-from audiocpp.engine.nn import jit
+from audiocpp.engine.nn import jit, kernels
 
 
 class _Terminal(io.StringIO):
@@ -15,27 +20,139 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_a_cpu_without_the_flags_builds_nothing(monkeypatch) -> None:
-    def must_not_build(*args, **kwargs):
-        raise AssertionError("built on a CPU without the flags")
+def _kernel(tmp_path: Path, text: str = "int f() { return 1; }\n", *, flags=(),
+            name: str = "jit_test") -> jit.Kernel:
+    source = tmp_path / f"{name}.cpp"
+    source.write_text(text)
+    return jit.Kernel(name, str(source), ("f",), tuple(flags))
 
-    monkeypatch.setattr("torch.utils.cpp_extension.load_inline", must_not_build)
-    assert jit.build("audiocpp_test_never_v1", "", ["f"], cpu_flags_needed=("no_such_flag",), cflags=[]) is None
+
+@pytest.fixture
+def quiet(monkeypatch, tmp_path):
+    """An empty extension folder, AUDIOCPP_DEBUG unset, a toolchain (the stubs never run it)."""
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "extensions"))
+    monkeypatch.delenv("AUDIOCPP_DEBUG", raising=False)
+    monkeypatch.setattr(jit, "toolchain_missing", lambda: None)
+
+
+def test_a_cpu_without_the_flags_builds_nothing(monkeypatch, tmp_path, quiet) -> None:
+    calls = []
+    monkeypatch.setattr("torch.utils.cpp_extension.load_inline", lambda *a, **k: calls.append(a) or object())
+    kernel = _kernel(tmp_path, flags=[("avx512f", "-mavx512f"), ("no_such_flag", "-mno-such-flag")])
+    assert jit.build(kernel) is None
+    assert calls == []  # the compiler never ran
+    assert jit.why_not(kernel) == "this CPU lacks no_such_flag"
+
+
+def test_a_turned_off_kernel_builds_nothing(monkeypatch, tmp_path, quiet) -> None:
+    calls = []
+    monkeypatch.setattr("torch.utils.cpp_extension.load_inline", lambda *a, **k: calls.append(a) or object())
+    monkeypatch.setenv("AUDIOCPP_TEST_SWITCH", "0")
+    kernel = jit.Kernel("jit_test", str(tmp_path / "none.cpp"), ("f",), (), switch="AUDIOCPP_TEST_SWITCH")
+    assert jit.build(kernel) is None and calls == []
+    assert jit.why_not(kernel) == "turned off (AUDIOCPP_TEST_SWITCH=0)"
+
+
+@pytest.mark.parametrize("error", [AssertionError("a test's stub"), TypeError("a bug"), KeyError("bug")])
+def test_what_is_not_a_build_failure_propagates(monkeypatch, tmp_path, quiet, error: Exception) -> None:
+    def raising(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr("torch.utils.cpp_extension.load_inline", raising)
+    with pytest.raises(type(error)):
+        jit.build(_kernel(tmp_path))
 
 
 @pytest.mark.parametrize("terminal", [True, False])
-def test_a_failed_build_gives_none_and_a_terminal_hears_of_it(monkeypatch, tmp_path, terminal: bool) -> None:
-    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
-
+def test_a_failed_build_gives_none_and_a_terminal_hears_of_it(monkeypatch, tmp_path, quiet,
+                                                             terminal: bool) -> None:
     def failing(*args, **kwargs):
-        raise RuntimeError("no compiler")
+        raise RuntimeError("Error building extension 'x': [1/2] c++ -c main.cpp\n"
+                           "main.cpp:3:5: error: 'f' was not declared in this scope\nninja: build stopped")
 
     monkeypatch.setattr("torch.utils.cpp_extension.load_inline", failing)
     err = _Terminal() if terminal else io.StringIO()
     monkeypatch.setattr("sys.stderr", err)
-    assert jit.build("audiocpp_test_failing_v1", "", ["f"], cpu_flags_needed=(), cflags=[]) is None
-    assert ("building the audiocpp_test_failing_v1 kernel" in err.getvalue()) is terminal
-    assert not jit.built("audiocpp_test_failing_v1")
+    kernel = _kernel(tmp_path, name="jit_failing")
+    assert jit.build(kernel) is None
+    assert ("building the jit_failing kernel" in err.getvalue()) is terminal
+    assert "not declared" not in err.getvalue()  # the reason only under AUDIOCPP_DEBUG
+    assert not jit.built(kernel)
+    reason = jit.why_not(kernel)
+    assert reason.startswith("the build failed: RuntimeError: Error building extension 'x'")
+    assert "main.cpp:3:5: error: 'f' was not declared in this scope" in reason
+
+
+@pytest.mark.parametrize("error", [RuntimeError("Ninja is required to load C++ extensions"),
+                                   OSError("No space left on device"), ImportError("undefined symbol: f")])
+def test_debug_says_why_a_build_failed(monkeypatch, tmp_path, quiet, error: Exception) -> None:
+    def failing(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr("torch.utils.cpp_extension.load_inline", failing)
+    monkeypatch.setenv("AUDIOCPP_DEBUG", "1")
+    err = io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    assert jit.build(_kernel(tmp_path)) is None
+    said = err.getvalue()
+    assert "the jit_test kernel is not used: the build failed" in said and str(error) in said
+
+
+def test_debug_prints_the_tail_of_the_compiler_output(monkeypatch, tmp_path, quiet) -> None:
+    output = "\n".join(f"line {i}" for i in range(100))
+
+    def failing(*args, **kwargs):
+        raise RuntimeError(f"Error building extension 'x':\n{output}")
+
+    monkeypatch.setattr("torch.utils.cpp_extension.load_inline", failing)
+    err = io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    with jit.verbose():
+        assert jit.build(_kernel(tmp_path)) is None
+    assert "line 99" in err.getvalue() and "line 60\n" in err.getvalue() and "line 59\n" not in err.getvalue()
+
+
+def test_a_missing_toolchain_is_a_reason_not_an_error(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "extensions"))
+    monkeypatch.setattr(jit, "toolchain_missing", lambda: "no C++ compiler (c++; set CXX)")
+    calls = []
+    monkeypatch.setattr("torch.utils.cpp_extension.load_inline", lambda *a, **k: calls.append(a))
+    kernel = _kernel(tmp_path)
+    assert jit.build(kernel) is None and calls == []
+    assert jit.why_not(kernel) == "no C++ compiler (c++; set CXX)"
+
+
+def test_a_missing_source_file_is_a_failed_build(tmp_path, quiet) -> None:
+    kernel = jit.Kernel("jit_test", str(tmp_path / "gone.cpp"), ("f",), ())
+    assert jit.build(kernel) is None
+    assert "FileNotFoundError" in jit.why_not(kernel)
+
+
+def test_a_build_passes_the_source_functions_and_flags_and_is_timed(monkeypatch, tmp_path, quiet) -> None:
+    seen = {}
+
+    def load_inline(**kwargs):
+        seen.update(kwargs)
+        time.sleep(0.05)
+        return "module"
+
+    monkeypatch.setattr("torch.utils.cpp_extension.load_inline", load_inline)
+    kernel = _kernel(tmp_path, flags=[("avx512f", "-mavx512f")] if jit.cpu_has(["avx512f"]) else [])
+    before = jit.build_seconds()
+    assert jit.build(kernel) == "module" and jit.why_not(kernel) is None
+    assert jit.build_seconds() - before >= 0.05
+    assert seen["name"] == kernel.build_name() and seen["cpp_sources"] == [kernel.text()]
+    assert seen["functions"] == ["f"] and seen["extra_cflags"] == kernel.cflags == ["-O3", *(
+        ["-mavx512f"] if kernel.isa else []), "-fopenmp"]
+
+
+def test_the_build_name_follows_the_source_the_flags_and_torch(monkeypatch, tmp_path) -> None:
+    name = _kernel(tmp_path).build_name()
+    assert name.startswith("audiocpp_jit_test_") and name == _kernel(tmp_path).build_name()
+    assert _kernel(tmp_path, "int f() { return 2; }\n").build_name() != name
+    assert _kernel(tmp_path, flags=[("fma", "-mfma")]).build_name() != name
+    monkeypatch.setattr(torch, "__version__", "0.0.0")
+    assert _kernel(tmp_path).build_name() != name
 
 
 def test_disabled_reads_the_switch(monkeypatch) -> None:
@@ -43,3 +160,31 @@ def test_disabled_reads_the_switch(monkeypatch) -> None:
     assert jit.disabled("AUDIOCPP_TEST_SWITCH")
     monkeypatch.setenv("AUDIOCPP_TEST_SWITCH", "1")
     assert not jit.disabled("AUDIOCPP_TEST_SWITCH")
+
+
+def test_every_kernel_ships_its_source_and_one_flag_table() -> None:
+    found = kernels.kernels()
+    assert [k.name for k, _ in found] == ["q8_0_linear", "bf16_linear"]
+    for kernel, _ in found:
+        assert kernel.path().parent == jit.KERNELS_DIR and kernel.path().is_file()
+        assert all(f"{name}(" in kernel.text() for name in kernel.functions)
+        assert all(option.startswith("-m") for _, option in kernel.isa)
+
+
+def test_build_all_reports_every_kernel() -> None:
+    reports = kernels.build_all(verbose=False)
+    assert [r.name for r in reports] == ["q8_0_linear", "bf16_linear"]
+    for (kernel, load), report in zip(kernels.kernels(), reports):
+        assert report.supported == (kernel.unsupported() is None)
+        assert report.built == (load() is not None) and report.seconds >= 0
+        assert (report.reason is None) == report.built
+        if report.supported and jit.toolchain_missing() is None and not kernel.off():
+            assert report.built, report.reason  # this CPU runs it and can build it: it must build
+
+
+def test_build_all_does_not_build_a_kernel_turned_off(monkeypatch) -> None:
+    monkeypatch.setenv("AUDIOCPP_Q8_0_KERNEL", "0")
+    report = {r.name: r for r in kernels.build_all(verbose=False)}["q8_0_linear"]
+    assert not report.built and report.seconds == 0
+    if report.supported:
+        assert report.reason == "turned off (AUDIOCPP_Q8_0_KERNEL=0)"

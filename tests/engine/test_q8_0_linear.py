@@ -10,13 +10,22 @@ import numpy as np
 import pytest
 import torch
 
+from audiocpp.engine.nn import jit
 from audiocpp.engine.nn import q8_0_linear as q8
 from audiocpp.engine.nn import quantized as qnn
 from audiocpp.engine.weights import open_weights
 from audiocpp.engine.weights.blocks import BlockTensor
 from tests.engine.weights_builders import write_gguf
 
-pytestmark = pytest.mark.skipif(q8.kernel() is None, reason="no AVX512-VNNI CPU or no compiler here")
+#: Skipped only where the kernel cannot be here (a CPU without its instruction sets, no compiler) or
+#: is turned off (AUDIOCPP_Q8_0_KERNEL=0); a build failing anywhere else fails these tests, with why.
+pytestmark = pytest.mark.skipif(
+    q8.KERNEL.off() or (q8.KERNEL.unsupported() or jit.toolchain_missing()) is not None,
+    reason="no AVX512-VNNI CPU or no compiler here")
+
+
+def test_the_kernel_builds_here() -> None:
+    assert q8.kernel() is not None, jit.why_not(q8.KERNEL)
 
 
 def _blocks(rows: int, cols: int, qtype: str = "Q8_0", seed: int = 0) -> BlockTensor:
