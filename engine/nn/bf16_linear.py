@@ -78,17 +78,8 @@ def exactly_bf16(weight: torch.Tensor) -> bool:
 
 def convert_linears(module: nn.Module) -> int:
     """Replace the float32 CPU ``nn.Linear`` layers under ``module`` whose weights are exactly
-    bfloat16 values by :class:`BF16WeightLinear`; returns how many (0 without the kernel)."""
-    op = kernel()
-    if op is None:
-        return 0
-    count = 0
-    for name, child in list(module.named_children()):
-        if isinstance(child, nn.Linear):
-            w = child.weight
-            if w.device.type == "cpu" and exactly_bf16(w):
-                setattr(module, name, BF16WeightLinear(child, op))
-                count += 1
-        else:
-            count += convert_linears(child)
-    return count
+    bfloat16 values by :class:`BF16WeightLinear`; returns how many (0 without the kernel). The
+    choice is ``engine.nn.linear.fast_linears``'s."""
+    from .linear import fast_linears
+
+    return fast_linears(module, packed=False, bf16_weights=True)

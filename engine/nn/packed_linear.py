@@ -55,17 +55,7 @@ class PackedLinear(nn.Module):
 
 def pack_linears(module: nn.Module) -> int:
     """Replace the CPU ``nn.Linear`` layers under ``module`` by :class:`PackedLinear`; returns how
-    many were packed (0 when the build cannot)."""
-    from ..weights.gguf_file import release_pages
+    many were packed (0 when the build cannot). The choice is ``engine.nn.linear.fast_linears``'s."""
+    from .linear import fast_linears
 
-    count = 0
-    for name, child in list(module.named_children()):
-        if isinstance(child, nn.Linear):
-            w = child.weight
-            if w.device.type == "cpu" and w.dtype in (torch.float32, torch.bfloat16) and packing_available(w.dtype):
-                setattr(module, name, PackedLinear(child))
-                release_pages(w)  # a weight that viewed a memory-mapped file: its copy is the packed one
-                count += 1
-        else:
-            count += pack_linears(child)
-    return count
+    return fast_linears(module, packed=True)

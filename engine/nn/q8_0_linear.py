@@ -19,7 +19,7 @@ Q4_0 matrices run the same way with their 4-bit values (value = nibble - 8) kept
 The kernel (``engine/nn/kernels/q8_0_linear.cpp``) is compiled on first use (``engine.nn.jit``;
 ``engine.nn.kernels.build_all`` at set-up) where the CPU has AVX512-VNNI; elsewhere,
 off the CPU, or with ``AUDIOCPP_Q8_0_KERNEL=0``, quantized matrices take ``engine.nn.quantized``'s
-int4 or int8 layers instead.
+int4 or int8 layers instead (``engine.nn.linear`` picks).
 
 Layout: output features in groups of 16; for each group and block of 32 inputs, Q8_0: 512 bytes,
 8 steps of (16 features x 4 consecutive inputs), the values stored unsigned (``q + 128``, as

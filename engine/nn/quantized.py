@@ -2,8 +2,9 @@
 
 On a CPU with AVX512-VNNI, Q8_0 and Q4_0 matrices keep their own blocks (8 or 4 bits resident)
 and run on :mod:`engine.nn.q8_0_linear` (int8 rows per block of 32, as ggml computes): the fastest
-and the most accurate path measured here. This module holds the rest, chosen by
-:func:`quantized_linear`:
+and the most accurate path measured here. This module holds the rest; which layer a matrix takes
+is decided in one place, ``engine.nn.linear`` (:func:`quantized_linear` and :func:`quantize_linears`
+here are its entry points for block-quantized weights):
 
 - Q4_0 maps exactly onto ``torch._weight_int4pack_mm_for_cpu`` (groups of 32, value =
   (nibble - 8) * scale + 0): 4-bit weights resident, bfloat16 rows (:class:`Int4Linear`); 2.8x
@@ -24,7 +25,6 @@ dynamic int8 linear (activations quantized per tensor: 10-12 % error with outlie
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Iterable
 from functools import cache
 
@@ -159,43 +159,21 @@ QUANTIZED_LAYERS = (Int8Linear, Int4Linear, q8_0_linear.Q8_0Linear)
 def quantized_linear(blocks: BlockTensor, device: torch.device, dtype: torch.dtype) -> nn.Module:
     """The layer for one stored matrix on ``device``, its scales in ``dtype``: on a CPU with the
     VNNI kernel :class:`~.q8_0_linear.Q8_0Linear` (Q8_0 and Q4_0 as stored); else Q4_0 on a CPU
-    with torch's int4 kernel -> :class:`Int4Linear`; everything else -> :class:`Int8Linear`."""
-    if device.type == "cpu":
-        if q8_0_linear.supports(blocks):
-            return q8_0_linear.Q8_0Linear.from_blocks(blocks)
-        if blocks.qtype == "Q4_0" and int4pack_available() and blocks.shape[0] % 16 == 0:
-            return Int4Linear.from_blocks(blocks)
-    q, s = requantize_rows(blocks)
-    return Int8Linear(q.to(device), s.to(device=device, dtype=dtype))
+    with torch's int4 kernel -> :class:`Int4Linear`; everything else -> :class:`Int8Linear`
+    (chosen by ``engine.nn.linear.block_linear``)."""
+    from .linear import block_linear
+
+    return block_linear(blocks, device, dtype)
 
 
 def quantize_linears(module: nn.Module, source: TensorSource, patterns: Iterable[str] = ("*",), *,
                      dtype: torch.dtype = torch.bfloat16, device: torch.device | str = "cpu") -> list[str]:
-    """Replace the ``nn.Linear`` layers of ``module`` (matched by module name against the globs
-    ``patterns``) whose weight ``source`` stores as a Q8_0 / Q4_0 matrix by quantized layers built
-    from those blocks, on ``device``; the stored tensor's pages are released after. Returns the
-    weight names replaced: load the rest of the module with them ignored (biases stay
-    parameters and load by name)."""
-    device = torch.device(device)
-    globs = tuple(patterns)
-    done: list[str] = []
-    for name, child in list(module.named_modules()):
-        if not isinstance(child, nn.Linear) or not any(fnmatch.fnmatchcase(name, g) for g in globs):
-            continue
-        weight_name = f"{name}.weight"
-        if weight_name not in source:
-            continue
-        blocks = source.blocks(weight_name)
-        if blocks is None or blocks.shape != (child.out_features, child.in_features):
-            continue
-        layer = quantized_linear(blocks, device, dtype)
-        if child.bias is not None:
-            layer.bias = nn.Parameter(child.bias, requires_grad=False)  # meta: loaded by name afterwards
-        source.release(weight_name)
-        owner_name, _, leaf = name.rpartition(".")
-        setattr(module.get_submodule(owner_name) if owner_name else module, leaf, layer)
-        done.append(weight_name)
-    return done
+    """``engine.nn.linear.quantize_linears``: the ``nn.Linear`` layers of ``module`` matching
+    ``patterns`` whose weight ``source`` stores as a Q8_0 / Q4_0 matrix replaced by quantized
+    layers; returns the weight names replaced."""
+    from .linear import quantize_linears as replace
+
+    return replace(module, source, patterns, dtype=dtype, device=device)
 
 
 def quantized_bytes(module: nn.Module) -> int:

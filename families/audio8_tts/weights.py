@@ -29,7 +29,7 @@ from tokenizers import Tokenizer
 
 from audiocpp.engine.device import auto_compute_dtype, device_of, storage_dtype
 from audiocpp.engine.errors import ModelError
-from audiocpp.engine.nn.quantized import quantize_linears
+from audiocpp.engine.nn.linear import fast_linears, quantize_linears
 from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.tokenizer import load_tokenizer
 from audiocpp.engine.weights import (
@@ -89,7 +89,8 @@ class Audio8Parts:
         whose weights are bfloat16 values (the real checkpoint stores bf16) keep them in bfloat16
         and compute in float32 (``engine.nn.bf16_linear``); the others use oneDNN-packed weights
         (``engine.nn.packed_linear``). A Q8_0 / Q4_0 package under a 16-bit dtype keeps its
-        quantized linears quantized (``engine.nn.quantized``: int8 rows, one-row decode steps)."""
+        quantized linears quantized (``engine.nn.quantized``: int8 rows, one-row decode steps).
+        ``engine.nn.linear`` picks each layer."""
         from audiocpp.engine.weights.gguf_file import mapped_file, release_pages
 
         device = self.device
@@ -106,12 +107,8 @@ class Audio8Parts:
         _materialize(model, dtype)
         model.to(device)
         if packed and device.type == "cpu":
-            from audiocpp.engine.nn.bf16_linear import convert_linears
-            from audiocpp.engine.nn.packed_linear import pack_linears
-
-            if dtype == torch.float32:
-                convert_linears(model)  # bf16-stored weights, float32 math, half the bytes read
-            pack_linears(model)
+            # float32: bf16-stored weights keep bf16 under float32 math (half the bytes read)
+            fast_linears(model, packed=True, bf16_weights=dtype == torch.float32)
         for p in model.parameters():  # own the weights: do not keep the file mapped
             if mapped_file(p) is not None:
                 old = p.data
@@ -149,9 +146,7 @@ def load_parts(spec: ModelSpec, path: Path, options: dict[str, Any] | None = Non
     codec.to(device)
     raw.release_all()  # the folded weight-norm pairs' pages (the codec holds its own copies)
     if device.type == "cpu" and storage_dtype(raw) == "BF16":
-        from audiocpp.engine.nn.bf16_linear import convert_linears
-
-        convert_linears(codec)
+        fast_linears(codec, packed=False, bf16_weights=True)
     compute = auto_compute_dtype(device, resolved.layout, source, gpu_dtype=torch.bfloat16)
     return Audio8Parts(cfg, tokenizer, codec.eval(), spec, Path(path), resolved.source_id, resolved.layout,
                        dict(resolved.metadata), device, compute)

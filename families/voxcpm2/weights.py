@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from audiocpp.engine.device import QUANTIZED_STORAGE, auto_compute_dtype, device_of, storage_dtype
+from audiocpp.engine.device import auto_compute_dtype, device_of
 from audiocpp.engine.errors import ModelError
 from audiocpp.engine.nn.build import build_on_meta, load_on_meta
 from audiocpp.engine.spec.model import ModelSpec
@@ -73,13 +73,11 @@ KERNEL_QUANTIZED_LINEARS = ("feat_encoder.*", "feat_decoder.*")
 
 def quantized_linears(source: TensorSource, dtype: torch.dtype, device: torch.device) -> tuple[str, ...]:
     """The globs of the linear layers that ``source`` keeps quantized computing in ``dtype`` on
-    ``device`` (the kernel is built only for a quantized package that will use it)."""
-    from audiocpp.engine.nn import q8_0_linear
+    ``device`` (``engine.nn.linear.keep_quantized``: the kernel is built only for a quantized
+    package that will use it)."""
+    from audiocpp.engine.nn.linear import keep_quantized
 
-    if device.type == "cpu" and dtype in (torch.bfloat16, torch.float16) \
-            and storage_dtype(source) in QUANTIZED_STORAGE and q8_0_linear.kernel() is not None:
-        return QUANTIZED_LINEARS + KERNEL_QUANTIZED_LINEARS
-    return QUANTIZED_LINEARS
+    return keep_quantized(source, dtype, device, always=QUANTIZED_LINEARS, many_rows=KERNEL_QUANTIZED_LINEARS)
 
 
 @dataclass
@@ -115,9 +113,9 @@ class VoxCPM2Parts:
                              what="VoxCPM2 generator", device=self.device,
                              quantize=quantized_linears(source, dtype, self.device))
         if packed and self.device.type == "cpu":
-            from audiocpp.engine.nn.packed_linear import pack_linears
+            from audiocpp.engine.nn.linear import fast_linears
 
-            pack_linears(model)
+            fast_linears(model, packed=True)
             for param in model.parameters():  # the rest may still view the file: own them
                 if mapped_file(param) is not None:
                     old = param.data
