@@ -4,15 +4,16 @@
 ``model_specs/`` (JSON only) becomes ``audiocpp.model_specs``; ``server/`` and ``batch/``
 (the HTTP server and batch jobs, layers over the public API that the engine never imports)
 become ``audiocpp.server`` and ``audiocpp.batch``. Every sub-package is found automatically so
-a new family folder needs no packaging change.
+a new family folder needs no packaging change. ``audiocpp/`` holds only the top package's
+``__init__.py`` (``audiocpp.__version__``).
 """
 
 from setuptools import find_packages, setup
 
 ROOTS = ("engine", "families", "model_specs", "cli", "server", "batch")
 
-packages: list[str] = []
-package_dir: dict[str, str] = {}
+packages: list[str] = ["audiocpp"]  # audiocpp/__init__.py: the version
+package_dir: dict[str, str] = {"audiocpp": "audiocpp"}
 for root in ROOTS:
     package_dir[f"audiocpp.{root}"] = root
     packages.append(f"audiocpp.{root}")

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
         for config in args.configs.split(","):
             for size in args.batch_size.split(","):
                 stats = run(config, root / "bench.jsonl", root / config, [*model_args, "--batch-size", size])
-                elapsed, load = float(stats["elapsed_s"]), float(stats["load_s"] or 0)
+                elapsed, load = float(stats["elapsed_s"]), float(stats.get("load_s") or 0)
                 audio, done = float(stats["audio_s"]), int(stats["done"])
                 synth = max(elapsed - load, 1e-9)
                 print(f"{config:8} {size:>5} {stats['setup']:44} {elapsed:9.1f} {load:7.1f} {done / elapsed:8.3f} "

@@ -133,8 +133,7 @@ def _check_flags(args: BatchArgs) -> None:
 
 def run_batch(args: BatchArgs) -> None:
     """The whole job; raises AudiocppError for bad input and when items failed (exit 1)."""
-    from audiocpp.engine.hub import resolve_model
-    from audiocpp.engine.registry import resolve_family
+    from audiocpp.engine.loader import ModelRef, plan_load
     from audiocpp.engine.spec.options import parse_key_values, resolve_options
 
     clock = time.perf_counter()
@@ -148,14 +147,10 @@ def run_batch(args: BatchArgs) -> None:
     args.defaults.options = parse_key_values(args.request_options, flag="--request-option")
     if args.codec is not None:
         load_options["codec"] = str(args.codec)
-    # A model name (repo id, package id) becomes its cached or downloaded snapshot, as for `audiocpp`.
-    model_arg = resolve_model(args.model, family=args.family, revision=args.revision, cache_dir=args.cache_dir,
-                              progress=args.progress, runnable_only=True)
-    plugin = resolve_family(model_arg, args.family)
-    plugin.ensure_runnable()
-    resolve_options(plugin.spec, "session", session_options, fill_defaults=False)
-    resolve_options(plugin.spec, "load", load_options, fill_defaults=False)
-    items = read_manifest(args.manifest, plugin.spec, args.defaults)
+    # The loader's plan, as for `audiocpp` (a name downloaded once); the workers load what it planned.
+    plan = plan_load(ModelRef(args.model, args.family, args.revision, args.cache_dir, args.progress), load_options)
+    resolve_options(plan.spec, "session", session_options, fill_defaults=False)
+    items = read_manifest(args.manifest, plan.spec, args.defaults)
     if args.check:
         _report_check(items, args)
         return
@@ -164,19 +159,15 @@ def run_batch(args: BatchArgs) -> None:
     todo = items if args.overwrite else [item for item in items if not out.finished(item)]
     out.tally.skipped = len(items) - len(todo)
     out.remove_stale_temporaries(todo)
-    model_path = model_arg if model_arg is not None else plugin.demo_model_path()
-    if model_path is None:
-        raise UsageError(f"family {plugin.name!r} has no demo model", hint="pass --model PATH")
-    if args.model is None:
-        print(f"note: no --model given; using the {plugin.name} demo model (random weights: the audio is not speech)",
-              file=sys.stderr)
+    if plan.note:
+        print(f"note: {plan.note}", file=sys.stderr)
     on_ray = args.ray or bool(args.ray_address)
     workers = min(args.workers, max(len(todo), 1))
     # One local worker keeps torch's default, as `audiocpp` does: float sums (so the audio, slightly)
     # depend on the thread count, and a seeded item then equals the CLI's audio exactly.
     threads = args.threads or (max(1, int(args.num_cpus)) if on_ray else
                                (None if workers == 1 else max(1, _cores() // workers)))
-    job = JobSpec(family=plugin.name, model_path=str(Path(model_path).resolve()), load_options=load_options,
+    job = JobSpec(family=plan.family, model_path=str(plan.path.resolve()), load_options=load_options,
                   session_options=session_options, threads=threads, batch_size=args.batch_size)
     where = (f"Ray at {args.ray_address}" if args.ray_address else "a local Ray instance") if on_ray else "local"
     print(f"batch: {len(items)} item{'s' if len(items) > 1 else ''}, {out.tally.skipped} already done, "
@@ -264,5 +255,6 @@ def _summary(out: OutputDir, items: list[Item], clock: float, ready_at: list[flo
         "manifest": out.path,
     }
     for key, value in lines.items():
-        print(f"{key}={value}")
+        if value != "":  # nothing was loaded or made (a resumed run with every item done): no figure
+            print(f"{key}={value}")
     sys.stdout.flush()

@@ -227,18 +227,23 @@ class _Checker:
             raise ValueError(error.message + (f" ({error.hint})" if error.hint else "")) from None
 
     def _check_voice(self, item: Item, task: Task, options: dict[str, Any]) -> None:
-        """The engine's rules on reference inputs (as `audiocpp` checks them before loading): a
-        voice only for cloning, a transcript only with its audio, a reference within the cap."""
+        """The engine's rules on reference inputs (engine.request_rules, as `audiocpp` checks them
+        before loading) and a reference within the cap."""
         from audiocpp.engine.audio.io import audio_duration
-        from audiocpp.engine.session import REFERENCE_CAP_OPTION, check_reference_length, check_voice_inputs
+        from audiocpp.engine.request_rules import (
+            REFERENCE_CAP_OPTION,
+            ReferenceInputs,
+            check_reference_length,
+            check_request,
+        )
 
-        transcript = bool((item.reference_text or "").strip())
-        check_voice_inputs(task, voice=item.voice_ref is not None, voice_prompt=item.voice is not None,
-                           reference_text=transcript)
+        given = ReferenceInputs.of(self.spec, options, voice=item.voice_ref is not None,
+                                   voice_prompt=item.voice is not None)
+        check_request(self.spec, task, given)
         if item.voice_ref is not None:
             duration = audio_duration(Path(item.voice_ref))
             if duration is not None:
-                check_reference_length(duration, options.get(REFERENCE_CAP_OPTION), transcript=transcript,
+                check_reference_length(duration, options.get(REFERENCE_CAP_OPTION), transcript=given.reference_text,
                                        name=repr(item.voice_ref))
 
     def _out(self, out: str | None, item_id: str, line: int) -> tuple[str, str]:

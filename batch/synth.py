@@ -103,12 +103,13 @@ class Synthesizer:
     def __init__(self, job: JobSpec) -> None:
         import torch
 
-        from audiocpp.engine.registry import get_family
+        from audiocpp.engine.loader import ModelRef, load_model
 
         if job.threads:
             torch.set_num_threads(int(job.threads))
         self.job = job
-        self.model = get_family(job.family).load(Path(job.model_path), job.load_options)
+        # the driver's plan: a local path and its family (engine.loader, as every front end)
+        self.model = load_model(ModelRef(Path(job.model_path), job.family), job.load_options)
         self.sessions: dict[str, Any] = {}
 
     @property

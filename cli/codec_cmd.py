@@ -39,48 +39,32 @@ _RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Branch, ta
 _CacheOpt = Annotated[Path | None, typer.Option("--cache-dir", help="Hugging Face cache for --model names.")]
 
 
-def _demo_family() -> FamilyPlugin:
-    """The only runnable installed family with a demo model and a codec tool."""
-    from audiocpp.engine.plugin import FamilyPlugin
-    from audiocpp.engine.registry import families
-
-    found = [p for p in families().values() if p.spec.runnable and "clone" in p.spec.tasks
-             and type(p).demo_model_path is not FamilyPlugin.demo_model_path]
-    if len(found) != 1:
-        names = ", ".join(p.name for p in found) or "none"
-        raise UsageError("no model given", hint=f"pass --model PATH, or --family NAME for its demo model ({names})")
-    return found[0]
-
-
 def _load(model: str | None, family: str | None, *, codec: Path | None, load_options: list[str],
           revision: str | None, cache_dir: Path | None, prompt_family: str | None = None) -> LoadedModel:
-    from audiocpp.engine.hub import resolve_model
-    from audiocpp.engine.registry import resolve_family
+    from audiocpp.engine.loader import ModelRef, load_planned, plan_load
     from audiocpp.engine.spec.options import parse_key_values
 
     options = parse_key_values(load_options, flag="--load-option")
     if codec is not None:
         options["codec"] = str(codec)
-    path = resolve_model(model, family=family, revision=revision, cache_dir=cache_dir, runnable_only=True)
-    if path is None and family is None:
-        plugin = resolve_family(None, prompt_family) if prompt_family else _demo_family()
-    else:
-        plugin = resolve_family(path, family)
-    plugin.ensure_runnable()
-    if prompt_family is not None and prompt_family != plugin.name:
-        raise UsageError(f"the voice prompt was made by {prompt_family}, and the model is {plugin.name}",
-                         hint=f"decode it with a {prompt_family} model (--model), or drop --model/--family")
-    if "clone" not in plugin.spec.tasks:
-        raise UsageError(f"{plugin.name} does not clone voices, so it has no voice prompts to encode or decode",
-                         hint="run `audiocpp families` to see which families clone (task clon)")
-    if path is None:
-        path = plugin.demo_model_path()
-        if path is None:
-            raise UsageError(f"family {plugin.name!r} has no demo model", hint="pass --model PATH")
-        print(f"note: no --model given; using the {plugin.name} demo model (random weights)", file=sys.stderr)
-    loaded = plugin.load(path, options)
+
+    def need(plugin: FamilyPlugin) -> str | None:
+        if prompt_family is not None and prompt_family != plugin.name:
+            return (f"the voice prompt was made by {prompt_family}, and the model is {plugin.name}; decode it "
+                    f"with a {prompt_family} model (--model), or drop --model/--family")
+        if "clone" not in plugin.spec.tasks:
+            return (f"{plugin.name} does not clone voices, so it has no voice prompts to encode or decode "
+                    "(`audiocpp families` shows which families clone)")
+        return None
+
+    # a prompt's own family decodes it when neither --model nor --family is given
+    plan = plan_load(ModelRef(model, family or (prompt_family if model is None else None), revision, cache_dir,
+                              default_demo=True), options, need=need)
+    if plan.note:
+        print(f"note: {plan.note}", file=sys.stderr)
+    loaded = load_planned(plan)
     if not loaded.supports_codec_prompts:
-        raise UsageError(f"{plugin.name} has no codec tool yet (encoding references into voice prompts)",
+        raise UsageError(f"{plan.family} has no codec tool yet (encoding references into voice prompts)",
                          hint="docs/cli.md lists the families `audiocpp codec` supports")
     return loaded
 
@@ -105,7 +89,8 @@ def encode_cmd(
 ) -> None:
     """Encode reference audio into a voice prompt (what --voice-ref prepares), for --voice-prompt."""
     from audiocpp.engine.audio.io import read_audio
-    from audiocpp.engine.session import REFERENCE_CAP_OPTION, cap_reference, check_reference_length
+    from audiocpp.engine.request_rules import REFERENCE_CAP_OPTION, check_reference_length
+    from audiocpp.engine.session import cap_reference
     from audiocpp.engine.spec.options import parse_key_values, resolve_options
     from audiocpp.engine.voice_prompt import describe_prompt
 

@@ -19,7 +19,7 @@ import typer
 from audiocpp.engine.errors import AudiocppError, UsageError
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish and PowerShell
     no_args_is_help=False,
     invoke_without_command=True,
     context_settings={"help_option_names": ["--help", "-h"]},
@@ -29,10 +29,26 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+def _family_names(incomplete: str) -> list[str]:
+    """Shell completion of --family: the installed families."""
+    from audiocpp.engine.registry import families
+
+    return [name for name in sorted(families()) if name.startswith(incomplete)]
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        import audiocpp
+
+        print(f"audiocpp {audiocpp.__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def synthesize(
     ctx: typer.Context,
-    family: Annotated[str | None, typer.Option("--family", "-f", help="Model family (auto-detected from --model when omitted).")] = None,
+    version: Annotated[bool, typer.Option("--version", "-V", is_eager=True, callback=_print_version, help="Print audiocpp's version and exit.")] = False,
+    family: Annotated[str | None, typer.Option("--family", "-f", autocompletion=_family_names, help="Model family (auto-detected from --model when omitted).")] = None,
     task: Annotated[str, typer.Option("--task", help="tts, clon (voice cloning) or design (voice design).")] = "tts",
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model path (package GGUF, HF folder or a family's GGUF), or a name: a Hugging Face repo id (org/name) or a package id, downloaded once into the HF cache. Omit to use the family's demo model.")] = None,
     revision: Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of a --model name.")] = None,
@@ -165,6 +181,17 @@ def download_cmd(
 
     download_from_cli(name, list_=list_, as_json=as_json, family=family, revision=revision, cache_dir=cache_dir,
                       progress=progress)
+
+
+@app.command("kernels")
+def kernels_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Say which kernel is building and, for a failure, the compiler's output.")] = False,
+) -> None:
+    """Build the C++ kernels this CPU supports (set-up does this once) and say for each what happened."""
+    from .kernels_cmd import kernels_from_cli
+
+    raise typer.Exit(kernels_from_cli(as_json=as_json, verbose=verbose))
 
 
 @app.command("serve")

@@ -79,9 +79,17 @@ def read_text(args: RunArgs) -> str:
             raise UsageError(f"--text-file {str(args.text_file)!r} is not UTF-8 text",
                              hint="convert it, e.g. `iconv -t UTF-8 FILE`") from None
     if args.text is not None and args.text != "-":
+        try:
+            args.text.encode("utf-8")
+        except UnicodeEncodeError:  # bytes the locale could not decode arrive as lone surrogates
+            raise UsageError("--text is not UTF-8 text", hint="convert it, e.g. `iconv -t UTF-8`, or pass it "
+                             "with --text-file") from None
         return args.text
     if args.text == "-" or not sys.stdin.isatty():
-        return sys.stdin.read()
+        try:
+            return sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError:
+            raise UsageError("the text on stdin is not UTF-8", hint="convert it, e.g. `iconv -t UTF-8`") from None
     raise UsageError("no text given", hint="pass --text \"...\", --text-file FILE, or pipe text on stdin")
 
 
@@ -118,8 +126,8 @@ def _check_outputs(args: RunArgs, task: Task, mode: Mode) -> str:
     if is_stdout(args.out):
         fmt = stdout_format(args.fmt, mode is Mode.STREAMING)
     else:
+        check_out_file(args.out, "--out")  # a folder is said to be one before its extension is read
         fmt = output_format(args.out, args.fmt)
-        check_out_file(args.out, "--out")
     check_sample_rate(args.sample_rate, fmt)
     if args.out_dir is not None:
         check_out_dir(args.out_dir)
@@ -132,7 +140,7 @@ def _check_outputs(args: RunArgs, task: Task, mode: Mode) -> str:
 
 
 def _check_inputs(args: RunArgs, task: Task) -> None:
-    from audiocpp.engine.session import check_voice_inputs
+    from audiocpp.engine.request_rules import check_voice_inputs
 
     if args.voice_ref is not None:
         check_input_file(args.voice_ref, "--voice-ref")
@@ -186,13 +194,21 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
                 cues: list[Cue] | None = None) -> None:
     """``text``: the whole text; None: the cues of ``--srt``, or sentences read from stdin as they come."""
     from audiocpp.engine.audio.io import audio_duration, write_audio
+    from audiocpp.engine.loader import ModelRef, load_planned, plan_load
+    from audiocpp.engine.nn.jit import build_seconds
     from audiocpp.engine.progress import Progress
-    from audiocpp.engine.registry import load_chosen, resolve_family
-    from audiocpp.engine.session import REFERENCE_CAP_OPTION, check_reference_length
+    from audiocpp.engine.request_rules import (
+        REFERENCE_CAP_OPTION,
+        ReferenceInputs,
+        check_prompt_transcript,
+        check_reference_length,
+        check_request,
+    )
     from audiocpp.engine.spec.options import resolve_options
 
     from .pipes import AudioOutput, merge_results, read_segments
 
+    kernel_seconds = build_seconds()
     # --out -: from here on fd 1 is stderr and the audio has the real stdout to itself.
     output = AudioOutput(args.out, fmt, streaming=mode is Mode.STREAMING, target_rate=args.sample_rate)
     info = output.info
@@ -204,28 +220,26 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
         load_options["codec"] = str(args.codec)
     if args.device is not None:
         load_options["device"] = args.device
-    if "device" in load_options:  # a device this machine lacks is a usage error before any loading
-        from audiocpp.engine.device import resolve_device
-
-        resolve_device(load_options["device"])
     request = build_request(args, text or "", request_options)
 
-    from audiocpp.engine.hub import resolve_model
+    # The model named (a path, or a name downloaded once), its family, and everything the loader
+    # checks before the (slow) load; then what the request itself can be checked against the spec.
+    plan = plan_load(ModelRef(args.model, args.family, args.revision, args.cache_dir, args.progress), load_options)
+    spec = plan.spec
+    check_supported(spec, task, mode)
+    check_session_prefixes(session_options, plan.family)
+    resolve_options(spec, "session", session_options, fill_defaults=False)
+    options = resolve_options(spec, "request", {**request_options, **request.first_class_options()})
+    check_request(spec, task, ReferenceInputs.of(spec, options, voice=args.voice_ref is not None,
+                                                 voice_prompt=args.voice_prompt is not None))
+    if args.voice_prompt is not None:  # the file's container, its family and transcript: before loading
+        from audiocpp.engine.voice_prompt import read_prompt_dict
 
-    # A model name (repo id, package id) becomes its cached or downloaded snapshot; paths stay paths.
-    model_arg = resolve_model(args.model, family=args.family, revision=args.revision, cache_dir=args.cache_dir,
-                              progress=args.progress, runnable_only=True)
-    plugin = resolve_family(model_arg, args.family)
-    plugin.ensure_runnable()
-    # Validate what can be validated before the (slow) model load.
-    check_supported(plugin.spec, task, mode)
-    check_session_prefixes(session_options, plugin.name)
-    resolve_options(plugin.spec, "session", session_options, fill_defaults=False)
-    options = resolve_options(plugin.spec, "request", {**request_options, **request.first_class_options()})
+        check_prompt_transcript(spec, str(read_prompt_dict(args.voice_prompt, family=plan.family).get("ref_text") or ""))
     if cues is not None:
         from .dubbing import check_dubbing
 
-        check_dubbing(plugin.spec, request_options)
+        check_dubbing(spec, request_options)
     if args.voice_ref is not None:
         duration = audio_duration(args.voice_ref)
         if duration is None:  # an unreadable header: reading the file says why, with a hint
@@ -235,15 +249,11 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
         if duration is not None:
             check_reference_length(duration, options.get(REFERENCE_CAP_OPTION), name=repr(str(args.voice_ref)),
                                    transcript=bool((args.reference_text or "").strip()))
-    model_path = model_arg if model_arg is not None else plugin.demo_model_path()
-    if model_path is None:
-        raise UsageError(f"family {plugin.name!r} has no demo model", hint="pass --model PATH")
-    if args.model is None:
-        print(f"note: no --model given; using the {plugin.name} demo model (random weights: the audio is not speech)",
-              file=sys.stderr)
-    model = load_chosen(plugin, model_path, load_options, chosen=args.family is not None and model_arg is not None)
+    if plan.note:
+        print(f"note: {plan.note}", file=sys.stderr)
+    model = load_planned(plan)
     if args.voice_prompt_out is not None and not model.supports_voice_prompts:
-        raise UsageError(f"{plugin.name} does not save voice prompts", hint="drop --voice-prompt-out")
+        raise UsageError(f"{plan.family} does not save voice prompts", hint="drop --voice-prompt-out")
     session = model.create_session(task, mode, session_options)
 
     progress = Progress(enabled=args.progress)
@@ -297,6 +307,11 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
     if args.metrics:
         for key, value in result.metrics.as_dict().items():
             print(f"{key}={value}", file=info)
+        from audiocpp.engine.nn.jit import build_seconds
+
+        built = build_seconds() - kernel_seconds
+        if built > 0.05:  # a kernel compiled while loading (set-up builds them: `audiocpp kernels`)
+            print(f"kernel_build_s={built:.2f}", file=info)
 
 
 def _folders_to_create(folder: Path | None) -> list[Path]:

@@ -7,8 +7,9 @@ does not import torch.
 
 from .errors import AudiocppError, AudioError, ModelError, SpecError, UsageError
 from .hub import download
+from .loader import load
 from .records import AudioBuffer, Metrics, StreamEvent, TaskRequest, TaskResult, VoiceReference
-from .registry import detect_family, families, get_family, load
+from .registry import detect_family, families, get_family
 from .tasks import Mode, Task
 
 __all__ = [

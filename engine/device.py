@@ -170,11 +170,27 @@ def auto_compute_dtype(device: torch.device, layout: str, source: TensorSource |
 
     forced = os.environ.get(COMPUTE_DTYPE_ENV, "").strip()
     if forced and forced.lower() != "auto":
-        from .nn.build import torch_dtype
-
         try:
             return torch_dtype(forced)
         except ValueError as exc:
             raise UsageError(f"{COMPUTE_DTYPE_ENV}={forced!r}: {exc}") from None
     stored = storage_dtype(source) if layout in ("package", "gguf") and source is not None else "F32"
     return default_compute_dtype(device, stored, gpu_dtype=gpu_dtype)
+
+
+def torch_dtype(name: str | torch.dtype | None, default: torch.dtype | None = None) -> torch.dtype:
+    """The torch dtype of a ``compute_dtype`` value (None, ``""`` and ``auto`` -> ``default``, float32
+    unless given: the loaded model's per-device default is :func:`default_compute_dtype`)."""
+    import torch
+
+    from .spec.model import PRESET_SPELLINGS
+
+    if name is None or name == "" or (isinstance(name, str) and name.strip().lower() == "auto"):
+        return torch.float32 if default is None else default
+    if isinstance(name, torch.dtype):
+        return name
+    spellings = PRESET_SPELLINGS["compute_dtype"]
+    canonical = spellings.get(str(name).strip().lower())
+    if canonical is None:
+        raise ValueError(f"unknown compute dtype {name!r} (use one of: {', '.join(spellings)})")
+    return getattr(torch, canonical)

@@ -65,18 +65,14 @@ class FamilyPlugin:
                 hint="run `audiocpp families` to see which families can run",
             )
 
-    def load(self, path: str | Path | None, load_options: dict[str, Any] | None = None) -> LoadedModel:
-        """Check the status, parse load options against the spec, then call :meth:`_load` with a
-        path (``None``: :meth:`demo_model_path`) and the typed load options (defaults filled in)."""
-        from .errors import UsageError
+    def load(self, path: str | Path, load_options: dict[str, Any] | None = None) -> LoadedModel:
+        """Check the status, parse load options against the spec, then call :meth:`_load` with the
+        path and the typed load options (defaults filled in). Front ends load through
+        ``engine.loader`` (names, detection, the demo model, checks); this is the family's part."""
         from .spec.options import resolve_options
 
         self.ensure_runnable()
         options = resolve_options(self.spec, "load", load_options)
-        if path is None:
-            path = self.demo_model_path()
-            if path is None:
-                raise UsageError(f"family {self.name!r} has no demo model", hint="pass the model's path")
         return self._load(Path(path), options)
 
     def _load(self, path: Path, options: dict[str, Any]) -> LoadedModel:

@@ -78,6 +78,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # for type checkers and editors; at run time the names above load lazily
     from .batching.ops import Op, relay
     from .detect import Evidence, PathFacts
+    from .device import torch_dtype
     from .errors import (
         AudiocppError,
         AudiocppWarning,
@@ -88,7 +89,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names above 
         UsageError,
     )
     from .model import LoadedModel
-    from .nn.build import PerDtype, build_on_meta, load_on_meta, torch_dtype
+    from .nn.build import PerDtype, build_on_meta, load_on_meta
     from .packaging.plan import PackagePlan
     from .plugin import FamilyPlugin
     from .progress import Progress

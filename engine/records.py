@@ -10,11 +10,15 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
+from .progress import NullProgress, Progress
 from .tasks import Mode, Task
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(repr=False)
@@ -212,3 +216,54 @@ class ModelInfo:
     num_tensors: int = 0
     embedded_files: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PreparedRequest:
+    """A validated request, what ``Session._synthesize`` receives.
+
+    ``options``: every request option of the spec by its full name (``seed``, ``mytts.gain``), typed,
+    defaults filled in (None where the spec has no default). ``seed``: the request's seed (drawn at
+    random when the request gave none; only a spec that declares ``seed`` lets callers set it).
+    ``voice``: the reference audio (mono float32, its own rate) or None; ``voice_prompt``: a loaded
+    prompt or None; ``progress``: call ``start(label, total)`` and ``advance()``.
+    """
+
+    text: str
+    task: Task
+    mode: Mode
+    options: dict[str, Any]
+    seed: int
+    voice: AudioBuffer | None = None
+    voice_prompt: VoicePrompt | None = None
+    progress: Progress = field(default_factory=NullProgress)
+
+    @property
+    def streaming(self) -> bool:
+        return self.mode is Mode.STREAMING
+
+    def generator(self) -> torch.Generator:
+        """A CPU ``torch.Generator`` seeded with the request seed.
+
+        Seeded like ``torch.manual_seed(seed)``, it yields the same stream as torch's
+        global CPU generator, so draws taken in upstream's order and shapes reproduce
+        upstream's seeded runs.
+        """
+        import torch
+
+        gen = torch.Generator(device="cpu")
+        gen.manual_seed(self.seed)
+        return gen
+
+
+@dataclass
+class Synthesis:
+    """What a family's generator returns when it is done: the whole ``audio``; its ``chunks`` (the
+    long-form or streamed pieces, in order; ``TaskResult.chunks``, the files of ``--out-dir`` in
+    offline mode); a prepared ``voice_prompt`` to save (``--voice-prompt-out``); ``details`` for
+    parity tests and power users. Without ``chunks`` the metrics count the pieces it yielded."""
+
+    audio: AudioBuffer
+    chunks: list[AudioBuffer] = field(default_factory=list)
+    voice_prompt: VoicePrompt | None = None
+    details: dict[str, Any] = field(default_factory=dict)

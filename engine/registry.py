@@ -10,12 +10,10 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
 
 from .detect import PathFacts
 from .errors import AudiocppError, ModelError, UsageError
 from .plugin import FamilyPlugin
-from .spec.model import ModelSpec
 
 GROUP = "audiocpp.families"
 
@@ -77,15 +75,6 @@ def distribution(name: str) -> str | None:
     """The name of the distribution (what ``pip install`` takes) that registered family ``name``."""
     _discover()
     return _DISTRIBUTIONS.get(name)
-
-
-def spec_location(spec: ModelSpec) -> str:
-    """Where ``spec`` lives, for hints: the file of the installed plugin whose spec it is (an
-    out-of-tree family's own package file, ``.../audiocpp/model_specs/<family>.json`` for built-ins)."""
-    plugin = families().get(spec.family)
-    if plugin is not None and plugin.spec == spec:
-        return str(plugin.spec_path)
-    return f"of family {spec.family!r}"
 
 
 def families() -> dict[str, FamilyPlugin]:
@@ -192,32 +181,6 @@ def _check_family_of_package(path: str | Path, plugin: FamilyPlugin) -> None:
                      hint=f"drop --family (the package names its family) or pass --family {embedded}")
 
 
-def load_chosen(plugin: FamilyPlugin, path: str | Path, options: dict[str, Any] | None, *, chosen: bool):
-    """``plugin.load``; when the user chose the family and the files are not its, the error says
-    which family's files they look like (a family may read another's files, so this is only asked
-    after loading failed)."""
-    try:
-        return plugin.load(path, options)
-    except ModelError as error:
-        other = _detected_elsewhere(path, plugin) if chosen else None
-        if other is None:
-            raise
-        raise ModelError(error.message, hint=f"{str(path)!r} looks like a {other} model: drop --family "
-                         f"(the family is detected) or pass --family {other}") from None
-
-
-def _detected_elsewhere(path: str | Path, plugin: FamilyPlugin) -> str | None:
-    """The one other family whose files ``path`` holds, when ``plugin`` does not recognise them."""
-    try:
-        facts = PathFacts.read(path)
-    except AudiocppError:
-        return None
-    if plugin.detect(facts) is not None:
-        return None
-    others = [name for name, other in families().items() if other is not plugin and other.detect(facts) is not None]
-    return others[0] if len(others) == 1 else None
-
-
 def resolve_family(path: str | Path | None, family: str | None) -> FamilyPlugin:
     if family:
         plugin = get_family(family)
@@ -227,39 +190,3 @@ def resolve_family(path: str | Path | None, family: str | None) -> FamilyPlugin:
     if path is None:
         raise UsageError("no model given", hint="pass --model PATH, or --family NAME to use its demo model")
     return detect_family(path)
-
-
-def load(
-    path: str | Path | None = None,
-    *,
-    family: str | None = None,
-    load_options: dict[str, Any] | None = None,
-    revision: str | None = None,
-    cache_dir: str | Path | None = None,
-):
-    """Load a model: ``audiocpp.engine.load("model.gguf")``. The family is detected unless given;
-    ``load(family="omnivoice")`` loads the family's demo model (random weights, not speech).
-    Errors name ``load()``'s arguments, not the CLI's flags."""
-    from .errors import AudiocppError, python_wording
-    from .memory import return_freed_memory
-
-    try:
-        if path is None and family is None:
-            raise UsageError("load() needs a model path or a family",
-                             hint="load('model.gguf'), or load(family='omnivoice') for its demo model")
-        from .hub import resolve_model
-
-        # A name (a repo id such as "openbmb/VoxCPM2", a spec's package id) is downloaded once into the
-        # Hugging Face cache (engine.hub); a str that is an existing path stays a path.
-        path = resolve_model(path, family=family, revision=revision, cache_dir=cache_dir, runnable_only=True)
-        plugin = resolve_family(path, family)
-        if path is None:
-            path = plugin.demo_model_path()
-            if path is None:
-                raise UsageError(f"family {plugin.name!r} has no demo model",
-                                 hint=f"pass the model's path: load(PATH, family={plugin.name!r})")
-        model = load_chosen(plugin, path, load_options, chosen=family is not None)
-        return_freed_memory()
-        return model
-    except AudiocppError as error:
-        raise python_wording(error) from None

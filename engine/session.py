@@ -12,7 +12,6 @@ from __future__ import annotations
 import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Hashable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,55 +19,31 @@ from . import fs
 from .errors import AudiocppWarning, UsageError
 from .guard import model_guard
 from .progress import NullProgress, Progress
-from .records import AudioBuffer, StreamEvent, TaskRequest, TaskResult, VoicePrompt, VoiceReference
+from .records import (
+    AudioBuffer,
+    PreparedRequest,
+    StreamEvent,
+    Synthesis,
+    TaskRequest,
+    TaskResult,
+    VoicePrompt,
+    VoiceReference,
+)
+from .request_rules import (
+    REFERENCE_CAP_OPTION,
+    ReferenceInputs,
+    check_prompt_transcript,
+    check_reference_length,
+    check_request,
+    check_text,
+)
 from .spec.options import resolve_options
 from .tasks import Mode, Task
 
 if TYPE_CHECKING:
-    import torch
 
     from .batching import BatchResults, Op, RowEvent
     from .model import LoadedModel
-
-#: The request option that caps reference audio, declared by every spec with cloning.
-REFERENCE_CAP_OPTION = "max_reference_seconds"
-
-
-def check_voice_inputs(task: Task, *, voice: bool, voice_prompt: bool, reference_text: bool) -> None:
-    """The rules on reference inputs that hold in every family (the CLI checks them before loading):
-    a reference voice or saved prompt only for cloning, not both, and a transcript only with audio."""
-    if voice and voice_prompt:
-        raise UsageError("give either --voice-ref or --voice-prompt, not both",
-                         hint="a saved voice prompt already holds its reference audio and transcript")
-    if task is not Task.CLONE and (voice or voice_prompt):
-        what = "reference audio (--voice-ref)" if voice else "voice prompt (--voice-prompt)"
-        raise UsageError(f"task {task.cli_name!r} takes no {what}", hint="use --task clon to clone a voice")
-    if reference_text and not voice:
-        raise UsageError(
-            "--reference-text needs --voice-ref (the audio it transcribes)",
-            hint="a --voice-prompt carries its own transcript; drop --reference-text"
-            if voice_prompt else "pass --voice-ref FILE with --task clon, or drop --reference-text",
-        )
-
-
-def check_reference_length(duration: float, cap: float | None, *, transcript: bool, name: str) -> bool:
-    """Whether a reference of ``duration`` seconds must be cut to the cap (``None`` or 0: no cap).
-
-    Upstream OmniVoice cuts references over 20 s at a pause, but only without a transcript:
-    a cut reference would no longer match its transcript, so one over the cap with a
-    transcript is refused instead.
-    """
-    if not cap or duration <= cap:
-        return False
-    if transcript:
-        raise UsageError(
-            f"the reference audio {name} is {duration:.1f} s long, over the {cap:g} s cap for references "
-            "(request option max_reference_seconds); cut with its transcript it would no longer match",
-            hint="use a 3-20 s clip of it with that clip's transcript, or raise the cap: "
-            f"--request-option {REFERENCE_CAP_OPTION}=N (0: no cap)",
-        )
-    return True
-
 
 def cap_reference(audio: AudioBuffer, cap: float, name: str) -> AudioBuffer:
     """``audio`` cut at a pause to at most 3/4 of ``cap`` seconds (at ``cap`` = 20 s, upstream
@@ -91,57 +66,6 @@ def cap_reference(audio: AudioBuffer, cap: float, name: str) -> AudioBuffer:
         stacklevel=2,
     )
     return trimmed
-
-@dataclass
-class PreparedRequest:
-    """A validated request, what ``Session._synthesize`` receives.
-
-    ``options``: every request option of the spec by its full name (``seed``, ``mytts.gain``), typed,
-    defaults filled in (None where the spec has no default). ``seed``: the request's seed (drawn at
-    random when the request gave none; only a spec that declares ``seed`` lets callers set it).
-    ``voice``: the reference audio (mono float32, its own rate) or None; ``voice_prompt``: a loaded
-    prompt or None; ``progress``: call ``start(label, total)`` and ``advance()``.
-    """
-
-    text: str
-    task: Task
-    mode: Mode
-    options: dict[str, Any]
-    seed: int
-    voice: AudioBuffer | None = None
-    voice_prompt: VoicePrompt | None = None
-    progress: Progress = field(default_factory=NullProgress)
-
-    @property
-    def streaming(self) -> bool:
-        return self.mode is Mode.STREAMING
-
-    def generator(self) -> torch.Generator:
-        """A CPU ``torch.Generator`` seeded with the request seed.
-
-        Seeded like ``torch.manual_seed(seed)``, it yields the same stream as torch's
-        global CPU generator, so draws taken in upstream's order and shapes reproduce
-        upstream's seeded runs.
-        """
-        import torch
-
-        gen = torch.Generator(device="cpu")
-        gen.manual_seed(self.seed)
-        return gen
-
-
-@dataclass
-class Synthesis:
-    """What a family's generator returns when it is done: the whole ``audio``; its ``chunks`` (the
-    long-form or streamed pieces, in order; ``TaskResult.chunks``, the files of ``--out-dir`` in
-    offline mode); a prepared ``voice_prompt`` to save (``--voice-prompt-out``); ``details`` for
-    parity tests and power users. Without ``chunks`` the metrics count the pieces it yielded."""
-
-    audio: AudioBuffer
-    chunks: list[AudioBuffer] = field(default_factory=list)
-    voice_prompt: VoicePrompt | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-
 
 class Session(ABC):
     """Base class of family sessions (one task and mode, typed session options)."""
@@ -212,9 +136,7 @@ class Session(ABC):
 
     # -- preparation -----------------------------------------------------------------
     def prepare(self, request: TaskRequest, *, progress: Progress | None = None) -> PreparedRequest:
-        text = request.text if isinstance(request.text, str) else ""
-        if not text.strip():
-            raise UsageError("the text to synthesize is empty", hint="pass --text, --text-file or text on stdin")
+        text = check_text(request.text)
         raw = dict(request.options)
         for name, value in request.first_class_options().items():
             if name in raw and str(raw[name]) != str(value):
@@ -228,13 +150,15 @@ class Session(ABC):
             seed = secrets.randbits(63)
             if "seed" in options:
                 options["seed"] = seed
-        check_voice_inputs(self.task, voice=request.voice is not None, voice_prompt=request.voice_prompt is not None,
-                           reference_text=bool(str(options.get("reference_text") or "").strip()))
+        check_request(self.spec, self.task, ReferenceInputs.of(
+            self.spec, options, voice=request.voice is not None, voice_prompt=request.voice_prompt is not None))
         voice = None
         if request.voice is not None:
             voice = self.read_voice(request.voice)
             voice = self._cap_reference(voice, options, request.voice)
         voice_prompt = self._resolve_voice_prompt(request.voice_prompt)
+        if voice_prompt is not None:
+            check_prompt_transcript(self.spec, voice_prompt.ref_text)
         prepared = PreparedRequest(
             text=text,
             task=self.task,
@@ -245,19 +169,8 @@ class Session(ABC):
             voice_prompt=voice_prompt,
             progress=progress or NullProgress(),
         )
-        if self.task is Task.CLONE and voice is None and voice_prompt is None and not self._has_audio_option(options):
-            raise UsageError(
-                f"task 'clon' needs a reference voice for {self.family}",
-                hint="pass --voice-ref FILE (and --reference-text with its transcript) or --voice-prompt FILE",
-            )
         self._validate(prepared)
         return prepared
-
-    def _has_audio_option(self, options: dict[str, Any]) -> bool:
-        return any(
-            row.type in ("audio_path", "audio_path_list") and options.get(row.name)
-            for row in self.spec.options.request
-        )
 
     def _resolve_voice_prompt(self, value: str | Path | VoicePrompt | None) -> VoicePrompt | None:
         if value is None:

@@ -1,5 +1,6 @@
-"""The models a server serves: loaded once at start through the public API, each addressed by
-a name (given as ``name=PATH``, else derived from the file or folder name)."""
+"""The models a server serves: loaded once at start through the engine's one load path
+(``engine.loader``: a path or a name downloaded once, as the main command takes it), each addressed
+by a name (given as ``name=MODEL``, else derived from the file, folder or repo name)."""
 
 from __future__ import annotations
 
@@ -22,9 +23,10 @@ PATH_TYPES = ("path", "audio_path", "path_list", "audio_path_list")
 
 @dataclass
 class ModelArg:
-    """One ``--model`` value: ``PATH`` or ``name=PATH`` (``None`` path: the family's demo model)."""
+    """One ``--model`` value: ``MODEL`` or ``name=MODEL``, a path or a name (a Hugging Face repo id,
+    a package id) as the main command takes it (``None``: the family's demo model)."""
 
-    path: Path | None
+    model: str | None
     name: str | None = None
 
     @classmethod
@@ -32,9 +34,14 @@ class ModelArg:
         name, sep, rest = text.partition("=")
         if sep and NAME_RE.match(name) and not Path(text).expanduser().exists():
             if not rest:
-                raise UsageError(f"--model {text!r} names no path", hint="write --model NAME=PATH")
-            return cls(Path(rest).expanduser(), name)
-        return cls(Path(text).expanduser())
+                raise UsageError(f"--model {text!r} names no model", hint="write --model NAME=PATH (or NAME=org/repo)")
+            return cls(_expand(rest), name)
+        return cls(_expand(text))
+
+
+def _expand(text: str) -> str:
+    path = Path(text).expanduser()
+    return str(path) if path.exists() or text.startswith("~") else text
 
 
 @dataclass
@@ -86,7 +93,10 @@ class ServedModel:
         }
 
 
-def _derived_name(path: Path) -> str:
+def _derived_name(model: str, path: Path) -> str:
+    """The file or folder name without ``.gguf``; a name on the hub: its last part (``org/VoxCPM2``: VoxCPM2)."""
+    if model and not Path(model).expanduser().exists():
+        path = Path(model.split("@", 1)[0].rstrip("/"))
     stem = path.name[: -len(".gguf")] if path.name.lower().endswith(".gguf") else path.name
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-.") or "model"
     return name[:64]
@@ -109,50 +119,33 @@ def route_options(options: dict[str, str], family: str, families: set[str]) -> d
     return routed
 
 
-def default_family() -> str:
-    """The family whose demo model ``audiocpp serve`` uses without ``--model``: the first
-    installed family that has one (OmniVoice in this repository), as the main command's demo."""
-    from audiocpp.engine.plugin import FamilyPlugin
-    from audiocpp.engine.registry import families
-
-    for name, plugin in sorted(families().items()):
-        if type(plugin).demo_model_path is not FamilyPlugin.demo_model_path and plugin.spec.runnable:
-            return name
-    raise UsageError("no installed family has a demo model", hint="pass --model PATH")
-
-
 def load_models(args: list[ModelArg], family: str | None, session_options: dict[str, str],
                 load_options: dict[str, str]) -> dict[str, ServedModel]:
-    """Load every ``--model`` (or the demo model), validating options before the slow loads."""
-    from audiocpp.engine.registry import resolve_family
+    """Load every ``--model`` (or the demo model): all planned (names downloaded, families chosen,
+    options checked) before the first slow load."""
+    from audiocpp.engine.loader import ModelRef, check_load_options, load_planned, plan_load
     from audiocpp.engine.spec.options import resolve_options
 
     if not args:
         args = [ModelArg(None)]
-    plugins = []
-    for arg in args:
-        if arg.path is not None and not arg.path.exists():
-            raise UsageError(f"--model {str(arg.path)!r} does not exist", hint="check the path")
-        plugin = resolve_family(arg.path, family or (default_family() if arg.path is None else None))
-        plugin.ensure_runnable()
-        plugins.append(plugin)
-    names: dict[str, ServedModel] = {}
-    families = {p.name for p in plugins}
+    plans = [plan_load(ModelRef(arg.model, family, default_demo=True)) for arg in args]
+    families = {plan.family for plan in plans}
     planned = []
-    for arg, plugin in zip(args, plugins):
-        sess = route_options(session_options, plugin.name, families)
-        load = route_options(load_options, plugin.name, families)
-        resolve_options(plugin.spec, "session", sess, fill_defaults=False)
-        resolve_options(plugin.spec, "load", load, fill_defaults=False)
-        name = arg.name or (f"{plugin.name}-demo" if arg.path is None else _derived_name(arg.path))
-        if name in names or any(name == p[0] for p in planned):
+    names: set[str] = set()
+    for arg, plan in zip(args, plans):
+        sess = route_options(session_options, plan.family, families)
+        load = route_options(load_options, plan.family, families)
+        resolve_options(plan.spec, "session", sess, fill_defaults=False)
+        check_load_options(plan.plugin, load)
+        plan.load_options = load
+        name = arg.name or (f"{plan.family}-demo" if plan.demo else _derived_name(arg.model or "", plan.path))
+        if name in names:
             raise UsageError(f"two models are named {name!r}", hint="name them: --model NAME=PATH")
-        planned.append((name, arg, plugin, sess, load))
-    for name, arg, plugin, sess, load in planned:
-        path = arg.path if arg.path is not None else plugin.demo_model_path()
-        if arg.path is None:
-            print(f"note: no --model given; serving the {plugin.name} demo model as {name!r} "
-                  "(random weights: the audio is not speech)", file=sys.stderr)
-        model = plugin.load(path, load)
-        names[name] = ServedModel(name, model, sess, demo=arg.path is None)
-    return names
+        names.add(name)
+        planned.append((name, plan, sess))
+    served: dict[str, ServedModel] = {}
+    for name, plan, sess in planned:
+        if plan.note:
+            print(f"note: {plan.note.replace('using', 'serving', 1)} as {name!r}", file=sys.stderr)
+        served[name] = ServedModel(name, load_planned(plan), sess, demo=plan.demo)
+    return served

@@ -211,13 +211,6 @@ def _error_event(error: BaseException) -> Event:
     return Error(text=error.message, code=error.code or "error").event()
 
 
-def listen(host: str, port: int) -> socket.socket:
-    """The Wyoming socket, bound before the models load (a taken port fails at once)."""
-    from .cli import listen as listen_tcp
-
-    return listen_tcp(host, port, flag="--wyoming-port")
-
-
 async def start(state: ServerState, sock: socket.socket) -> asyncio.AbstractServer:
     """Serve Wyoming connections on ``sock`` in the running event loop."""
 

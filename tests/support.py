@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,13 @@ REF_ENVS = Path(os.environ.get("AUDIOCPP_REF_ENVS", REPO / ".ref-envs"))
 
 def cli_path() -> Path:
     return Path(sys.executable).parent / "audiocpp"
+
+
+def sigint_restored() -> None:
+    """``preexec_fn`` for a child a test sends Ctrl-C (SIGINT): its handler back to the default. A
+    suite started in the background (``pytest &``, a CI job) runs with SIGINT ignored, children
+    inherit that, and Python then installs no KeyboardInterrupt handler at all."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_cli(*args: str | Path, input: str | None = None, cwd: Path | None = None,

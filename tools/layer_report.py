@@ -6,8 +6,9 @@ crosses.
 
 - **import cycles**: strongly connected groups of audiocpp modules in the graph of imports that run
   (imports under ``if TYPE_CHECKING:`` are left out: they never execute), from the source, by AST;
-- **layer rule**: the engine imports no command line, server or batch module; a family imports only
-  the engine and its variant base (``audiocpp.families.<base>``), never another family's internals;
+- **layer rule**: the engine imports no command line, server or batch module; the server and batch
+  jobs import no command-line module; a family imports only the engine and its variant base
+  (``audiocpp.families.<base>``), never another family's internals;
 - **``--trace``**: runs ``audiocpp --family omnivoice --text ... --out x.wav`` on the demo model in
   this process under ``sys.setprofile`` and lists the audiocpp modules the request passes through
   from ``run_request`` to the written file, in order: how many distinct ones, and how many times
@@ -69,9 +70,10 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            found.add(target)
-            for alias in node.names:
-                found.add(f"{target}.{alias.name}")
+            submodules = [f"{target}.{alias.name}" for alias in node.names if f"{target}.{alias.name}" in known]
+            found.update(submodules)  # "from pkg import mod" imports mod (pkg itself is its parent)
+            if len(submodules) < len(node.names):  # names defined in the module itself
+                found.add(target)
         for child in ast.iter_child_nodes(node):
             visit(child)
 
@@ -139,6 +141,8 @@ def layer_violations(edges: dict[str, set[str]]) -> list[str]:
         for target in targets:
             if name.startswith("audiocpp.engine") and target.startswith(ABOVE_ENGINE):
                 bad.append(f"{name} -> {target} (the engine imports nothing above it)")
+            if name.startswith(("audiocpp.server", "audiocpp.batch")) and target.startswith("audiocpp.cli"):
+                bad.append(f"{name} -> {target} (the command line sits above the server and batch jobs)")
             if name.startswith("audiocpp.families."):
                 family = name.split(".")[2]
                 if target.startswith(ABOVE_ENGINE):

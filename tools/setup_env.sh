@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates or refreshes the project virtualenv .venv: the pinned CPU torch wheel first, then
-# audiocpp itself (editable) with its test extras. Idempotent: a stamp of the inputs makes a
-# second run a no-op. Usage: tools/setup_env.sh [--quiet]
+# audiocpp itself (editable) with its test extras, then its C++ kernels (`audiocpp kernels`).
+# Idempotent: a stamp of the inputs makes a second run a no-op. Usage: tools/setup_env.sh [--quiet]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -32,5 +32,10 @@ log "installing $TORCH_PIN"
 log "installing audiocpp (editable) with test extras"
 "$venv/bin/python" -m pip install "${pipq[@]}" -e ".[test]" 2>&1 | grep -v "^WARNING: Location" >&2 || true
 "$venv/bin/python" -c "import audiocpp.engine" || { echo "[setup] audiocpp failed to install" >&2; exit 1; }
+# The C++ kernels (Q8_0/Q4_0 and bf16-weight linears), compiled now rather than inside a first
+# synthesis; a kernel that does not build leaves audiocpp on its slower fallback, not broken.
+log "building the C++ kernels (audiocpp kernels)"
+if [ "$quiet" = 1 ]; then kernels_out=/dev/null; else kernels_out=/dev/stderr; fi
+"$venv/bin/audiocpp" kernels >"$kernels_out" 2>&1 || echo "[setup] a kernel did not build (audiocpp runs without it, slower): see \`audiocpp kernels --verbose\`" >&2
 echo "$want" > "$stamp"
 log "ready: $venv"

@@ -26,8 +26,8 @@ from .loop import BatchLoop, Cancelled, RowEvent
 if TYPE_CHECKING:
     from ..model import LoadedModel
     from ..progress import Progress
-    from ..records import StreamEvent, TaskRequest, TaskResult
-    from ..session import PreparedRequest, Session
+    from ..records import PreparedRequest, StreamEvent, TaskRequest, TaskResult
+    from ..session import Session
 
 
 class BatchJob:

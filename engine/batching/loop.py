@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AudiocppWarning
 from ..metrics import Stopwatch, peak_rss_mb
-from ..records import AudioBuffer, Metrics, StreamEvent, TaskResult
+from ..records import AudioBuffer, Metrics, PreparedRequest, StreamEvent, Synthesis, TaskResult
 from .ops import Op
 
 if TYPE_CHECKING:
     from ..progress import Progress
     from ..records import TaskRequest
-    from ..session import PreparedRequest, Session
+    from ..session import Session
 
 
 class Cancelled(Exception):
@@ -61,8 +61,6 @@ class BatchResults(list):
 class _Row:
     def __init__(self, key: Hashable, session: Session, request: TaskRequest | PreparedRequest,
                  progress: Progress | None, queued_s: float) -> None:
-        from ..session import PreparedRequest
-
         self.key, self.session, self.progress = key, session, progress
         self.request = request
         self.queued_s = queued_s
@@ -211,8 +209,6 @@ class BatchLoop:
         return RowEvent(row.key, error=error)
 
     def _finish(self, row: _Row, synthesis: Any) -> RowEvent:
-        from ..session import Synthesis
-
         self._remove(row)
         if not isinstance(synthesis, Synthesis):
             return RowEvent(row.key, error=TypeError(

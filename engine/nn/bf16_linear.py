@@ -10,7 +10,8 @@ about 1e-6, like ``packed_linear``).
 The kernel is a small C++ extension (``engine/nn/kernels/bf16_linear.cpp``) compiled on first use
 (``engine.nn.jit``; ``engine.nn.kernels.build_all`` at set-up); where it cannot be built or run (no
 compiler, no AVX-512) nothing is converted and callers keep their layers.
-:func:`convert_linears` converts only ``nn.Linear`` whose float32 weights are exactly bfloat16 values.
+``engine.nn.linear.fast_linears(module, bf16_weights=True)`` converts only ``nn.Linear`` whose float32
+weights are exactly bfloat16 values (:func:`exactly_bf16`).
 """
 
 from __future__ import annotations
@@ -74,12 +75,3 @@ class BF16WeightLinear(nn.Module):
 
 def exactly_bf16(weight: torch.Tensor) -> bool:
     return weight.dtype == torch.float32 and torch.equal(weight, weight.to(torch.bfloat16).to(torch.float32))
-
-
-def convert_linears(module: nn.Module) -> int:
-    """Replace the float32 CPU ``nn.Linear`` layers under ``module`` whose weights are exactly
-    bfloat16 values by :class:`BF16WeightLinear`; returns how many (0 without the kernel). The
-    choice is ``engine.nn.linear.fast_linears``'s."""
-    from .linear import fast_linears
-
-    return fast_linears(module, packed=False, bf16_weights=True)

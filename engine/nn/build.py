@@ -19,28 +19,11 @@ import torch
 
 from ..errors import ModelError
 from ..memory import return_freed_memory
-from ..spec.model import PRESET_SPELLINGS
 from ..weights.loading import load_module_weights
 from ..weights.source import TensorSource
 
 M = TypeVar("M", bound=torch.nn.Module)
 T = TypeVar("T")
-
-_SPELLINGS = PRESET_SPELLINGS["compute_dtype"]
-
-
-def torch_dtype(name: str | torch.dtype | None, default: torch.dtype = torch.float32) -> torch.dtype:
-    """The torch dtype of a ``compute_dtype`` value (None, ``""`` and ``auto`` -> ``default``: the
-    loaded model's per-device default, ``engine.device.default_compute_dtype``)."""
-    if name is None or name == "" or (isinstance(name, str) and name.strip().lower() == "auto"):
-        return default
-    if isinstance(name, torch.dtype):
-        return name
-    canonical = _SPELLINGS.get(str(name).strip().lower())
-    if canonical is None:
-        raise ValueError(f"unknown compute dtype {name!r} (use one of: {', '.join(_SPELLINGS)})")
-    return getattr(torch, canonical)
-
 
 def build_on_meta(factory: Callable[[], M]) -> M:
     """``factory()`` with its tensors on the meta device (those it creates on an explicit
@@ -82,7 +65,7 @@ def load_on_meta(factory: Callable[[], M], source: TensorSource, *, dtype: torch
     globs = tuple(quantize)
     if globs and dtype in (torch.bfloat16, torch.float16):
         from ..weights.loading import check_module_weights
-        from .quantized import quantize_linears
+        from .linear import quantize_linears
 
         check_module_weights(module, source, what=what, ignore=ignore)
         ignore += tuple(quantize_linears(module, source, globs, dtype=dtype,

@@ -1,7 +1,7 @@
 """Linear layers with oneDNN-packed weights for CPU inference.
 
-``pack_linears(module)`` replaces every ``nn.Linear`` below ``module`` by a
-:class:`PackedLinear` whose weight is reordered once into oneDNN's blocked layout
+``engine.nn.linear.fast_linears(module, packed=True)`` replaces the ``nn.Linear`` layers below
+``module`` by a :class:`PackedLinear` whose weight is reordered once into oneDNN's blocked layout
 (``torch.ops.mkldnn._reorder_linear_weight``) and applied with ``_linear_pointwise``. For the
 small row counts of autoregressive decoding (1 to a few dozen rows) this is much faster than
 the default CPU GEMM: on an AVX-512 machine about 2.4x at one row and 1.4x at 22 rows in
@@ -51,11 +51,3 @@ class PackedLinear(nn.Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, packed=onednn"
-
-
-def pack_linears(module: nn.Module) -> int:
-    """Replace the CPU ``nn.Linear`` layers under ``module`` by :class:`PackedLinear`; returns how
-    many were packed (0 when the build cannot). The choice is ``engine.nn.linear.fast_linears``'s."""
-    from .linear import fast_linears
-
-    return fast_linears(module, packed=True)

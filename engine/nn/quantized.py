@@ -3,8 +3,8 @@
 On a CPU with AVX512-VNNI, Q8_0 and Q4_0 matrices keep their own blocks (8 or 4 bits resident)
 and run on :mod:`engine.nn.q8_0_linear` (int8 rows per block of 32, as ggml computes): the fastest
 and the most accurate path measured here. This module holds the rest; which layer a matrix takes
-is decided in one place, ``engine.nn.linear`` (:func:`quantized_linear` and :func:`quantize_linears`
-here are its entry points for block-quantized weights):
+is decided in one place, ``engine.nn.linear`` (``block_linear`` for one stored matrix,
+``quantize_linears`` for a module):
 
 - Q4_0 maps exactly onto ``torch._weight_int4pack_mm_for_cpu`` (groups of 32, value =
   (nibble - 8) * scale + 0): 4-bit weights resident, bfloat16 rows (:class:`Int4Linear`); 2.8x
@@ -25,7 +25,6 @@ dynamic int8 linear (activations quantized per tensor: 10-12 % error with outlie
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from functools import cache
 
 import numpy as np
@@ -34,7 +33,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..weights.blocks import BlockTensor
-from ..weights.source import TensorSource
 from . import q8_0_linear
 
 #: At most this many rows per call take ``_weight_int8pack_mm`` on the CPU; more rows convert the
@@ -152,28 +150,8 @@ class Int4Linear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, int4 groups of 32 (Q4_0)"
 
 
-#: Every layer type :func:`quantized_linear` makes.
+#: Every quantized layer type (``engine.nn.linear.block_linear`` picks one).
 QUANTIZED_LAYERS = (Int8Linear, Int4Linear, q8_0_linear.Q8_0Linear)
-
-
-def quantized_linear(blocks: BlockTensor, device: torch.device, dtype: torch.dtype) -> nn.Module:
-    """The layer for one stored matrix on ``device``, its scales in ``dtype``: on a CPU with the
-    VNNI kernel :class:`~.q8_0_linear.Q8_0Linear` (Q8_0 and Q4_0 as stored); else Q4_0 on a CPU
-    with torch's int4 kernel -> :class:`Int4Linear`; everything else -> :class:`Int8Linear`
-    (chosen by ``engine.nn.linear.block_linear``)."""
-    from .linear import block_linear
-
-    return block_linear(blocks, device, dtype)
-
-
-def quantize_linears(module: nn.Module, source: TensorSource, patterns: Iterable[str] = ("*",), *,
-                     dtype: torch.dtype = torch.bfloat16, device: torch.device | str = "cpu") -> list[str]:
-    """``engine.nn.linear.quantize_linears``: the ``nn.Linear`` layers of ``module`` matching
-    ``patterns`` whose weight ``source`` stores as a Q8_0 / Q4_0 matrix replaced by quantized
-    layers; returns the weight names replaced."""
-    from .linear import quantize_linears as replace
-
-    return replace(module, source, patterns, dtype=dtype, device=device)
 
 
 def quantized_bytes(module: nn.Module) -> int:

@@ -98,7 +98,7 @@ def build_plan(inputs: dict[str, Path], spec: ModelSpec, spec_json: str | None,
         plan = plugin.package_plan(inputs)
         if spec_given or plan.spec is None:
             plan.spec, plan.spec_json, plan.family = spec, spec_json, spec.family
-        elif plan.spec_json is None and plan.spec == spec:
+        elif plan.spec_json is None and plan.spec.model_dump() == spec.model_dump():  # origins may differ
             plan.spec_json = spec_json
         return plan
     return plan_from_spec(spec, inputs, spec_json=spec_json)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, model_validator
 
 OptionType = Literal[
     "bool", "int", "float", "string", "enum", "path", "audio_path",
@@ -54,6 +54,8 @@ class OptionSpec(_Model):
     max: int | float | None = None
     values: tuple[str, ...] | None = None
     preset: str | None = None
+    #: The option gives reference audio for cloning (``engine.request_rules.reference_options``).
+    reference: bool = False
 
     @property
     def allowed_values(self) -> tuple[str, ...] | None:
@@ -190,13 +192,21 @@ class Quantization(_Model):
 
 class ModelSpec(_Model):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    #: Where the spec was read from (its file, or a package's embedded spec): for messages.
+    _origin: str = PrivateAttr(default="")
+
+    @property
+    def origin(self) -> str:
+        """Where the spec comes from, for hints: its file (``.../model_specs/<family>.json``) or
+        what embedded it; the family's name when built in memory."""
+        return self._origin or f"of family {self.family!r}"
 
     @model_validator(mode="before")
     @classmethod
     def _check_schema(cls, data: Any, info: ValidationInfo) -> Any:
         """Run ``schema.json`` unless the caller did (``context={"schema_checked": True}``)."""
         if not (info.context or {}).get("schema_checked"):
-            from .validate import schema_problems
+            from .schema import schema_problems
 
             problems = schema_problems(data)
             if problems:

@@ -7,7 +7,6 @@ author can find it.
 from __future__ import annotations
 
 import json
-from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -15,29 +14,9 @@ from typing import Any
 from ..errors import SpecError
 from .canonical import option_name_problems
 from .model import PRESETS, ModelSpec
+from .schema import schema, schema_problems  # noqa: F401 - schema: re-exported
 
 NUMERIC = ("int", "float")
-
-
-@cache
-def schema() -> dict[str, Any]:
-    text = resources.files("audiocpp.model_specs").joinpath("schema.json").read_text(encoding="utf-8")
-    return json.loads(text)
-
-
-@cache
-def _validator():
-    import jsonschema
-
-    cls = jsonschema.validators.validator_for(schema())
-    cls.check_schema(schema())
-    return cls(schema(), format_checker=cls.FORMAT_CHECKER)
-
-
-def schema_problems(data: Any) -> list[str]:
-    """What ``schema.json`` finds wrong with ``data``, as ``"<json path>: <message>"``."""
-    errors = sorted(_validator().iter_errors(data), key=lambda e: (list(e.absolute_path), e.message))
-    return [f"{err.json_path}: {_short(err)}" for err in errors]
 
 
 def spec_problems(data: Any, *, expected_family: str | None = None) -> list[str]:
@@ -47,18 +26,6 @@ def spec_problems(data: Any, *, expected_family: str | None = None) -> list[str]
     if problems or not isinstance(data, dict):
         return problems
     return _semantic_problems(data, expected_family)
-
-
-def _short(err: Any) -> str:
-    message = err.message
-    if err.validator in ("oneOf", "anyOf") and err.context:
-        # Prefer the branch written for this kind of value (a string ref vs an object ref).
-        same_type = [e for e in err.context if e.validator != "type"]
-        best = min(same_type or err.context, key=lambda e: len(e.message))
-        message = best.message
-    elif err.validator == "not" and isinstance(err.validator_value, dict) and "required" in err.validator_value:
-        message = "may not combine " + " and ".join(repr(k) for k in err.validator_value["required"])
-    return message if len(message) < 300 else message[:297] + "..."
 
 
 def _semantic_problems(data: dict[str, Any], expected_family: str | None) -> list[str]:
@@ -149,7 +116,9 @@ def validate_spec(data: Any, *, origin: str = "<spec>", expected_family: str | N
             f"model spec {origin} is invalid:\n  {listing}",
             hint="fix the fields at the JSON paths above; the format is described in docs/spec-format.md",
         )
-    return ModelSpec.model_validate(data, context={"schema_checked": True})
+    spec = ModelSpec.model_validate(data, context={"schema_checked": True})
+    spec._origin = origin
+    return spec
 
 
 #: a spec is a few kilobytes; anything far larger is not one (and is refused before parsing)

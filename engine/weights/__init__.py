@@ -24,9 +24,8 @@ _EXPORTS = {
     "package": ("PackageSource", "cache_dir", "is_package"),
     "resolve": ("ResolvedWeights", "resolve_weights"),
     "safetensors_source": ("SafetensorsSource", "ShardedSource"),
-    "source": ("TensorInfo", "TensorSource"),
+    "source": ("PrefixView", "TensorInfo", "TensorSource"),
     "torch_source": ("TorchSource",),
-    "views": ("PrefixView",),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = [
@@ -77,6 +76,5 @@ if TYPE_CHECKING:
     from .package import PackageSource, cache_dir, is_package
     from .resolve import ResolvedWeights, resolve_weights
     from .safetensors_source import SafetensorsSource, ShardedSource
-    from .source import TensorInfo, TensorSource
+    from .source import PrefixView, TensorInfo, TensorSource
     from .torch_source import TorchSource
-    from .views import PrefixView

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -54,9 +55,7 @@ class FolderSource(TensorSource):
 
     format = "folder"
 
-    def __init__(self, folder: str | Path) -> None:
-        from .open import open_weights
-
+    def __init__(self, folder: str | Path, open_checkpoint: Callable[[Path], TensorSource]) -> None:
         self.path = Path(folder)
         checkpoint = root_checkpoint(self.path)
         if checkpoint is None:
@@ -65,7 +64,7 @@ class FolderSource(TensorSource):
                 hint="pass the snapshot folder that holds the model weights, or the weights file itself",
             )
         self.checkpoint = checkpoint
-        self.inner = open_weights(checkpoint)
+        self.inner = open_checkpoint(checkpoint)
         self.metadata = self.inner.metadata
         self.files = sidecar_files(self.path)
 

@@ -28,7 +28,7 @@ def open_weights(path: str | Path) -> TensorSource:
 
         if root_checkpoint(path) is None and (path / "model.gguf").is_file():
             return open_weights(path / "model.gguf")
-        return FolderSource(path)
+        return FolderSource(path, open_weights)
     name = path.name.lower()
     if name.endswith(".gguf"):
         return open_gguf(path)
@@ -39,7 +39,7 @@ def open_weights(path: str | Path) -> TensorSource:
     if name.endswith(".index.json"):
         from .safetensors_source import ShardedSource
 
-        return ShardedSource(path)
+        return ShardedSource(path, open_weights)
     if name.endswith(TORCH_SUFFIXES):
         from .torch_source import TorchSource
 

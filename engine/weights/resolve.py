@@ -260,13 +260,11 @@ def resolve_weights(spec: ModelSpec, path: str | Path, extra_roots: dict[str, Pa
         source, unfit = min(eligible, key=lambda su: len(su[1].problems))
         missing = ", ".join(unfit.problems[:10]) + (f" and {len(unfit.problems) - 10} more"
                                                      if len(unfit.problems) > 10 else "")
-        from ..registry import spec_location
-
         raise ModelError(
             f"{path} does not hold a complete {spec.display_name} model (layout {source.id or source.format!r}): "
             f"missing {missing}",
             hint="download the complete snapshot (or re-create the package); the spec "
-            f"{spec_location(spec)} lists what each layout needs{extra}",
+            f"{spec.origin} lists what each layout needs{extra}",
         )
     reasons = "; ".join(f"{s.id or s.format}: {u.problems[0]}" for s, u in failures)
     raise ModelError(

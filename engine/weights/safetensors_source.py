@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import torch
 
 from ..errors import ModelError
 from .gguf_file import dims_fit
-from .source import TensorInfo, TensorSource, cast, unknown_tensor
+from .source import TensorInfo, TensorSource, cast, still_whole, unknown_tensor
 
 _DTYPES: dict[str, torch.dtype] = {
     "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
@@ -87,17 +88,6 @@ def read_safetensors_header(path: Path) -> tuple[dict[str, tuple[str, tuple[int,
     return entries, (metadata if isinstance(metadata, dict) else {}), data_start
 
 
-def _still_whole(path: Path, needed: int) -> None:
-    """The file still holds ``needed`` bytes (it may have been cut short since it was mapped)."""
-    try:
-        size = path.stat().st_size
-    except OSError:
-        size = -1
-    if size < needed:
-        raise ModelError(f"{path} changed while it was in use: it needs {needed} bytes but now has {max(size, 0)}",
-                         hint="do not rewrite or truncate a model file while audiocpp reads it; load it again")
-
-
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -140,7 +130,7 @@ class SafetensorsSource(TensorSource):
             raise unknown_tensor(self, name)
         from safetensors import SafetensorError
 
-        _still_whole(self.path, self._size)  # a page past the end of a cut mapping is a SIGBUS
+        still_whole(self.path, self._size)  # a page past the end of a cut mapping is a SIGBUS
         try:
             tensor = self._file().get_tensor(name)
         except (SafetensorError, OSError, RuntimeError) as exc:
@@ -160,9 +150,7 @@ def _plain_file_name(name: str) -> bool:
 class ShardedSource(TensorSource):
     """Several files joined by a ``*.index.json`` ``weight_map`` (safetensors or torch shards)."""
 
-    def __init__(self, index_path: str | Path) -> None:
-        from .open import open_weights
-
+    def __init__(self, index_path: str | Path, open_shard: Callable[[Path], TensorSource]) -> None:
         self.path = Path(index_path)
         try:
             index = json.loads(self.path.read_text(encoding="utf-8"))
@@ -189,7 +177,7 @@ class ShardedSource(TensorSource):
             if not shard_path.is_file():
                 raise ModelError(f"{self.path} lists shard {shard!r}, which is missing",
                                  hint=f"download {shard} into {self.path.parent}")
-            shards[shard] = open_weights(shard_path)
+            shards[shard] = open_shard(shard_path)
         self._where: dict[str, TensorSource] = {}
         for name, shard in weight_map.items():
             source = shards[shard]

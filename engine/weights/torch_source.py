@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ..errors import ModelError
-from .source import TensorInfo, TensorSource, cast, dtype_name, unknown_tensor
+from .source import TensorInfo, TensorSource, cast, dtype_name, still_whole, unknown_tensor
 
 #: Top-level keys whose value is the state dict in training checkpoints.
 WRAPPER_KEYS = ("state_dict", "model", "model_state_dict", "module", "generator")
@@ -36,18 +36,25 @@ def load_weights_only(path: Path, *, mmap: bool = True) -> Any:
     if not path.is_file():
         raise ModelError(f"{path} does not exist" if not path.exists() else f"{path} is not a file")
     kwargs: dict[str, Any] = {"map_location": "cpu", "weights_only": True}
+    archive = zipfile.is_zipfile(path)
+    if not archive and not _starts_like_a_pickle(path):
+        raise ModelError(f"{path} is not a PyTorch checkpoint (neither torch.save's zip archive nor a pickle)",
+                         hint="pass a .pth/.bin/.pt file written by torch.save, or another weights format")
     try:
-        if zipfile.is_zipfile(path):
+        if archive:
             _check_archive(path)
             obj = torch.load(path, mmap=mmap, **kwargs)
         else:  # the legacy (pre-1.6) format, read through a reader that never asks for more than the file holds
             with _CappedReader(open(path, "rb", buffering=0)) as fh:  # noqa: SIM115
                 obj = torch.load(fh, **kwargs)
     except pickle.UnpicklingError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        why = _unpickler_reason(str(exc))
+        if not why.startswith("Unsupported global"):
+            raise ModelError(f"{path} is not a readable PyTorch checkpoint (a damaged pickle: {why})",
+                             hint="the file is probably truncated or not a torch.save file; download it again",
+                             ) from None
         raise ModelError(
-            f"{path} cannot be loaded safely: it contains Python objects other than tensors "
-            f"(torch.load(weights_only=True) refused it: {first[:200]})",
+            f"{path} cannot be loaded safely: it holds Python objects other than tensors ({why})",
             hint="audiocpp never unpickles arbitrary objects; convert the checkpoint to safetensors in "
             "an environment you trust (e.g. safetensors.torch.save_file(state_dict, 'model.safetensors'))",
         ) from None
@@ -59,6 +66,19 @@ def load_weights_only(path: Path, *, mmap: bool = True) -> Any:
             hint="the file is probably truncated or not a torch.save file; download it again",
         ) from None
     return obj
+
+
+def _starts_like_a_pickle(path: Path) -> bool:
+    """A legacy torch file is a pickle: it opens with the PROTO opcode (protocol 2 and above)."""
+    with open(path, "rb") as fh:
+        return fh.read(1) == b"\x80"
+
+
+def _unpickler_reason(message: str) -> str:
+    """The one informative line of torch's weights-only refusal (its text around it is advice)."""
+    tail = message.split("WeightsUnpickler error:", 1)[-1].strip()
+    line = next((part.strip() for part in tail.splitlines() if part.strip()), "") or "refused"
+    return line.split(" was not an allowed global")[0][:160]
 
 
 class _CappedReader(io.BufferedReader):
@@ -131,7 +151,5 @@ class TorchSource(TensorSource):
         t = self._tensors.get(name)
         if t is None:
             raise unknown_tensor(self, name)
-        from .safetensors_source import _still_whole
-
-        _still_whole(self.path, self._size)  # reading a mapped page past a cut end is a SIGBUS
+        still_whole(self.path, self._size)  # reading a mapped page past a cut end is a SIGBUS
         return cast(t, dtype)

@@ -20,15 +20,10 @@ if TYPE_CHECKING:
 class Audio8TtsPlugin(FamilyPlugin):
     name = "audio8_tts"
 
-    def _load(self, path: Path | None, options: dict[str, Any]) -> LoadedModel:
-        from audiocpp.engine.errors import UsageError
-
+    def _load(self, path: Path, options: dict[str, Any]) -> LoadedModel:
         from .session import Audio8LoadedModel
         from .weights import load_parts
 
-        if path is None:
-            raise UsageError("audio8_tts needs a model path",
-                             hint="pass --model Audio8-TTS-Preview-0.6b/ (the HF snapshot) or an audio8_tts .gguf")
         return Audio8LoadedModel(self.spec, path, load_parts(self.spec, path, options), options)
 
 

@@ -28,9 +28,9 @@ import numpy as np
 import torch
 
 from audiocpp.engine.batching import relay
+from audiocpp.engine.device import torch_dtype
 from audiocpp.engine.errors import UsageError
 from audiocpp.engine.model import LoadedModel
-from audiocpp.engine.nn.build import torch_dtype
 from audiocpp.engine.records import AudioBuffer
 from audiocpp.engine.session import PreparedRequest, Session, Synthesis
 from audiocpp.engine.spec.model import ModelSpec
@@ -126,9 +126,6 @@ class Audio8Session(Session):
         self.codec = model.parts.codec
 
     # -- validation -------------------------------------------------------------------------------
-    def _has_audio_option(self, options: dict[str, Any]) -> bool:
-        return bool(options.get("multi_reference_cond")) or super()._has_audio_option(options)
-
     def _validate(self, request: PreparedRequest) -> None:
         o = request.options
         multi = o.get("multi_reference_cond")
@@ -138,13 +135,6 @@ class Audio8Session(Session):
         if multi and (request.voice is not None or request.voice_prompt is not None):
             raise UsageError("give either --voice-ref / --voice-prompt or multi_reference_cond, not both",
                              hint="list every reference in multi_reference_cond")
-        if request.voice_prompt is not None and not request.voice_prompt.ref_text.strip():
-            raise UsageError("Audio8 TTS cloning needs the transcript of the reference audio, and the voice "
-                             "prompt has none", hint="encode it with its transcript: `audiocpp codec encode "
-                             "REF.wav --model ... --reference-text '...' --out voice.prompt`")
-        if request.voice is not None and not str(o.get("reference_text") or "").strip():
-            raise UsageError("Audio8 TTS cloning needs the transcript of the reference audio",
-                             hint="pass --reference-text 'the exact words spoken in --voice-ref'")
         if multi:
             self._multi_references(str(multi))  # parse errors before any work
 

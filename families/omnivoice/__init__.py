@@ -21,12 +21,10 @@ if TYPE_CHECKING:
 class OmniVoicePlugin(FamilyPlugin):
     name = "omnivoice"
 
-    def _load(self, path: Path | None, options: dict[str, Any]) -> LoadedModel:
+    def _load(self, path: Path, options: dict[str, Any]) -> LoadedModel:
         from .session import OmniVoiceLoadedModel
         from .weights import load_parts
 
-        if path is None:
-            path = self.demo_model_path()
         return OmniVoiceLoadedModel(self.spec, path, options, load_parts(path, options, spec=self.spec))
 
     def demo_model_path(self) -> Path | None:

@@ -26,9 +26,10 @@ from audiocpp.engine.audio.dsp import cross_fade_chunks, fade_and_pad, peak_norm
 from audiocpp.engine.audio.resample import resample
 from audiocpp.engine.audio.silence import remove_silence
 from audiocpp.engine.batching import Op
+from audiocpp.engine.device import torch_dtype
 from audiocpp.engine.errors import UsageError
 from audiocpp.engine.model import LoadedModel
-from audiocpp.engine.nn.build import PerDtype, torch_dtype
+from audiocpp.engine.nn.build import PerDtype
 from audiocpp.engine.records import AudioBuffer
 from audiocpp.engine.session import PreparedRequest, Session, Synthesis
 from audiocpp.engine.spec.model import ModelSpec
@@ -108,10 +109,6 @@ class OmniVoiceLoadedModel(LoadedModel):
         return AudioBuffer(session.decode(prompt.ref_audio_tokens)[0], self.sample_rate)
 
 
-NO_ASR_HINT = ("OmniVoice needs the transcript of the reference audio: pass --reference-text \"...\" "
-               "(automatic transcription with Whisper is not available: audiocpp does not download models)")
-
-
 class OmniVoiceSession(Session):
     model: OmniVoiceLoadedModel
 
@@ -125,19 +122,9 @@ class OmniVoiceSession(Session):
         opts = request.options
         resolve_language(opts.get("language"))
         resolve_instruct(opts.get("instruct"), use_zh=bool(ZH_RE.search(request.text)))
-        if request.voice is not None and request.voice_prompt is not None:
-            raise UsageError("give either --voice-ref or --voice-prompt, not both")
-        if request.voice is not None and not (opts.get("reference_text") or "").strip():
-            raise UsageError("voice cloning without --reference-text", hint=NO_ASR_HINT)
         if self.task is Task.DESIGN and not (opts.get("instruct") or "").strip():
             raise UsageError("task 'design' needs --instruct with the voice attributes",
                              hint="e.g. --instruct 'female, low pitch, british accent'")
-        if self.task is Task.CLONE and request.voice is None and request.voice_prompt is None:
-            raise UsageError("task 'clon' needs --voice-ref (with --reference-text) or --voice-prompt")
-        if request.voice_prompt is not None and not request.voice_prompt.ref_text.strip():
-            raise UsageError("the voice prompt has no transcript of its reference audio (OmniVoice needs one)",
-                             hint="encode the reference with its transcript: `audiocpp codec encode REF.wav "
-                             "--reference-text '...' --out voice.prompt`")
 
     # -- reference voice -----------------------------------------------------------------
     def prepare_voice(self, audio: AudioBuffer, ref_text: str, preprocess: bool) -> OmniVoicePrompt:

@@ -156,15 +156,11 @@ def _json(weights: ResolvedWeights, key: str) -> dict[str, Any]:
         raise ModelError(f"cannot read {key} of {weights.path}: {exc}") from None
 
 
-def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: ModelSpec | None = None) -> OmniVoiceParts:
+def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: ModelSpec) -> OmniVoiceParts:
     """Resolve ``path`` (load option ``codec``: omnivoice.cpp's codec GGUF), read the configs and
     the tokenizer, and load the LM and the codec in float32, strictly."""
     from audiocpp.engine.tokenizer import load_tokenizer, tokenizer_from_gguf
 
-    if spec is None:
-        from . import plugin
-
-        spec = plugin.spec
     weights = resolve(spec, Path(path), (options or {}).get("codec"))
     lm_src = weights.namespace("weights")
     codec_src = weights.namespace("audio_tokenizer_weights")

@@ -34,15 +34,10 @@ class VoxCPM1Plugin(FamilyPlugin):
             return Evidence(self.name, STRENGTH_CONFIG, "VoxCPM config.json without 'architecture' (upstream: voxcpm)")
         return found
 
-    def _load(self, path: Path | None, options: dict[str, Any]) -> LoadedModel:
-        from audiocpp.engine.errors import UsageError
-
+    def _load(self, path: Path, options: dict[str, Any]) -> LoadedModel:
         from .session import VoxCPM1LoadedModel
         from .weights import load_parts
 
-        if path is None:
-            raise UsageError("voxcpm1 needs a model path",
-                             hint="pass --model VoxCPM-0.5B/ (or VoxCPM1.5/), a voxcpm1 package or a VoxCPM.cpp .gguf")
         return VoxCPM1LoadedModel(self.spec, path, options, load_parts(path, options, spec=self.spec))
 
 

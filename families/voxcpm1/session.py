@@ -35,24 +35,10 @@ class VoxCPM1LoadedModel(VoxCPM2LoadedModel):
 class VoxCPM1Session(VoxCPM2Session):
     model: VoxCPM1LoadedModel
 
-    def _validate(self, request: PreparedRequest) -> None:
-        o = request.options
-        if o.get("reference_text") and request.voice is None:
-            raise UsageError("--reference-text needs --voice-ref (the audio it transcribes)")
-        if request.task is not Task.CLONE and request.voice is not None:
-            raise UsageError(f"task {request.task.cli_name!r} takes no reference audio",
-                             hint="use --task clon --voice-ref FILE --reference-text 'its transcript'")
-        if request.voice is not None and not o.get("reference_text"):
-            raise UsageError(
-                "VoxCPM1 clones by prompt continuation: --voice-ref needs --reference-text (its transcript)",
-                hint="VoxCPM1/1.5 have no reference-only cloning (upstream refuses reference_wav_path for "
-                "them); pass --reference-text 'what is said in the reference audio'",
-            )
-
     def _prompt_parts(self, request: PreparedRequest) -> dict[str, Any]:
         prompt = request.voice_prompt
         if prompt is not None:  # what --voice-ref with --reference-text would have encoded
-            if not prompt.ref_text.strip() or "prompt_latents" not in prompt.tensors:
+            if "prompt_latents" not in prompt.tensors:
                 raise UsageError("VoxCPM1 clones by prompt continuation: the voice prompt needs its transcript",
                                  hint="encode the reference with it: `audiocpp codec encode REF.wav --model ... "
                                  "--reference-text '...' --out voice.prompt`")

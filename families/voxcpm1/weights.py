@@ -156,13 +156,9 @@ def _tokenizer(resolved: ResolvedWeights) -> VoxCPMTokenizer:
     return VoxCPMTokenizer.from_file(resolved.file("tokenizer_json"))
 
 
-def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: ModelSpec | None = None) -> VoxCPM1Parts:
+def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: ModelSpec) -> VoxCPM1Parts:
     """Resolve ``path``, read its config and tokenizer, load the AudioVAE (float32, as upstream)
     and check the generator weights strictly (names and shapes) without loading them."""
-    if spec is None:
-        from . import plugin
-
-        spec = plugin.spec
     resolved = resolve_weights(spec, path)
     cfg = _config(resolved)
     if cfg.architecture != "voxcpm" and resolved.source_id == CPP_SOURCE:

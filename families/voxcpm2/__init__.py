@@ -23,14 +23,10 @@ if TYPE_CHECKING:
 class VoxCPM2Plugin(FamilyPlugin):
     name = "voxcpm2"
 
-    def _load(self, path: Path | None, options: dict[str, Any]) -> LoadedModel:
-        from audiocpp.engine.errors import UsageError
-
+    def _load(self, path: Path, options: dict[str, Any]) -> LoadedModel:
         from .session import VoxCPM2LoadedModel
         from .weights import load_parts
 
-        if path is None:
-            raise UsageError("voxcpm2 needs a model path", hint="pass --model VoxCPM2/ or a voxcpm2 .gguf")
         return VoxCPM2LoadedModel(self.spec, path, options, load_parts(path, options, spec=self.spec))
 
 

@@ -27,17 +27,13 @@ import numpy as np
 import torch
 
 from audiocpp.engine.batching import relay
+from audiocpp.engine.device import torch_dtype
 from audiocpp.engine.errors import UsageError
 from audiocpp.engine.model import LoadedModel
-from audiocpp.engine.nn.build import PerDtype, torch_dtype
+from audiocpp.engine.nn.build import PerDtype
 from audiocpp.engine.records import AudioBuffer
-from audiocpp.engine.session import (
-    REFERENCE_CAP_OPTION,
-    PreparedRequest,
-    Session,
-    Synthesis,
-    check_reference_length,
-)
+from audiocpp.engine.request_rules import REFERENCE_CAP_OPTION, check_reference_length
+from audiocpp.engine.session import PreparedRequest, Session, Synthesis
 from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.tasks import Mode, Task
 from audiocpp.engine.voice_prompt import CodecPrompt
@@ -153,16 +149,14 @@ class VoxCPM2Session(Session):
                 else "prompt_text needs prompt_audio",
                 hint="continuation cloning needs both: --request-option prompt_audio=FILE prompt_text='its transcript'",
             )
-        if o.get("reference_text") and request.voice is None:
-            raise UsageError("--reference-text needs --voice-ref (the audio it transcribes)")
         if o.get("reference_text") and has_prompt_audio:
             raise UsageError(
                 "--reference-text and prompt_audio both give a continuation prompt",
                 hint="use --voice-ref R --reference-text T (R is reference and prompt), or --voice-ref R "
                 "with prompt_audio/prompt_text (two different recordings)",
             )
-        if request.task is not Task.CLONE and (request.voice is not None or has_prompt_audio):
-            raise UsageError(f"task {request.task.cli_name!r} takes no reference audio",
+        if request.task is not Task.CLONE and has_prompt_audio:
+            raise UsageError(f"task {request.task.cli_name!r} takes no reference audio (prompt_audio)",
                              hint="use --task clon to clone a voice")
         if request.task is Task.DESIGN and not o.get("instruct") and not _DESCRIPTION.match(request.text):
             raise UsageError(

@@ -135,14 +135,10 @@ def read_config(path: Path) -> VoxCPMConfig:
     return VoxCPMConfig.from_dict(raw, where=str(path))
 
 
-def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: ModelSpec | None = None,
+def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: ModelSpec,
                expect_architecture: str = "voxcpm2") -> VoxCPM2Parts:
     """Resolve ``path`` with the spec, load the AudioVAE (float32, as upstream keeps it) and the
     tokenizer, and check the generator weights strictly (names and shapes) without loading them."""
-    if spec is None:
-        from . import plugin
-
-        spec = plugin.spec
     resolved = resolve_weights(spec, path)
     cfg = read_config(resolved.file("config"))
     if cfg.architecture != expect_architecture:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.support import cli_path, read_wav
+from tests.support import cli_path, read_wav, sigint_restored
 
 from .common import cli_output, group_members, read_rows, summary, write_manifest
 from .conftest import DEMO_DEFAULTS, DEMO_FLAGS, DEMO_ITEMS, Run, run_batch
@@ -80,7 +80,7 @@ def _start(manifest: Path, out: Path) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if k != "AUDIOCPP_DEBUG"}
     return subprocess.Popen([str(cli_path()), "batch", str(manifest), "--out-dir", str(out), *TTS_FLAGS],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=sigint_restored)
 
 
 def _wait_for_rows(proc: subprocess.Popen[str], manifest: Path, count: int, timeout: float = 300) -> None:
@@ -142,6 +142,13 @@ def test_interrupted_run_resumes_each_item_exactly_once(how: str, tmp_path: Path
     for row in rows:
         audio, rate = read_wav(out / row["output"])
         assert abs(len(audio) / rate - row["audio_s"]) < 1e-3 and np.isfinite(audio).all()
+    if how == "ctrl-c":  # once more, every item done: no figure without something to measure
+        again = _start(manifest, out)
+        stdout, stderr = again.communicate(timeout=600)
+        assert again.returncode == 0, stderr
+        stats = summary(stdout)
+        assert int(stats["skipped"]) == len(TTS_ITEMS) and "load_s" not in stats and "rtf" not in stats
+        assert all(line.split("=", 1)[1] for line in stdout.splitlines() if "=" in line), stdout
 
 
 def test_a_model_that_does_not_load_stops_the_job_with_its_error(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import soundfile as sf
 
-from tests.support import cli_path
+from tests.support import cli_path, sigint_restored
 
 
 def test_sigint_while_streaming_reports_the_chunks_kept(tmp_path: Path) -> None:
@@ -23,6 +23,7 @@ def test_sigint_while_streaming_reports_the_chunks_kept(tmp_path: Path) -> None:
          "--out", str(out), "-r", "audio_chunk_threshold=0", "-r", "audio_chunk_duration=2",
          "-r", "num_inference_steps=64"],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=sigint_restored,
     )
     try:
         assert proc.stderr is not None

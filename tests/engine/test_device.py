@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from audiocpp.engine import device as dev
+from audiocpp.engine.device import torch_dtype
 from audiocpp.engine.errors import UsageError
-from audiocpp.engine.nn.build import torch_dtype
 from tests.support import REPO, run_cli
 
 HAS_CUDA = torch.cuda.is_available()

@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from audiocpp.engine.nn import jit
-from audiocpp.engine.nn.bf16_linear import KERNEL, BF16WeightLinear, convert_linears, exactly_bf16, kernel
+from audiocpp.engine.nn.bf16_linear import KERNEL, BF16WeightLinear, exactly_bf16, kernel
+from audiocpp.engine.nn.linear import fast_linears
 
 #: Skipped only where the kernel cannot be here (no AVX-512 in the CPU or torch, no compiler) or is
 #: turned off (AUDIOCPP_BF16_LINEAR=0); a build failing anywhere else fails these tests, with why.
@@ -41,6 +42,6 @@ def test_converts_only_exact_bfloat16_weights() -> None:
     model[0].weight.data = model[0].weight.data.to(torch.bfloat16).float()
     model[1][0].weight.data = model[1][0].weight.data.to(torch.bfloat16).float()
     assert not exactly_bf16(model[2].weight)
-    assert convert_linears(model) == 2
+    assert fast_linears(model, packed=False, bf16_weights=True) == 2
     assert isinstance(model[0], BF16WeightLinear) and isinstance(model[1][0], BF16WeightLinear)
     assert isinstance(model[2], nn.Linear)

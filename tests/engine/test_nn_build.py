@@ -9,8 +9,9 @@ import pytest
 import torch
 from torch import nn
 
+from audiocpp.engine.device import torch_dtype
 from audiocpp.engine.errors import ModelError
-from audiocpp.engine.nn.build import PerDtype, build_on_meta, load_on_meta, materialize, torch_dtype
+from audiocpp.engine.nn.build import PerDtype, build_on_meta, load_on_meta, materialize
 from audiocpp.engine.spec.model import PRESET_SPELLINGS, PRESETS
 from audiocpp.engine.weights.source import TensorInfo, TensorSource
 

@@ -1,7 +1,6 @@
 """engine.nn.linear: the one function that picks a linear layer (linear_for) follows its table for
-every storage, device and kernel; the walkers built on it (quantize_linears, fast_linears) and the
-old entry points (quantized_linear, pack_linears, convert_linears) give the same layers and the
-same numbers, bit for bit; keep_quantized adds the many-row layers only where the Q8_0 kernel runs."""
+every storage, device and kernel; the walkers built on it (quantize_linears, fast_linears) give the
+layers and numbers of those built by hand, bit for bit; keep_quantized adds the many-row layers only where the Q8_0 kernel runs."""
 
 from __future__ import annotations
 
@@ -95,12 +94,9 @@ def test_fast_linears_gives_the_layers_and_numbers_of_convert_then_pack() -> Non
     by_hand[1][0] = packed_linear.PackedLinear(by_hand[1][0])
     chosen = model()
     assert linear.fast_linears(chosen, packed=True, bf16_weights=True) == 3
-    old = model()
-    assert bf16_linear.convert_linears(old) == 2 and packed_linear.pack_linears(old) == 1
-    assert [type(m) for m in chosen.modules()] == [type(m) for m in by_hand.modules()] \
-        == [type(m) for m in old.modules()]
+    assert [type(m) for m in chosen.modules()] == [type(m) for m in by_hand.modules()]
     with torch.no_grad():
-        assert torch.equal(chosen(x), by_hand(x)) and torch.equal(old(x), by_hand(x))
+        assert torch.equal(chosen(x), by_hand(x))
 
 
 def test_quantize_linears_replaces_matching_layers_only(tmp_path: Path) -> None:
@@ -114,7 +110,7 @@ def test_quantize_linears_replaces_matching_layers_only(tmp_path: Path) -> None:
         net.a, net.b = nn.Linear(64, 64), nn.Linear(64, 64, bias=False)
     done = linear.quantize_linears(net, source, ("a",), dtype=torch.bfloat16)
     assert done == ["a.weight"] and isinstance(net.a, quantized.QUANTIZED_LAYERS) and isinstance(net.b, nn.Linear)
-    same = quantized.quantized_linear(source.blocks("a.weight"), CPU, torch.bfloat16)  # the old entry point
+    same = linear.block_linear(source.blocks("a.weight"), CPU, torch.bfloat16)
     assert type(same) is type(net.a)
     x = torch.randn(3, 64).to(torch.bfloat16)
     net.a.bias = None

@@ -86,10 +86,12 @@ def test_session_options_from_python_are_keywords(recorder: RecorderModel) -> No
     assert recorder.create_session("tts", "offline", {"toytone.pitch": "2"}).options == {"pitch": 2.0}
 
 
-def test_load_without_a_path_uses_the_demo_model(toy_plugin, tmp_path: Path, monkeypatch) -> None:
+def test_the_demo_model_is_written_once_and_loads(toy_plugin, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("AUDIOCPP_CACHE_DIR", str(tmp_path))
-    model = toy_plugin.load(None)
-    assert model.path.parent == tmp_path / "demo" and (model.path / "model.safetensors").is_file()
+    path = toy_plugin.demo_model_path()
+    assert path.parent == tmp_path / "demo" and (path / "model.safetensors").is_file()
+    assert toy_plugin.demo_model_path() == path
+    model = toy_plugin.load(path)
     assert model.load_options == {"slowdown": 1.0}
     audio = model.session("tts").run(TaskRequest(text="ab", seed=1)).audio
     assert audio.num_samples == 2 * 320
@@ -98,8 +100,7 @@ def test_load_without_a_path_uses_the_demo_model(toy_plugin, tmp_path: Path, mon
         name = "toytone"
         spec_file = toy_plugin.spec_file
 
-    with pytest.raises(UsageError, match="family 'toytone' has no demo model"):
-        NoDemo().load(None)
+    assert NoDemo().demo_model_path() is None
 
 
 def test_spec_path_and_its_spec(toy_plugin) -> None:

@@ -13,6 +13,7 @@ import torch
 from audiocpp.engine.nn import jit
 from audiocpp.engine.nn import q8_0_linear as q8
 from audiocpp.engine.nn import quantized as qnn
+from audiocpp.engine.nn.linear import block_linear
 from audiocpp.engine.weights import open_weights
 from audiocpp.engine.weights.blocks import BlockTensor
 from tests.engine.weights_builders import write_gguf
@@ -102,19 +103,19 @@ def test_blocks_of_the_input_keep_outlier_channels_to_themselves() -> None:
 def test_cpu_quantized_linears_take_the_kernel_and_fall_back_without_it(monkeypatch, tmp_path: Path) -> None:
     cpu = torch.device("cpu")
     for qtype in ("Q8_0", "Q4_0"):
-        layer = qnn.quantized_linear(_blocks(32, 64, qtype), cpu, torch.bfloat16)
+        layer = block_linear(_blocks(32, 64, qtype), cpu, torch.bfloat16)
         assert isinstance(layer, q8.Q8_0Linear) and layer.bits == (8 if qtype == "Q8_0" else 4)
-    odd = qnn.quantized_linear(_blocks(40, 64), cpu, torch.bfloat16)  # not in groups of 16
+    odd = block_linear(_blocks(40, 64), cpu, torch.bfloat16)  # not in groups of 16
     assert isinstance(odd, qnn.Int8Linear)
     monkeypatch.setattr(q8, "kernel", lambda: None)
-    assert isinstance(qnn.quantized_linear(_blocks(32, 64), cpu, torch.bfloat16), qnn.Int8Linear)
+    assert isinstance(block_linear(_blocks(32, 64), cpu, torch.bfloat16), qnn.Int8Linear)
     if qnn.int4pack_available():
-        assert isinstance(qnn.quantized_linear(_blocks(32, 64, "Q4_0"), cpu, torch.bfloat16), qnn.Int4Linear)
+        assert isinstance(block_linear(_blocks(32, 64, "Q4_0"), cpu, torch.bfloat16), qnn.Int4Linear)
 
 
 def test_a_q8_0_gguf_loads_into_the_kernel_layer(tmp_path: Path) -> None:
     w = np.random.default_rng(5).standard_normal((32, 64)).astype(np.float32)
     source = open_weights(write_gguf(tmp_path / "w.gguf", {"w": w}, types={"w": "Q8_0"}))
-    layer = qnn.quantized_linear(source.blocks("w"), torch.device("cpu"), torch.bfloat16)
+    layer = block_linear(source.blocks("w"), torch.device("cpu"), torch.bfloat16)
     assert isinstance(layer, q8.Q8_0Linear) and torch.equal(layer.dequantized(), source.get("w"))
     assert qnn.quantized_bytes(torch.nn.Sequential(layer)) == 32 * 64 // 32 * 34

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import cli_path
+from tests.support import cli_path, sigint_restored
 
 from .harness import fingerprint
 
@@ -137,7 +137,8 @@ def _package_until_writing(demo: Path, out: Path) -> subprocess.Popen[str]:
     for _ in range(3):
         proc = subprocess.Popen([str(cli_path()), "package", "--family", "omnivoice", "--input", str(demo),
                                  "--out", str(out), "--type", "q8_0"], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=env, stdin=subprocess.DEVNULL)
+                                stderr=subprocess.PIPE, text=True, env=env, stdin=subprocess.DEVNULL,
+                                preexec_fn=sigint_restored)
         while proc.poll() is None:
             if any(p.name.endswith(".tmp") for p in out.parent.iterdir()):
                 proc.send_signal(signal.SIGSTOP)
@@ -192,7 +193,8 @@ def test_a_signal_whose_exception_native_code_swallowed_still_ends_as_the_signal
                                                                                line: str) -> None:
     """safetensors' reader turned the KeyboardInterrupt / SIGTERM raised inside it into a ValueError
     (found by the kill test, 1 run in ~20): the CLI ends as the signal, not as an internal error."""
-    proc = subprocess.run([sys.executable, "-c", SWALLOWED, str(int(sig))], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", SWALLOWED, str(int(sig))], capture_output=True, text=True,
+                          preexec_fn=sigint_restored)
     assert proc.returncode == code, proc.stderr
     assert proc.stderr.strip().splitlines() == [line]
 

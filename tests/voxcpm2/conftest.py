@@ -100,7 +100,7 @@ def loaded(checkpoints: dict[str, Path]):
                 from audiocpp.families.voxcpm2.session import VoxCPM2LoadedModel
                 from audiocpp.families.voxcpm2.weights import load_parts
 
-                parts = load_parts(checkpoints[name], expect_architecture="voxcpm")
+                parts = load_parts(checkpoints[name], spec=plugin.spec, expect_architecture="voxcpm")
                 cache[name] = VoxCPM2LoadedModel(plugin.spec, checkpoints[name], {}, parts)
             else:
                 cache[name] = plugin.load(checkpoints[name])

@@ -117,9 +117,9 @@ def run_ours(folder: Path, ids: np.ndarray, frames: int, packed: bool) -> dict:
     load_module_weights(model.slow, adapt(source, [Drop("fast_*")]), dtype=torch.float32, what="slow AR")
     load_module_weights(model.fast, adapt(source, [Keep("fast_*")]), dtype=torch.float32, what="fast AR")
     if packed:  # the default load option packed_linear: oneDNN-packed linears
-        from audiocpp.engine.nn.packed_linear import pack_linears
+        from audiocpp.engine.nn.linear import fast_linears
 
-        pack_linears(model)
+        fast_linears(model, packed=True)
     model.eval()
     gen = DualARGenerator(model)
     prompt = torch.from_numpy(ids)

@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
         for packed in (True, False):
             if name == "tiny_v1":
                 options = {"packed_linear": packed}
-                parts = load_parts(path, options, expect_architecture="voxcpm")
+                parts = load_parts(path, options, spec=plugin.spec, expect_architecture="voxcpm")
                 models[name, packed] = VoxCPM2LoadedModel(plugin.spec, path, options, parts)
             else:
                 models[name, packed] = plugin.load(path, {"packed_linear": packed})

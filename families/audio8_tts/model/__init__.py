@@ -7,6 +7,7 @@
 - ``dual_ar``: the fast codebook AR (``fast_*``) and :func:`build_slow_ar`.
 """
 
-from .slow_ar import HeadKind, SlowAR, SlowHidden, build_slow_ar
+from .dual_ar import build_slow_ar
+from .slow_ar import HeadKind, SlowAR, SlowHidden
 
 __all__ = ["HeadKind", "SlowAR", "SlowHidden", "build_slow_ar"]

@@ -12,11 +12,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from audiocpp.engine.errors import ModelError
 from audiocpp.engine.nn.decoder import FISH_NAMES, DecoderConfig, DecoderLayer, DecoderStack
 from audiocpp.engine.nn.norm import RMSNorm
 
 from ..config import Audio8Config
-from .slow_ar import SlowAR, build_slow_ar
+from .falcon_h1 import FalconH1SlowAR
+from .qwen import QwenSlowAR
+from .slow_ar import SlowAR
 
 
 def fast_decoder_config(cfg: Audio8Config) -> DecoderConfig:
@@ -26,6 +29,18 @@ def fast_decoder_config(cfg: Audio8Config) -> DecoderConfig:
         o_bias=cfg.fast_attention_o_bias, qk_norm=cfg.fast_attention_qk_norm, rope_style="interleaved",
         rope_base=cfg.rope_base, rope_table_dtype=torch.bfloat16, attention="eager", names=FISH_NAMES,
     )
+
+
+
+def build_slow_ar(config) -> SlowAR:
+    """The slow AR named by ``config.slow_backbone``: :class:`QwenSlowAR` (0.6B) or
+    :class:`FalconH1SlowAR` (0.1B), each built from an ``Audio8Config``. Parameter names
+    are the checkpoint's (``model.safetensors``), so weights load by name."""
+    if config.slow_backbone == "qwen":
+        return QwenSlowAR(config)
+    if config.slow_backbone == "falcon_h1":
+        return FalconH1SlowAR(config)
+    raise ModelError(f"unknown slow_backbone {config.slow_backbone!r}", hint="use 'qwen' or 'falcon_h1'")
 
 
 class FastAR(nn.Module):

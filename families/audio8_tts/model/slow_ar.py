@@ -87,20 +87,3 @@ class SlowAR(nn.Module):
 
     def release(self) -> None:
         """Free the decode state allocated by :meth:`setup` (optional)."""
-
-
-def build_slow_ar(config) -> SlowAR:
-    """The slow AR named by ``config.slow_backbone``: ``qwen.QwenSlowAR`` (0.6B) or
-    ``falcon_h1.FalconH1SlowAR`` (0.1B), each built from an ``Audio8Config``. Parameter names
-    are the checkpoint's (``model.safetensors``), so weights load by name."""
-    if config.slow_backbone == "qwen":
-        from .qwen import QwenSlowAR
-
-        return QwenSlowAR(config)
-    if config.slow_backbone == "falcon_h1":
-        from .falcon_h1 import FalconH1SlowAR
-
-        return FalconH1SlowAR(config)
-    from audiocpp.engine.errors import ModelError
-
-    raise ModelError(f"unknown slow_backbone {config.slow_backbone!r}", hint="use 'qwen' or 'falcon_h1'")

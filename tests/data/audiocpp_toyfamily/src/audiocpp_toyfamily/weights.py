@@ -20,11 +20,7 @@ class ToneParts:
     bank: ToneBank
 
 
-def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: ModelSpec | None = None) -> ToneParts:
-    if spec is None:
-        from . import plugin
-
-        spec = plugin.spec
+def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: ModelSpec) -> ToneParts:
     weights = resolve_weights(spec, path)  # a folder or a package GGUF, as the spec's sources say
     config = ToneConfig.from_file(weights.file("config"))  # a Path (in a package: the extracted copy)
     source = weights.namespace("weights")  # a TensorSource over the "weights" tensors
