@@ -47,7 +47,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "weights.adapters": ("Cast", "Drop", "FoldWeightNorm", "Fuse", "Keep", "Permute", "Rename", "Reshape",
                          "Split", "Synthesize", "Transform", "Transpose", "adapt"),
     "weights.package": ("cache_dir",),
-    "nn.build": ("PerDtype", "build_on_meta", "load_on_meta", "torch_dtype"),
+    "nn.build": ("PerDtype", "build_on_meta", "load_on_meta"),
+    "device": ("torch_dtype",),
     # packaging and text
     "packaging.plan": ("PackagePlan",),
     "text.chunking": ("chunk_text",),

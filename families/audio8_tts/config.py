@@ -7,7 +7,7 @@ are ours:
   (0.1B; its own keys stay in ``raw`` for ``model/falcon_h1.py``).
 - ``codec_*``: the codec sizes (:class:`CodecConfig`). The ``post_module`` of the real
   ``codec.pth`` has 16 query heads, 8 KV heads and an FFN of 1216, although the 14468db code
-  builds 16/16/3072 (see ``shared/reference/audio8_tts.md`` section 2): the defaults are the
+  builds 16/16/3072 (see ``docs/families/audio8_tts.md``): the defaults are the
   real values, so a checkpoint built by the 14468db code sets ``codec_post_*`` to 16/16/3072.
 """
 

@@ -95,7 +95,7 @@ def test_every_name_is_the_engines_own_object() -> None:
     for name, module in api._WHERE.items():
         home = importlib.import_module(f"audiocpp.engine.{module}")
         assert getattr(api, name) is getattr(home, name), name
-    assert FamilyPlugin.__module__ == "audiocpp.engine.plugin" and Synthesis.__module__ == "audiocpp.engine.session"
+    assert FamilyPlugin.__module__ == "audiocpp.engine.plugin" and Synthesis.__module__ == "audiocpp.engine.records"
 
 
 def test_importing_it_does_not_import_torch() -> None:

@@ -33,9 +33,14 @@ def test_a_flac_header_claiming_hours_is_refused_before_allocating(tmp_path: Pat
 
 
 def test_an_honest_short_flac_still_reads(tmp_path: Path) -> None:
+    from audiocpp.engine.audio.io import read_audio, read_audio_channels
+
     path = tmp_path / "ok.flac"
     path.write_bytes(_flac_claiming(600))
-    read_both(path)
+    read_both(path)  # and what it reads is the 600 stereo frames at 16 kHz the header says
+    mono, (channels, rate) = read_audio(path), read_audio_channels(path)
+    assert (mono.sample_rate, mono.num_samples) == (16000, 600) and np.isfinite(mono.samples).all()
+    assert rate == 16000 and channels.shape == (2, 600)
 
 
 def test_max_seconds_refuses_from_the_header(tmp_path: Path) -> None:

@@ -74,7 +74,7 @@ def test_combine_text():
 
 
 def test_duration_estimates_match_upstream_vectors():
-    # shared/reference/omnivoice.md §3 test vectors (portable: independent of the weights)
+    # upstream's prompt layout (omnivoice 0.2.1) as test vectors (portable: independent of the weights)
     assert estimate_target_tokens("Nice to meet you.", None, None) == 39
     assert estimate_target_tokens("Hello world.", None, None) == 36
     assert estimate_target_tokens("This is a test.", "Hello world.", 50) == 56

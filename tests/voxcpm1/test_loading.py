@@ -62,7 +62,7 @@ def test_package_layout(packages) -> None:
 
 
 def test_voxcpm_cpp_layout(cpp_gguf) -> None:
-    """Our converter writes VoxCPM.cpp's layout (shared/reference/voxcpm.md section 6)."""
+    """Our converter writes VoxCPM.cpp's layout (docs/families/voxcpm1.md, "The VoxCPM.cpp GGUF layout")."""
     source = open_weights(cpp_gguf("tiny_15"))
     meta = source.metadata
     assert source.format == "gguf" and meta["general.architecture"] == "llama"

@@ -36,7 +36,7 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 FRAME_SECONDS = 2048 / 44100
 
-#: The 0.1B config (HF ``Audio8/Audio8-TTS-Preview-0.1b``; shared/reference/audio8_tts.md section 5).
+#: The 0.1B config (HF ``Audio8/Audio8-TTS-Preview-0.1b``; docs/families/audio8_tts-0.1b.md).
 REAL_01B = {
     "model_type": "arktts", "slow_backbone": "falcon_h1", "vocab_size": 69633, "dim": 512, "n_layer": 24,
     "n_head": 8, "n_local_heads": 2, "head_dim": 64, "intermediate_size": 768, "max_seq_len": 2048,

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write an Audio8 TTS snapshot folder as audio.cpp's ``audio8_tts`` package GGUF (our own writer
-of that layout, for tests; ``shared/reference/audio8_tts.md`` section 6 describes it).
+of that layout, for tests; ``docs/families/audio8_tts.md``, "Layouts", describes it).
 
 audio.cpp's two steps, reproduced:
 

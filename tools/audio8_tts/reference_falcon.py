@@ -6,7 +6,7 @@ the project venv:
     .ref-envs/audio8/bin/python tools/audio8_tts/reference_falcon.py CASES.json OUT_DIR
 
 The 0.1B ``modeling_arktts.py`` is HF remote code only; :class:`FalconSlowReference` rebuilds its
-slow side from ``shared/reference/audio8_tts.md`` section 5 and the ports that replicate it
+slow side from ``docs/families/audio8_tts-0.1b.md`` and the ports that replicate it
 (upstream's SGLang ``sglang_model_hybrid.py``, mlx-audio, vLLM-Omni):
 
 * ``slow = FalconH1Model(_build_falcon_config(config))`` with every Falcon field passed through;

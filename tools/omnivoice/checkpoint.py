@@ -3,7 +3,7 @@
 own classes. Runs in the reference env (``.ref-envs/omnivoice``, see
 ``tools/reference_envs/omnivoice.sh``).
 
-``--size tiny`` follows shared/reference/omnivoice.md §3: a 2-layer Qwen3 (hidden 64) and a
+``--size tiny``: a 2-layer Qwen3 (hidden 64) and a
 codec with the real geometry (hop 960, 25 fps, 8 quantizers) but tiny widths. ``--size
 full`` uses Qwen3-0.6B dims and the full-size codec (for the benchmark).
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write an OmniVoice snapshot folder as omnivoice.cpp's two GGUFs (our own writer of that
-layout, for tests: shared/reference/omnivoice.md §6 describes it).
+layout, for tests: docs/families/omnivoice.md, "Checkpoints and layouts", describes it).
 
 - ``omnivoice-base-<TYPE>.gguf`` (architecture ``omnivoice-lm``): LM hyper-parameters,
   ``omnivoice.*`` keys (codebooks, mask id, special token ids), the tokenizer as

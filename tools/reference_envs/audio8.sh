@@ -2,7 +2,7 @@
 # Builds the reference env .ref-envs/audio8 for the Audio8 TTS family: torch 2.13.0 (CPU) with
 # transformers 4.57.x, the version the upstream code (Audio8-AI/Audio8_TTS@14468db) and the
 # 0.1B wrapper's `FalconH1Model` backbone run with (transformers 5.x renames the hybrid cache
-# class the 0.1B remote code uses; shared/reference/audio8_tts.md sections 1 and 5).
+# class the 0.1B remote code uses; docs/families/audio8_tts-0.1b.md).
 #
 # The upstream 0.6B code has no pip package and is never committed: tools/audio8_tts/ takes the
 # path of a checkout and writes goldens under tests/data/audio8_tts/. In CI this env runs the

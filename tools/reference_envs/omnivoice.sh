@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the OmniVoice reference virtualenv .ref-envs/omnivoice: upstream omnivoice==0.2.1
 # (PyPI) with transformers 5.x for HiggsAudioV2TokenizerModel, on the pinned CPU torch.
-# Recipe: shared/reference/omnivoice.md §1. Usage: bash tools/reference_envs/omnivoice.sh [--force]
+# This script is the recipe. Usage: bash tools/reference_envs/omnivoice.sh [--force]
 source "$(dirname "${BASH_SOURCE[0]}")/_lib.sh"
 refenv_start omnivoice "$@"
 # pip's resolver complains that gradio, librosa... (CLI/training-only deps) are missing.

@@ -6,7 +6,7 @@
 #
 # torchaudio 2.11.1 (the newest on PyPI) is CUDA-linked and does not match torch 2.13, so its
 # native libraries are renamed away: `import torchaudio` then works as pure Python, which is
-# all torchaudio.functional.resample needs (see shared/reference/omnivoice.md, section 1).
+# all torchaudio.functional.resample needs (the torchaudio workaround).
 #
 # Idempotent: a stamp of this script (and _lib.sh) makes a second run a quick no-op.
 source "$(dirname "${BASH_SOURCE[0]}")/_lib.sh"

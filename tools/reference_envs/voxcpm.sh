@@ -3,8 +3,8 @@
 # in one package) on the CPU torch wheel, for the voxcpm2 (and later voxcpm1) parity tests.
 #
 # voxcpm is installed with --no-deps: its declared dependencies pull gradio, modelscope, funasr,
-# torchcodec and a CUDA-linked torchaudio that inference does not need (shared/reference/voxcpm.md
-# section 1). What inference imports is installed explicitly below.
+# torchcodec and a CUDA-linked torchaudio that inference does not need. What inference imports is
+# installed explicitly below.
 #
 # torchaudio: model/voxcpm.py (v1) imports it at module top and uses only `torchaudio.load` and
 # `torchaudio.functional.resample`. The PyPI wheel is CUDA-linked and routes `load` through

@@ -26,7 +26,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tools.voxcpm2.bench_common import TEXT, bench_dir, dtype_folders, run_settings
+from tools.voxcpm2.bench_setup import TEXT, bench_dir, dtype_folders, run_settings
 
 
 def ensure_checkpoint(root: Path) -> dict[str, Path]:

@@ -44,7 +44,7 @@ TINY_15["audio_vae_config"] = {
     "decoder_rates": [7, 7, 6, 3, 2], "depthwise": True, "sample_rate": 44100,
 }
 
-# VoxCPM-0.5B dimensions (shared/reference/voxcpm.md section 2): 24+6 LM layers of 1024 (16 heads,
+# VoxCPM-0.5B dimensions (upstream's config.json): 24+6 LM layers of 1024 (16 heads,
 # 2 KV heads, head 64), local encoder / DiT 4 layers of 1024, patch 2, latent 64, FSQ 256,
 # AudioVAE 16 kHz (128, [2,5,8,8]; 1536, [8,8,5,2]). LongRoPE factors are 1.0 (random weights).
 REAL_05B: dict[str, Any] = {

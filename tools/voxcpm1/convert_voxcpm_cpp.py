@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write a VoxCPM1 / 1.5 snapshot folder as a VoxCPM.cpp GGUF (our own writer of that layout,
-for tests; shared/reference/voxcpm.md section 6 describes it).
+for tests; docs/families/voxcpm1.md, "The VoxCPM.cpp GGUF layout", describes it).
 
 The layout, as VoxCPM.cpp's ``scripts/convert_voxcpm_to_gguf.py`` and its quantizer write it:
 

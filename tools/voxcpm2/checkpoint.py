@@ -81,7 +81,7 @@ for _key in ("encoder_config", "dit_config"):
 TINY_V1["audio_vae_config"] = {"encoder_dim": 8, "encoder_rates": [2, 5], "latent_dim": 16, "decoder_dim": 32,
                                "decoder_rates": [5, 2], "depthwise": True, "sample_rate": 16000}
 
-# VoxCPM2 dimensions (shared/reference/voxcpm.md section 2): 28+8 LM layers of 2048, 12+12 local
+# VoxCPM2 dimensions (upstream's config.json): 28+8 LM layers of 2048, 12+12 local
 # layers of 1024 (16 heads x 128), patch 4, latent 64, 16 kHz in, 48 kHz out.
 REAL_V2: dict[str, Any] = {
     "architecture": "voxcpm2",

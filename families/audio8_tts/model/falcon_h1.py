@@ -8,7 +8,7 @@ pre_ff_layernorm}``, ``slow.final_layernorm``, ``semantic_output``), so state di
 
 The 0.1B wrapper feeds ``FalconH1Model`` an embedding it builds itself: the text embedding plus
 the masked codebook sum, times ``embedding_multiplier`` applied to the whole sum
-(``shared/reference/audio8_tts.md`` section 5). ``last_hidden_state`` (after
+(``docs/families/audio8_tts-0.1b.md``). ``last_hidden_state`` (after
 ``final_layernorm``) feeds both ``semantic_output`` (4097 compact logits: index i is semantic
 token ``semantic_begin_id + i``, index 4096 is EOS) and the fast AR. Every muP multiplier of the
 config is honoured; ``lm_head_multiplier`` is not used by the wrapper (it has its own head).
