@@ -133,21 +133,21 @@ def first_step(family: str, model, session, args):
     text = TEXTS[family]
     with torch.inference_mode():
         if family == "audio8_tts":
-            from audiocpp.families.audio8_tts.generate import prompt_tensor
-            from audiocpp.families.audio8_tts.prompt import PromptBuilder
+            from audiocpp.families.audio8_tts.generate import prefill_tensors
+            from audiocpp.families.audio8_tts.prompt_layout import PromptLayoutBuilder
 
             net, device = session.network, model.parts.device
-            prompt, mask = prompt_tensor([PromptBuilder(model.parts.tokenizer, model.config).build(text)], model.config)
+            prompt, mask = prefill_tensors([PromptLayoutBuilder(model.parts.tokenizer, model.config).build(text)], model.config)
             prompt, mask = prompt.to(device), mask.to(device)
             net.setup(1, prompt.shape[-1] + 1)
             hidden = net.slow.prefill(net.slow.embed(prompt), mask.cumsum(-1) - 1, mask)
             return net.slow.semantic_logits(hidden.logits_input)[0].float().cpu().numpy()
         if family == "omnivoice":
             from audiocpp.families.omnivoice.generate import build_batch
-            from audiocpp.families.omnivoice.prompt import build_prompt
+            from audiocpp.families.omnivoice.prompt_layout import build_prompt_layout
 
             cfg = model.cfg
-            prompt = build_prompt(model.tokenizer, text, int(args.duration * model.codec.frame_rate),
+            prompt = build_prompt_layout(model.tokenizer, text, int(args.duration * model.codec.frame_rate),
                                   num_codebooks=cfg.num_audio_codebook, mask_id=cfg.audio_mask_id)
             decoder = session.decoder
             c, u = decoder.step_logits(decoder.pack(build_batch(prompt, cfg.audio_mask_id), guided=True))

@@ -9,6 +9,9 @@ sequence and returns the outputs they complete, keeping what later calls need (t
 context of a conv, the last frame of a transposed conv) in ``state`` (a dict owned by the
 caller, keyed by module). Concatenated stream outputs equal the offline output up to float
 summation order.
+
+Used by Audio8 TTS's codec only: OmniVoice's and VoxCPM's codecs keep private stacks, each saying
+why at its top (centred strided convs and transformers' names; unnested convs and v1's padding).
 """
 
 from __future__ import annotations

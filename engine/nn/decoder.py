@@ -21,6 +21,10 @@ position:
   scaled by ``scale ** 0.5``, additive mask, softmax) on grouped heads without repeating them;
   equal to the reference up to float summation order. With ``attention="eager"`` (fish-speech's
   non-SDPA path: ``q k^T / sqrt(d)``, ``masked_fill``, softmax) it is the reference's arithmetic.
+
+``DecoderStack`` and its cache are used by Audio8 TTS (Qwen slow AR, fast AR); its blocks
+(``DecoderLayer``, ``Attention``, ``FeedForward``, ``DecoderConfig``) also by Audio8's codec transformer,
+VoxCPM2's MiniCPM and OmniVoice's Qwen3.
 """
 
 from __future__ import annotations

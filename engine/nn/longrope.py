@@ -7,6 +7,8 @@ The table reproduces MiniCPM4's ``MiniCPMLongRoPE`` element for element: inverse
 cos/sin multiplied by ``sqrt(1 + ln(max/orig) / ln(orig))``. The table is built for every
 position up to ``max_position_embeddings`` at once, as upstream does, so that vectorised and
 scalar math kernels never see a different split of the same values; callers slice it.
+
+Used by VoxCPM2 (MiniCPM4 backbone) only.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ is computed at construction, so the mixer can be built on the ``meta`` device an
 large broadcast-and-sum products written as ``einsum`` contractions: the same terms summed in
 another order, a relative difference of ~1e-7 in float32. The one-token update reproduces
 transformers' operation order exactly.
+
+Used by Audio8 TTS's Falcon-H1 backbone (0.1B) only.
 """
 
 from __future__ import annotations

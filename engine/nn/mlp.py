@@ -1,4 +1,6 @@
-"""The SiLU-gated MLP of Llama-style blocks (``gate_proj``, ``up_proj``, ``down_proj``)."""
+"""The SiLU-gated MLP of Llama-style blocks (``gate_proj``, ``up_proj``, ``down_proj``).
+
+Used by Audio8 TTS's Falcon-H1 backbone; the other decoders' MLP is ``decoder.FeedForward``."""
 
 from __future__ import annotations
 

@@ -423,7 +423,7 @@ def _draw_code_rows(logits: torch.Tensor, sampling: RowSampling) -> torch.Tensor
     return sampling.merge(greedy, drawn)
 
 
-def prompt_tensor(rows: list[torch.Tensor], cfg: Audio8Config) -> tuple[torch.Tensor, torch.Tensor]:
+def prefill_tensors(rows: list[torch.Tensor], cfg: Audio8Config) -> tuple[torch.Tensor, torch.Tensor]:
     """Left-pad prompts ``[1 + num_codebooks, T_i]`` into a batch (row 0 padded with the pad id,
     code rows with 0) and its mask, as upstream ``_prepare_prompt`` does."""
     width = max(r.shape[1] for r in rows)

@@ -38,9 +38,9 @@ from audiocpp.engine.tasks import Mode, Task
 from audiocpp.engine.voice_prompt import CodecPrompt
 
 from .codec import StreamingDecoder
-from .generate import DualARGenerator, SamplingOptions, prompt_tensor
+from .generate import DualARGenerator, SamplingOptions, prefill_tensors
 from .model.dual_ar import DualAR
-from .prompt import PromptBuilder, Reference, Turn, word_budget_chunks
+from .prompt_layout import PromptLayoutBuilder, Reference, Turn, word_budget_chunks
 from .weights import Audio8Parts
 
 
@@ -122,7 +122,7 @@ class Audio8Session(Session):
         self.dtype = torch_dtype(options.get("compute_dtype"), default=model.parts.compute_dtype)
         self.network = model.model_for(self.dtype)
         self.generator = DualARGenerator(self.network)
-        self.builder = PromptBuilder(model.parts.tokenizer, model.config)
+        self.builder = PromptLayoutBuilder(model.parts.tokenizer, model.config)
         self.codec = model.parts.codec
 
     # -- validation -------------------------------------------------------------------------------
@@ -204,7 +204,7 @@ class Audio8Session(Session):
         previous: Turn | None = None
         request.progress.start(self.family, len(chunks))
         for chunk in chunks:
-            prompt, _ = prompt_tensor([self.builder.build(chunk, references, previous)], self.model.config)
+            prompt, _ = prefill_tensors([self.builder.build(chunk, references, previous)], self.model.config)
             details["prompts"].append(prompt[0].numpy())
             frames: list[torch.Tensor] = []
             pieces: list[np.ndarray] = []

@@ -35,7 +35,7 @@ from audiocpp.engine.nn.sampling import gumbel_noise_like, keep_top_k
 from audiocpp.engine.progress import NullProgress, Progress
 
 from .model import OmniVoiceLM, Packing, Rope, rope_tables
-from .prompt import Prompt
+from .prompt_layout import PromptLayout
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class Batch:
     target_len: int
 
 
-def build_batch(prompt: Prompt, mask_id: int) -> Batch:
+def build_batch(prompt: PromptLayout, mask_id: int) -> Batch:
     """Upstream's batch for one item (B = 1): the uncond row holds the last T columns at 0..T-1,
     padded with ``mask_id``; padding attends only to itself (a True diagonal)."""
     ids = prompt.ids
@@ -211,7 +211,7 @@ class MaskGitDecoder:
         return out
 
     @torch.inference_mode()
-    def generate(self, prompt: Prompt, params: MaskGitParams, generator: torch.Generator | None = None,
+    def generate(self, prompt: PromptLayout, params: MaskGitParams, generator: torch.Generator | None = None,
                  progress: Progress | None = None) -> Generator[ForwardOp, Any, torch.Tensor]:
         """The row program of one chunk: yields its forward passes (:class:`ForwardOp`), returns
         the (C, T) tokens."""

@@ -40,11 +40,11 @@ from .codec import HiggsAudioV2Codec
 from .config import OmniVoiceConfig
 from .generate import MaskGitDecoder, MaskGitParams
 from .model import OmniVoiceLM
-from .prompt import (
+from .prompt_layout import (
     ZH_RE,
-    Prompt,
+    PromptLayout,
     add_punctuation,
-    build_prompt,
+    build_prompt_layout,
     estimate_target_tokens,
     resolve_instruct,
     resolve_language,
@@ -203,11 +203,11 @@ class OmniVoiceSession(Session):
             texts = [text]
         request.progress.start("omnivoice", params.num_step * len(texts))
 
-        prompts: list[Prompt] = []
+        prompts: list[PromptLayout] = []
 
         def run(chunk_text: str, num_target: int, r_text: str | None,
                 r_codes: torch.Tensor | None) -> Generator[Op, Any, torch.Tensor]:
-            prompt = build_prompt(model.tokenizer, chunk_text, num_target, num_codebooks=cfg.num_audio_codebook,
+            prompt = build_prompt_layout(model.tokenizer, chunk_text, num_target, num_codebooks=cfg.num_audio_codebook,
                                   mask_id=cfg.audio_mask_id, ref_text=r_text, ref_codes=r_codes,
                                   language=language, instruct=instruct, denoise=bool(opts["denoise"]))
             prompts.append(prompt)

@@ -21,7 +21,7 @@ from typing import Any
 from audiocpp.engine.errors import UsageError
 from audiocpp.engine.session import PreparedRequest, Session
 from audiocpp.engine.tasks import Mode, Task
-from audiocpp.families.voxcpm2.prompt import normalize_text
+from audiocpp.families.voxcpm2.prompt_layout import normalize_text
 from audiocpp.families.voxcpm2.session import VoxCPM2LoadedModel, VoxCPM2Session
 
 

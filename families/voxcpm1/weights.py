@@ -46,7 +46,7 @@ from audiocpp.engine.weights import (
 from audiocpp.families.voxcpm2.codec import AudioVAE
 from audiocpp.families.voxcpm2.config import VoxCPMConfig
 from audiocpp.families.voxcpm2.model import VoxCPMModel
-from audiocpp.families.voxcpm2.prompt import VoxCPMTokenizer
+from audiocpp.families.voxcpm2.prompt_layout import VoxCPMTokenizer
 from audiocpp.families.voxcpm2.weights import VoxCPM2Parts, read_config, vae_adapters
 
 from .config import config_from_gguf

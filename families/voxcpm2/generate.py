@@ -32,7 +32,7 @@ from .model import VoxCPMModel
 
 
 @dataclass
-class Prompt:
+class PrefillSequence:
     """The prefill sequence (upstream's ``text_token, text_mask, audio_feat, audio_mask``)."""
 
     tokens: torch.Tensor  # (T,) int64; 0 at audio positions
@@ -180,7 +180,7 @@ class VoxCPMGenerator:
         if len(free) > 4:  # keep the largest few
             free.remove(min(free, key=lambda c: c.max_length))
 
-    def context_patches(self, prompt: Prompt) -> torch.Tensor:
+    def context_patches(self, prompt: PrefillSequence) -> torch.Tensor:
         """Trailing prompt patches used as decoding context (upstream ``context_len``)."""
         prefix = self.config.variant.streaming_prefix_len
         audio_idx = torch.nonzero(prompt.audio_mask, as_tuple=True)[0]
@@ -195,7 +195,7 @@ class VoxCPMGenerator:
         return prompt.feats[len(prompt) - n :] if n > 0 else prompt.feats[:0]
 
     # -- the AR loop ----------------------------------------------------------------------
-    def run(self, prompt: Prompt, opts: DecodeOptions, generator: torch.Generator | None,
+    def run(self, prompt: PrefillSequence, opts: DecodeOptions, generator: torch.Generator | None,
             max_len: int | None = None) -> Generator[Any, Any, Run]:
         """The row program of one pass: yields its ops and each new patch ``(P, D)`` as it is
         sampled; returns the :class:`Run`."""
@@ -232,7 +232,7 @@ class VoxCPMGenerator:
             self._give_back("residual", res_cache)
 
     @torch.inference_mode()
-    def _prefill(self, prompt: Prompt, base_cache: StaticKVCache, res_cache: StaticKVCache) -> RowState:
+    def _prefill(self, prompt: PrefillSequence, base_cache: StaticKVCache, res_cache: StaticKVCache) -> RowState:
         """The prompt through both LMs (alone: a prefill is long enough to fill the machine)."""
         m, cfg = self.model, self.config
         dtype = m.dtype
@@ -252,7 +252,7 @@ class VoxCPMGenerator:
                         base_cache=base_cache, res_cache=res_cache)
 
     # -- offline ----------------------------------------------------------------------------
-    def generate(self, prompt: Prompt, opts: DecodeOptions,
+    def generate(self, prompt: PrefillSequence, opts: DecodeOptions,
                  generator: torch.Generator | None) -> Generator[Op, Any, tuple[torch.Tensor, Run, int]]:
         """Offline (a row program): retries bad cases, decodes, trims the context. Returns
         ``(audio (n,), run, attempts)``."""
@@ -269,7 +269,7 @@ class VoxCPMGenerator:
         return self.decode(prompt, run), run, attempts
 
     @torch.inference_mode()
-    def decode(self, prompt: Prompt, run: Run) -> torch.Tensor:
+    def decode(self, prompt: PrefillSequence, run: Run) -> torch.Tensor:
         cfg = self.config
         seq = torch.cat([run.context.to(run.generated.dtype), run.generated], dim=0)  # (n, P, D)
         latents = seq.to(torch.float32).reshape(-1, cfg.audio_vae.latent_dim).T.unsqueeze(0)
@@ -282,7 +282,7 @@ class VoxCPMGenerator:
         return audio[trim:]
 
     # -- streaming ------------------------------------------------------------------------
-    def stream(self, prompt: Prompt, opts: DecodeOptions,
+    def stream(self, prompt: PrefillSequence, opts: DecodeOptions,
                generator: torch.Generator | None) -> Generator[Any, Any, Run]:
         """A row program that yields its ops and audio ``(n,)`` per generated patch; returns the
         :class:`Run`."""

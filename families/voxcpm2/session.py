@@ -39,7 +39,7 @@ from audiocpp.engine.tasks import Mode, Task
 from audiocpp.engine.voice_prompt import CodecPrompt
 
 from .generate import DecodeOptions, VoxCPMGenerator
-from .prompt import PromptBuilder, design_text, normalize_text
+from .prompt_layout import PromptLayoutBuilder, design_text, normalize_text
 from .weights import VoxCPM2Parts
 
 _DESCRIPTION = re.compile(r"^\s*\(([^()]*)\)")
@@ -71,7 +71,7 @@ class VoxCPM2LoadedModel(LoadedModel):
     def encode_latents(self, audio: AudioBuffer, padding: str) -> torch.Tensor:
         """``(T, P, D)`` latent patches of mono ``audio`` (any rate), padded ``left`` (continuation
         prompt) or ``right`` (reference) to whole patches."""
-        from .prompt import encode_prompt_audio
+        from .prompt_layout import encode_prompt_audio
 
         vae = self.parts.codec
         samples = audio.samples
@@ -136,7 +136,7 @@ class VoxCPM2Session(Session):
         self.dtype = torch_dtype(options.get("compute_dtype"), model.parts.compute_dtype)
         self.generator = model.generator_for(self.dtype)
         cfg = model.config
-        self.builder = PromptBuilder(model.parts.tokenizer, cfg.patch_size, cfg.audio_vae.latent_dim,
+        self.builder = PromptLayoutBuilder(model.parts.tokenizer, cfg.patch_size, cfg.audio_vae.latent_dim,
                                      reference_prefix=cfg.variant.reference_prefix)
 
     # -- validation -----------------------------------------------------------------------

@@ -42,7 +42,7 @@ from audiocpp.engine.weights import (
 from .codec import AudioVAE
 from .config import VoxCPMConfig
 from .model import VoxCPMModel
-from .prompt import VoxCPMTokenizer
+from .prompt_layout import VoxCPMTokenizer
 
 
 def lm_adapters(cfg: VoxCPMConfig) -> list[Op]:

@@ -25,9 +25,9 @@ import torch
 from audiocpp.engine.errors import ModelError
 from audiocpp.engine.records import TaskRequest
 from audiocpp.families.audio8_tts import plugin
-from audiocpp.families.audio8_tts.generate import DualARGenerator, SamplingOptions, prompt_tensor
+from audiocpp.families.audio8_tts.generate import DualARGenerator, SamplingOptions, prefill_tensors
 from audiocpp.families.audio8_tts.model.falcon_h1 import FalconH1SlowAR
-from audiocpp.families.audio8_tts.prompt import PromptBuilder
+from audiocpp.families.audio8_tts.prompt_layout import PromptLayoutBuilder
 from tests.support import one_torch_thread, read_wav, run_cli
 
 from .cases import cosine, generate_cases, request_for
@@ -112,8 +112,8 @@ def test_torch_default_kernels_match_reference_too(name: str) -> None:
 def test_left_padded_batch_matches_reference(falcon) -> None:
     ref = golden("batch_sampled")
     case = {**MANIFEST["defaults"], **next(c for c in MANIFEST["cases"] if c["name"] == "batch_sampled")}
-    builder = PromptBuilder(falcon.parts.tokenizer, falcon.config)
-    prompt, mask = prompt_tensor([builder.build(t) for t in case["texts"]], falcon.config)
+    builder = PromptLayoutBuilder(falcon.parts.tokenizer, falcon.config)
+    prompt, mask = prefill_tensors([builder.build(t) for t in case["texts"]], falcon.config)
     assert np.array_equal(prompt.numpy(), ref["prompt"]) and np.array_equal(mask.numpy(), ref["mask"])
     assert int(mask.sum(-1).min()) < prompt.shape[-1]  # really padded
     opts = SamplingOptions(max_new_tokens=case["max_new_tokens"], temperature=case["temperature"],
@@ -197,7 +197,7 @@ def test_audiocpp_layout_stores_the_ssm_parameters_as_audiocpp_does(falcon, falc
 def prefill_logits(model, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The compact logits after the prompt of "Hello world. This is a test." (float32)."""
     net = model.model_for(dtype)
-    prompt, mask = prompt_tensor([PromptBuilder(model.parts.tokenizer, model.config).build(
+    prompt, mask = prefill_tensors([PromptLayoutBuilder(model.parts.tokenizer, model.config).build(
         "Hello world. This is a test.")], model.config)
     with torch.inference_mode():
         net.setup(1, prompt.shape[-1] + 1)

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from audiocpp.families.audio8_tts.generate import DualARGenerator, SamplingOptions
-from audiocpp.families.audio8_tts.prompt import PromptBuilder, word_budget_chunks
+from audiocpp.families.audio8_tts.prompt_layout import PromptLayoutBuilder, word_budget_chunks
 from tests.support import one_torch_thread
 
 from .cases import cosine, generate_cases, request_for
@@ -59,11 +59,11 @@ def test_goldens_name_the_upstream_commit_and_files(manifest) -> None:
 def test_prompt_ids_equal_upstream_processor(tiny, manifest, golden) -> None:
     case = next(c for c in manifest["cases"] if c["kind"] == "tokenize")
     ref = golden("tokenize")
-    builder = PromptBuilder(tiny.parts.tokenizer, tiny.config)
+    builder = PromptLayoutBuilder(tiny.parts.tokenizer, tiny.config)
     for i, text in enumerate(case["texts"]):
         assert builder.build(text)[0].tolist() == ref[f"tts_{i}"].tolist(), text
     codes = torch.zeros((10, 2), dtype=torch.long)
-    from audiocpp.families.audio8_tts.prompt import Reference
+    from audiocpp.families.audio8_tts.prompt_layout import Reference
 
     for i, ref_text in enumerate(case["reference_texts"]):
         row0 = builder.build(case["texts"][0], [Reference(ref_text, codes)])[0].tolist()
@@ -136,10 +136,10 @@ def test_full_vocabulary_scoring_gives_the_same_codes(name: str, tiny, manifest,
 def test_left_padded_batch_matches_upstream(name: str, tiny, manifest, golden) -> None:
     ref = golden(name)
     case = {**manifest["defaults"], **next(c for c in manifest["cases"] if c["name"] == name)}
-    builder = PromptBuilder(tiny.parts.tokenizer, tiny.config)
-    from audiocpp.families.audio8_tts.generate import prompt_tensor
+    builder = PromptLayoutBuilder(tiny.parts.tokenizer, tiny.config)
+    from audiocpp.families.audio8_tts.generate import prefill_tensors
 
-    prompt, mask = prompt_tensor([builder.build(t) for t in case["texts"]], tiny.config)
+    prompt, mask = prefill_tensors([builder.build(t) for t in case["texts"]], tiny.config)
     assert np.array_equal(prompt.numpy(), ref["prompt"]) and np.array_equal(mask.numpy(), ref["mask"])
     opts = SamplingOptions(max_new_tokens=case["max_new_tokens"], temperature=case["temperature"],
                            top_p=case["top_p"], top_k=case["top_k"], do_sample=case["do_sample"])

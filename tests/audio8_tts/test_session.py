@@ -11,7 +11,7 @@ import torch
 
 from audiocpp.engine.errors import UsageError
 from audiocpp.engine.records import TaskRequest, VoiceReference
-from audiocpp.families.audio8_tts.prompt import word_budget_chunks
+from audiocpp.families.audio8_tts.prompt_layout import word_budget_chunks
 from tests.support import one_torch_thread
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_torch_thread)

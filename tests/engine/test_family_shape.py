@@ -36,7 +36,7 @@ def test_family_folder_has_the_shape(name: str) -> None:
     folder = FAMILIES / name
     required = ["__init__.py", "config.py", "weights.py", "session.py"]
     if name not in VARIANTS:
-        required += ["prompt.py", "generate.py"]
+        required += ["prompt_layout.py", "generate.py"]
         assert (folder / "model.py").is_file() or (folder / "model" / "__init__.py").is_file(), \
             f"{name}: the network goes in model.py or model/"
     missing = [f for f in required if not (folder / f).is_file()]

@@ -42,8 +42,12 @@ def _kept(text: str, chunks: list[str]) -> None:
 
 def chunkers(text: str, budget: int, minimum: int) -> list:
     """Every chunker and front-end text function, each as one call with its checks."""
-    from audiocpp.families.audio8_tts.prompt import clean_text, word_budget_chunks
-    from audiocpp.families.omnivoice.prompt import combine_text, estimate_target_tokens, resolve_instruct
+    from audiocpp.families.audio8_tts.prompt_layout import clean_text, word_budget_chunks
+    from audiocpp.families.omnivoice.prompt_layout import (
+        combine_text,
+        estimate_target_tokens,
+        resolve_instruct,
+    )
 
     def general() -> None:
         chunks = chunk_text(text, budget, min_chars=minimum)
@@ -115,8 +119,8 @@ def rebuilt(style: str):
 
 
 def encode_all(text: str) -> None:
-    from audiocpp.families.omnivoice.prompt import tokenize_with_nonverbal_tags
-    from audiocpp.families.voxcpm2.prompt import VoxCPMTokenizer, normalize_text
+    from audiocpp.families.omnivoice.prompt_layout import tokenize_with_nonverbal_tags
+    from audiocpp.families.voxcpm2.prompt_layout import VoxCPMTokenizer, normalize_text
 
     qwen = rebuilt("qwen2")
     ids = qwen.encode(text, add_special_tokens=False).ids

@@ -99,10 +99,10 @@ def test_codec_given_explicitly_or_paired(layouts, tmp_path):
 def step0_agreement(model, reference_model, text: str) -> float:
     """Share of step-0 greedy predictions (8 x T) that agree between two models."""
     from audiocpp.families.omnivoice.generate import MaskGitParams, build_batch
-    from audiocpp.families.omnivoice.prompt import build_prompt, estimate_target_tokens
+    from audiocpp.families.omnivoice.prompt_layout import build_prompt_layout, estimate_target_tokens
 
     cfg = reference_model.cfg
-    prompt = build_prompt(reference_model.tokenizer, text, estimate_target_tokens(text, None, None),
+    prompt = build_prompt_layout(reference_model.tokenizer, text, estimate_target_tokens(text, None, None),
                           num_codebooks=cfg.num_audio_codebook, mask_id=cfg.audio_mask_id)
     batch = build_batch(prompt, cfg.audio_mask_id)
     preds = []

@@ -8,7 +8,7 @@ import pytest
 from audiocpp.engine.errors import UsageError
 from audiocpp.families.omnivoice.generate import time_steps, unmask_schedule
 from audiocpp.families.omnivoice.languages import LANG_IDS, LANG_NAME_TO_ID
-from audiocpp.families.omnivoice.prompt import (
+from audiocpp.families.omnivoice.prompt_layout import (
     char_weight,
     combine_text,
     estimate_target_tokens,

@@ -15,7 +15,7 @@ from audiocpp.engine.batching.ops import run_now
 from audiocpp.engine.errors import UsageError
 from audiocpp.engine.records import AudioBuffer, TaskRequest, VoiceReference
 from audiocpp.engine.text.chunking import chunk_text
-from audiocpp.families.voxcpm2.prompt import encode_prompt_audio
+from audiocpp.families.voxcpm2.prompt_layout import encode_prompt_audio
 
 LONG = ("The first sentence is here. A second one follows, a little longer than the first. "
         "And a third sentence closes the paragraph.")

@@ -82,12 +82,12 @@ def drift(args) -> dict:
     (max |diff| and relative RMS) and the greedy predictions (share of the 8 x T equal)."""
     from audiocpp.engine import load
     from audiocpp.families.omnivoice.generate import MaskGitParams, build_batch
-    from audiocpp.families.omnivoice.prompt import build_prompt
+    from audiocpp.families.omnivoice.prompt_layout import build_prompt_layout
 
     model = load(args.model, family="omnivoice")
     cfg = model.cfg
     target = int(args.duration * model.codec.frame_rate)
-    prompt = build_prompt(model.tokenizer, args.text, target, num_codebooks=cfg.num_audio_codebook,
+    prompt = build_prompt_layout(model.tokenizer, args.text, target, num_codebooks=cfg.num_audio_codebook,
                           mask_id=cfg.audio_mask_id)
     batch = build_batch(prompt, cfg.audio_mask_id)
     out = {}

@@ -68,7 +68,7 @@ class Turn:
     codes: torch.Tensor
 
 
-class PromptBuilder:
+class PromptLayoutBuilder:
     def __init__(self, tokenizer: Tokenizer, cfg: Audio8Config) -> None:
         self.tokenizer, self.cfg = tokenizer, cfg
 

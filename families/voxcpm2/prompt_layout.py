@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from .config import AUDIO_START_TOKEN, REF_AUDIO_END_TOKEN, REF_AUDIO_START_TOKEN
-from .generate import Prompt
+from .generate import PrefillSequence
 
 SPACE_PIECE = "\u2581"
 
@@ -93,7 +93,7 @@ def encode_prompt_audio(vae, samples: torch.Tensor, patch_size: int, padding: st
     return feat.reshape(vae.latent_dim, -1, patch_size).permute(1, 2, 0).contiguous().cpu()
 
 
-class PromptBuilder:
+class PromptLayoutBuilder:
     """Builds the prefill sequence for zero-shot, reference, continuation and both."""
 
     def __init__(self, tokenizer: VoxCPMTokenizer, patch_size: int, latent_dim: int, *,
@@ -107,7 +107,7 @@ class PromptBuilder:
         return torch.zeros((n, self.patch_size, self.latent_dim), dtype=torch.float32)
 
     def build(self, text: str, *, reference: torch.Tensor | None = None, prompt_feats: torch.Tensor | None = None,
-              prompt_text: str | None = None) -> Prompt:
+              prompt_text: str | None = None) -> PrefillSequence:
         """``reference`` / ``prompt_feats`` are ``(T, P, D)`` latents; ``prompt_text`` goes with ``prompt_feats``."""
         if (prompt_feats is None) != (prompt_text is None):
             raise ValueError("prompt audio and prompt text go together")
@@ -134,7 +134,7 @@ class PromptBuilder:
             feats.append(prompt_feats.to(torch.float32))
         mode = {(False, False): "zero_shot", (True, False): "reference", (False, True): "continuation",
                 (True, True): "ref_continuation"}[(reference is not None, prompt_feats is not None)]
-        return Prompt(
+        return PrefillSequence(
             tokens=torch.cat(tokens).to(torch.int64),
             text_mask=torch.cat(text_mask).to(torch.int64),
             audio_mask=torch.cat(audio_mask).to(torch.int64),

@@ -20,7 +20,7 @@ from audiocpp.engine.text.punctuation import add_punctuation
 
 from .languages import LANG_IDS, LANG_NAME_TO_ID
 
-__all__ = ["Prompt", "add_punctuation", "build_prompt", "combine_text", "estimate_target_tokens", "resolve_instruct", "resolve_language"]
+__all__ = ["PromptLayout", "add_punctuation", "build_prompt_layout", "combine_text", "estimate_target_tokens", "resolve_instruct", "resolve_language"]
 
 # -- languages ---------------------------------------------------------------------------
 
@@ -247,7 +247,7 @@ def tokenize_with_nonverbal_tags(tokenizer: Tokenizer, text: str) -> list[int]:
 
 
 @dataclass(frozen=True)
-class Prompt:
+class PromptLayout:
     """One conditional row: ``ids`` (C, S) with the text replicated over the codebooks, the
     reference codes and ``num_target`` mask tokens; audio starts at ``audio_start``."""
 
@@ -256,9 +256,9 @@ class Prompt:
     num_target: int
 
 
-def build_prompt(tokenizer: Tokenizer, text: str, num_target: int, *, num_codebooks: int, mask_id: int,
+def build_prompt_layout(tokenizer: Tokenizer, text: str, num_target: int, *, num_codebooks: int, mask_id: int,
                  ref_text: str | None = None, ref_codes: torch.Tensor | None = None, language: str | None = None,
-                 instruct: str | None = None, denoise: bool = True) -> Prompt:
+                 instruct: str | None = None, denoise: bool = True) -> PromptLayout:
     """``[<|denoise|>]<|lang_start|>lang<|lang_end|><|instruct_start|>instruct<|instruct_end|>``
     ``<|text_start|>ref_text text<|text_end|>`` + reference codes + masks (upstream
     ``_prepare_inference_inputs``)."""
@@ -272,4 +272,4 @@ def build_prompt(tokenizer: Tokenizer, text: str, num_target: int, *, num_codebo
     if ref_codes is not None:
         parts.append(ref_codes.to(torch.long))
     parts.append(torch.full((num_codebooks, num_target), mask_id, dtype=torch.long))
-    return Prompt(torch.cat(parts, dim=1), head.shape[1], num_target)
+    return PromptLayout(torch.cat(parts, dim=1), head.shape[1], num_target)
