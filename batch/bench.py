@@ -2,7 +2,8 @@
 workers and on a local Ray instance, through the real CLI, one configuration after the other.
 
     python -m audiocpp.batch.bench [--items 24] [--family omnivoice] [--model PATH]
-                                   [--configs local1,local2,ray2] [--batch-size 1,8] [-r num_inference_steps=16]
+                                   [--configs local1,local2,ray2] [--batch-size 1,8]
+                                   [-r num_inference_steps=16]
 
 Prints one row per configuration and batch size (``--batch-size``: each configuration once per
 value, alternating, so the values compare in the same run): items/s and aggregate RTF over the
@@ -74,17 +75,17 @@ def main(argv: list[str] | None = None) -> None:
     try:
         manifest(root / "bench.jsonl", args.items)
         print(f"{args.items} items, {args.family} {args.model or '(demo model)'}, {os.cpu_count()} CPUs")
-        print(f"{'config':8} {'batch':>5} {'setup':44} {'elapsed_s':>9} {'load_s':>7} {'items/s':>8} {'rtf':>6} "
-              f"{'after-load items/s':>18} {'rtf':>6} {'rows/step':>9}")
+        print(f"{'config':8} {'batch':>5} {'setup':44} {'elapsed_s':>9} {'load_s':>7} {'items/s':>8} "
+              f"{'rtf':>6} {'after-load items/s':>18} {'rtf':>6} {'rows/step':>9}")
         for config in args.configs.split(","):
             for size in args.batch_size.split(","):
                 stats = run(config, root / "bench.jsonl", root / config, [*model_args, "--batch-size", size])
                 elapsed, load = float(stats["elapsed_s"]), float(stats.get("load_s") or 0)
                 audio, done = float(stats["audio_s"]), int(stats["done"])
                 synth = max(elapsed - load, 1e-9)
-                print(f"{config:8} {size:>5} {stats['setup']:44} {elapsed:9.1f} {load:7.1f} {done / elapsed:8.3f} "
-                      f"{elapsed / audio:6.3f} {done / synth:18.3f} {synth / audio:6.3f} "
-                      f"{stats.get('batch_rows', ''):>9}", flush=True)
+                print(f"{config:8} {size:>5} {stats['setup']:44} {elapsed:9.1f} {load:7.1f} "
+                      f"{done / elapsed:8.3f} {elapsed / audio:6.3f} {done / synth:18.3f} "
+                      f"{synth / audio:6.3f} {stats.get('batch_rows', ''):>9}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -57,39 +57,68 @@ class BatchArgs:
              "instruct, language, seed, options, out}; flags give the defaults. See docs/batch.md.")
 def batch(
     manifest: Annotated[Path, typer.Argument(help="JSONL manifest, one utterance a line.")],
-    out_dir: Annotated[Path | None, typer.Option("--out-dir", "-o", help="Folder for <id>.<ext> files and manifest.jsonl (created if missing).")] = None,
-    family: Annotated[str | None, typer.Option("--family", "-f", help="Model family (auto-detected from --model when omitted).")] = None,
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model path, or a name (Hugging Face repo id or package id) as for `audiocpp`; omit to use the family's demo model.")] = None,
-    revision: Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of a --model name.")] = None,
-    cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Hugging Face cache for --model names.")] = None,
-    codec: Annotated[Path | None, typer.Option("--codec", help="Separate codec GGUF where a family uses one (load option 'codec').")] = None,
+    out_dir: Annotated[Path | None, typer.Option(
+        "--out-dir", "-o",
+        help="Folder for <id>.<ext> files and manifest.jsonl (created if missing).")] = None,
+    family: Annotated[str | None, typer.Option(
+        "--family", "-f", help="Model family (auto-detected from --model when omitted).")] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", "-m",
+        help="Model path, or a name (Hugging Face repo id or package id) as for `audiocpp`; omit to use "
+        "the family's demo model.")] = None,
+    revision: Annotated[str | None, typer.Option(
+        "--revision", help="Branch, tag or commit of a --model name.")] = None,
+    cache_dir: Annotated[Path | None, typer.Option(
+        "--cache-dir", help="Hugging Face cache for --model names.")] = None,
+    codec: Annotated[Path | None, typer.Option(
+        "--codec", help="Separate codec GGUF where a family uses one (load option 'codec').")] = None,
     task: Annotated[str, typer.Option("--task", help="Default task: tts, clon or design.")] = "tts",
-    voice_ref: Annotated[Path | None, typer.Option("--voice-ref", help="Default reference audio (field voice_ref).")] = None,
-    reference_text: Annotated[str | None, typer.Option("--reference-text", help="Default transcript of the reference.")] = None,
-    voice_prompt: Annotated[Path | None, typer.Option("--voice-prompt", help="Default saved voice prompt (field voice).")] = None,
-    instruct: Annotated[str | None, typer.Option("--instruct", help="Default voice design description.")] = None,
+    voice_ref: Annotated[Path | None, typer.Option(
+        "--voice-ref", help="Default reference audio (field voice_ref).")] = None,
+    reference_text: Annotated[str | None, typer.Option(
+        "--reference-text", help="Default transcript of the reference.")] = None,
+    voice_prompt: Annotated[Path | None, typer.Option(
+        "--voice-prompt", help="Default saved voice prompt (field voice).")] = None,
+    instruct: Annotated[str | None, typer.Option(
+        "--instruct", help="Default voice design description.")] = None,
     language: Annotated[str | None, typer.Option("--language", help="Default language name or code.")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Default seed (unset: a random seed per item, recorded in its row).")] = None,
-    fmt: Annotated[str | None, typer.Option("--format", help="wav16 (default), wav24, wav32, flac or ogg.")] = None,
-    request_option: Annotated[list[str] | None, typer.Option("--request-option", "-r", help="Default request option key=value (repeatable).")] = None,
-    session_option: Annotated[list[str] | None, typer.Option("--session-option", "-s", help="Session option family.key=value (repeatable).")] = None,
-    load_option: Annotated[list[str] | None, typer.Option("--load-option", "-l", help="Load option key=value (repeatable).")] = None,
-    workers: Annotated[int, typer.Option("--workers", "-w", help="Worker processes (Ray: actors), each loading the model once.")] = 1,
-    threads: Annotated[int | None, typer.Option("--threads", help="Torch threads per worker (default: cores / workers; Ray: --num-cpus).")] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Redo items an earlier run finished.")] = False,
-    check: Annotated[bool, typer.Option("--check", help="Only check the manifest (every line) and exit.")] = False,
-    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bar on stderr (default: when stderr is a terminal).")] = None,
-    ray: Annotated[bool, typer.Option("--ray", help="Run on a local Ray instance (pip install 'audiocpp[ray]').")] = False,
-    ray_address: Annotated[str | None, typer.Option("--ray-address", help="Run on the Ray cluster at this address.")] = None,
+    seed: Annotated[int | None, typer.Option(
+        "--seed", help="Default seed (unset: a random seed per item, recorded in its row).")] = None,
+    fmt: Annotated[str | None, typer.Option(
+        "--format", help="wav16 (default), wav24, wav32, flac or ogg.")] = None,
+    request_option: Annotated[list[str] | None, typer.Option(
+        "--request-option", "-r", help="Default request option key=value (repeatable).")] = None,
+    session_option: Annotated[list[str] | None, typer.Option(
+        "--session-option", "-s", help="Session option family.key=value (repeatable).")] = None,
+    load_option: Annotated[list[str] | None, typer.Option(
+        "--load-option", "-l", help="Load option key=value (repeatable).")] = None,
+    workers: Annotated[int, typer.Option(
+        "--workers", "-w", help="Worker processes (Ray: actors), each loading the model once.")] = 1,
+    threads: Annotated[int | None, typer.Option(
+        "--threads", help="Torch threads per worker (default: cores / workers; Ray: --num-cpus).")] = None,
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite", help="Redo items an earlier run finished.")] = False,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Only check the manifest (every line) and exit.")] = False,
+    progress: Annotated[bool | None, typer.Option(
+        "--progress/--no-progress",
+        help="Progress bar on stderr (default: when stderr is a terminal).")] = None,
+    ray: Annotated[bool, typer.Option(
+        "--ray", help="Run on a local Ray instance (pip install 'audiocpp[ray]').")] = False,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", help="Run on the Ray cluster at this address.")] = None,
     num_cpus: Annotated[float, typer.Option("--num-cpus", help="Ray: CPUs reserved per actor.")] = 1.0,
     num_gpus: Annotated[float, typer.Option("--num-gpus", help="Ray: GPUs reserved per actor.")] = 0.0,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Items each worker synthesizes together, as rows of one batch (Ray: items per actor call); 1: one at a time.")] = 8,
+    batch_size: Annotated[int, typer.Option(
+        "--batch-size",
+        help="Items each worker synthesizes together, as rows of one batch (Ray: items per actor call); "
+        "1: one at a time.")] = 8,
 ) -> None:
     defaults = Defaults(task=task, voice_ref=voice_ref, reference_text=reference_text, voice=voice_prompt,
                         instruct=instruct, language=language, seed=seed, fmt=fmt)
     args = BatchArgs(
-        manifest=manifest, out_dir=out_dir, family=family, model=model, revision=revision, cache_dir=cache_dir,
-        codec=codec, defaults=defaults,
+        manifest=manifest, out_dir=out_dir, family=family, model=model, revision=revision,
+        cache_dir=cache_dir, codec=codec, defaults=defaults,
         request_options=request_option or [], session_options=session_option or [],
         load_options=load_option or [], workers=workers, threads=threads, overwrite=overwrite, check=check,
         progress=progress, ray=ray, ray_address=ray_address, num_cpus=num_cpus, num_gpus=num_gpus,
@@ -122,9 +151,11 @@ def _check_flags(args: BatchArgs) -> None:
     if args.num_cpus <= 0 or args.num_gpus < 0:
         raise UsageError("--num-cpus must be above 0 and --num-gpus at least 0")
     if args.defaults.fmt is not None and args.defaults.fmt not in WRITE_FORMATS:
-        raise UsageError(f"--format {args.defaults.fmt!r} is not supported", hint=f"use one of: {', '.join(FORMAT_EXT)}")
+        raise UsageError(f"--format {args.defaults.fmt!r} is not supported",
+                         hint=f"use one of: {', '.join(FORMAT_EXT)}")
     if args.out_dir is None and not args.check:
-        raise UsageError("no output folder", hint="pass --out-dir DIR (or --check to only check the manifest)")
+        raise UsageError("no output folder",
+                         hint="pass --out-dir DIR (or --check to only check the manifest)")
     if args.defaults.voice_ref is not None and not args.defaults.voice_ref.is_file():
         raise UsageError(f"--voice-ref {str(args.defaults.voice_ref)!r} does not exist")
     if args.defaults.voice is not None and not args.defaults.voice.is_file():
@@ -148,7 +179,8 @@ def run_batch(args: BatchArgs) -> None:
     if args.codec is not None:
         load_options["codec"] = str(args.codec)
     # The loader's plan, as for `audiocpp` (a name downloaded once); the workers load what it planned.
-    plan = plan_load(ModelRef(args.model, args.family, args.revision, args.cache_dir, args.progress), load_options)
+    plan = plan_load(ModelRef(args.model, args.family, args.revision, args.cache_dir, args.progress),
+                     load_options)
     resolve_options(plan.spec, "session", session_options, fill_defaults=False)
     items = read_manifest(args.manifest, plan.spec, args.defaults)
     if args.check:
@@ -169,11 +201,12 @@ def run_batch(args: BatchArgs) -> None:
                                (None if workers == 1 else max(1, _cores() // workers)))
     job = JobSpec(family=plan.family, model_path=str(plan.path.resolve()), load_options=load_options,
                   session_options=session_options, threads=threads, batch_size=args.batch_size)
-    where = (f"Ray at {args.ray_address}" if args.ray_address else "a local Ray instance") if on_ray else "local"
+    where = ((f"Ray at {args.ray_address}" if args.ray_address else "a local Ray instance") if on_ray
+             else "local")
     print(f"batch: {len(items)} item{'s' if len(items) > 1 else ''}, {out.tally.skipped} already done, "
           f"{len(todo)} to run on {where} "
-          f"({workers} worker{'s' if workers > 1 else ''}, {threads or 'default'} torch threads and batches of up "
-          f"to {args.batch_size} each)",
+          f"({workers} worker{'s' if workers > 1 else ''}, {threads or 'default'} torch threads "
+          f"and batches of up to {args.batch_size} each)",
           file=sys.stderr)
     bar = BatchProgress(len(todo), enabled=args.progress)
     prepared: dict[str, int] = {}
@@ -231,7 +264,8 @@ def _report_check(items: list[Item], args: BatchArgs) -> None:
     if args.out_dir is not None and args.out_dir.is_dir():
         out = OutputDir(args.out_dir)
         done = sum(1 for item in items if out.finished(item))
-        print(f"already done in {args.out_dir}: {done} (a run would skip them{'' if not args.overwrite else ', but --overwrite redoes them'})")
+        print(f"already done in {args.out_dir}: {done} "
+              f"(a run would skip them{'' if not args.overwrite else ', but --overwrite redoes them'})")
 
 
 def _summary(out: OutputDir, items: list[Item], clock: float, ready_at: list[float], prepared: dict[str, int],

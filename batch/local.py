@@ -73,7 +73,8 @@ class Dispatcher:
     def __init__(self, items: list[Item]) -> None:
         self.groups: list[deque[Item]] = []
         for item in sorted(items, key=Item.sort_key):
-            if self.groups and self.groups[-1][0].voice_key == item.voice_key and self.groups[-1][0].task == item.task:
+            if (self.groups and self.groups[-1][0].voice_key == item.voice_key
+                    and self.groups[-1][0].task == item.task):
                 self.groups[-1].append(item)
             else:
                 self.groups.append(deque([item]))

@@ -189,7 +189,8 @@ class _Checker:
         task = parse_task(value)
         if task.value not in self.spec.tasks:
             names = ", ".join(Task(t).cli_name for t in self.spec.tasks)
-            raise ValueError(f"{self.spec.family} does not support task {task.cli_name!r} (it supports: {names})")
+            raise ValueError(f"{self.spec.family} does not support task {task.cli_name!r} "
+                             f"(it supports: {names})")
         return task
 
     def _file(self, given: dict[str, Any], name: str, default: Path | None) -> str | None:
@@ -202,7 +203,8 @@ class _Checker:
         else:
             return None
         if not fs.is_file(path):  # never raises (a name too long is simply not there)
-            raise ValueError(f"{name} {shown!r} does not exist" + ("" if shown == str(path) else f" ({path})"))
+            raise ValueError(f"{name} {shown!r} does not exist"
+                             + ("" if shown == str(path) else f" ({path})"))
         return str(path)
 
     def _options(self, raw: Any) -> dict[str, Any]:
@@ -219,7 +221,8 @@ class _Checker:
             if value is None:
                 continue
             if name in merged and str(merged[name]) != str(value):
-                raise ValueError(f"{name} is given twice with different values ({merged[name]!r} and {value!r})")
+                raise ValueError(f"{name} is given twice with different values "
+                                 f"({merged[name]!r} and {value!r})")
             merged[name] = value
         try:
             return resolve_options(self.spec, "request", merged)
@@ -243,8 +246,8 @@ class _Checker:
         if item.voice_ref is not None:
             duration = audio_duration(Path(item.voice_ref))
             if duration is not None:
-                check_reference_length(duration, options.get(REFERENCE_CAP_OPTION), transcript=given.reference_text,
-                                       name=repr(item.voice_ref))
+                check_reference_length(duration, options.get(REFERENCE_CAP_OPTION),
+                                       transcript=given.reference_text, name=repr(item.voice_ref))
 
     def _out(self, out: str | None, item_id: str, line: int) -> tuple[str, str]:
         if out is None:
@@ -267,7 +270,8 @@ def read_manifest(path: Path, spec: ModelSpec, defaults: Defaults) -> list[Item]
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
-        raise UsageError(f"manifest {str(path)!r} does not exist", hint="pass a JSONL file, one utterance a line") from None
+        raise UsageError(f"manifest {str(path)!r} does not exist",
+                         hint="pass a JSONL file, one utterance a line") from None
     except IsADirectoryError:
         raise UsageError(f"manifest {str(path)!r} is a folder", hint="pass a JSONL file") from None
     except UnicodeDecodeError:

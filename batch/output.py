@@ -57,7 +57,8 @@ class OutputDir:
 
     def __init__(self, folder: Path) -> None:
         if folder.exists() and not folder.is_dir():
-            raise UsageError(f"--out-dir {str(folder)!r} is a file", hint="pass a folder (it is created if missing)")
+            raise UsageError(f"--out-dir {str(folder)!r} is a file",
+                             hint="pass a folder (it is created if missing)")
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as error:

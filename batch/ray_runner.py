@@ -64,11 +64,13 @@ class SynthActor:
             done = [Done({"load_error": self.failure}, worker=self.name) for _ in batch["item"]]
         else:
             # the block is one batch: its items are rows of one forward pass
-            done = self.synth.run_many([Item.from_json(str(text)) for text in batch["item"]], worker=self.name)
+            done = self.synth.run_many([Item.from_json(str(text)) for text in batch["item"]],
+                                       worker=self.name)
         return {
             "row": np.array([json.dumps(d.row) for d in done], dtype=object),
             "samples": np.array([b"" if d.audio is None else
-                                 np.ascontiguousarray(d.audio.samples, dtype=np.float32).tobytes() for d in done],
+                                 np.ascontiguousarray(d.audio.samples, dtype=np.float32).tobytes()
+                                 for d in done],
                                 dtype=object),
             "rate": np.array([0 if d.audio is None else d.audio.sample_rate for d in done], dtype=np.int64),
             "worker": np.array([d.worker for d in done], dtype=object),
@@ -115,7 +117,8 @@ def run_ray(job: JobSpec, items: list[Item], record: Record, on_ready: Callable[
         context.enable_progress_bars = False
         context.print_on_execution_start = False
         by_item = {item.id: item for item in items}
-        tables = [pa.table({"item": [item.to_json() for item in chunk]}) for chunk in blocks(items, batch_size)]
+        tables = [pa.table({"item": [item.to_json() for item in chunk]})
+                  for chunk in blocks(items, batch_size)]
         dataset = ray.data.from_arrow(tables).map_batches(
             SynthActor,
             fn_constructor_kwargs={"job_json": job.to_json()},

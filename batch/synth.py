@@ -147,7 +147,8 @@ class Synthesizer:
         row = {"id": item.id, "status": "ok", "error": None, "output": item.out,
                "audio_s": round(metrics.audio_s, 4), "wall_s": round(metrics.wall_s, 4),
                "rtf": round(metrics.rtf, 4) if metrics.audio_s > 0 else None, "seed": metrics.seed}
-        return Done(row, result.audio, worker, self.voices_prepared, list(result.warnings), metrics.batch_rows)
+        return Done(row, result.audio, worker, self.voices_prepared, list(result.warnings),
+                    metrics.batch_rows)
 
     def run_many(self, items: list[Item], worker: str = "") -> list[Done]:
         """``items`` as rows of one batch (``batch_size`` at once, the next joining as one
@@ -158,7 +159,8 @@ class Synthesizer:
         if runnable:
             with _quiet():
                 results = list(self.model.run_batch([(p.session, p.request) for p in runnable],
-                                                    return_exceptions=True, max_batch=max(1, self.job.batch_size)))
+                                                    return_exceptions=True,
+                                                    max_batch=max(1, self.job.batch_size)))
         by_item = {id(p): r for p, r in zip(runnable, results)}
         return [self.finish(p, by_item.get(id(p)), worker) for p in planned]
 

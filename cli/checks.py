@@ -12,10 +12,10 @@ from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.tasks import Mode, Task
 
 #: --out's extension -> the format it implies; --format must agree with it.
-EXT_FORMAT = {".wav": "wav16", ".flac": "flac", ".ogg": "ogg", ".mp3": "mp3", ".opus": "opus", ".pcm": "pcm16",
-              ".raw": "pcm16"}
-_CONTAINER = {"wav16": ".wav", "wav24": ".wav", "wav32": ".wav", "flac": ".flac", "ogg": ".ogg", "mp3": ".mp3",
-              "opus": ".opus", "pcm16": ".pcm"}
+EXT_FORMAT = {".wav": "wav16", ".flac": "flac", ".ogg": "ogg", ".mp3": "mp3", ".opus": "opus",
+              ".pcm": "pcm16", ".raw": "pcm16"}
+_CONTAINER = {"wav16": ".wav", "wav24": ".wav", "wav32": ".wav", "flac": ".flac", "ogg": ".ogg",
+              "mp3": ".mp3", "opus": ".opus", "pcm16": ".pcm"}
 
 USAGE = """\
 usage: audiocpp [--family F] [--task tts|clon|design] [--model PATH]
@@ -67,7 +67,8 @@ def _probe_writable(folder: Path, flag: str, path: Path) -> None:
 def check_out_file(path: Path, flag: str) -> None:
     """``path`` names a file (not a folder) whose folder exists and is writable."""
     if path.is_dir():
-        raise UsageError(f"{flag} {str(path)!r} is a folder", hint=f"pass a file name, e.g. {path / 'out.wav'}"
+        raise UsageError(f"{flag} {str(path)!r} is a folder",
+                         hint=f"pass a file name, e.g. {path / 'out.wav'}"
                          if flag == "--out" else f"pass a file name, e.g. {path / 'voice.pt'}")
     folder = path.parent
     if not folder.exists():

@@ -31,11 +31,16 @@ codec_app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-_ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Model path or name (default: a demo model).")]
-_FamilyOpt = Annotated[str | None, typer.Option("--family", "-f", help="Family (detected from --model when omitted).")]
-_CodecOpt = Annotated[Path | None, typer.Option("--codec", help="Separate codec GGUF where a family uses one.")]
-_LoadOpt = Annotated[list[str] | None, typer.Option("--load-option", "-l", help="Load option key=value (repeatable).")]
-_RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of a --model name.")]
+_ModelOpt = Annotated[str | None, typer.Option(
+    "--model", "-m", help="Model path or name (default: a demo model).")]
+_FamilyOpt = Annotated[str | None, typer.Option(
+    "--family", "-f", help="Family (detected from --model when omitted).")]
+_CodecOpt = Annotated[Path | None, typer.Option(
+    "--codec", help="Separate codec GGUF where a family uses one.")]
+_LoadOpt = Annotated[list[str] | None, typer.Option(
+    "--load-option", "-l", help="Load option key=value (repeatable).")]
+_RevisionOpt = Annotated[str | None, typer.Option(
+    "--revision", help="Branch, tag or commit of a --model name.")]
 _CacheOpt = Annotated[Path | None, typer.Option("--cache-dir", help="Hugging Face cache for --model names.")]
 
 
@@ -50,16 +55,16 @@ def _load(model: str | None, family: str | None, *, codec: Path | None, load_opt
 
     def need(plugin: FamilyPlugin) -> str | None:
         if prompt_family is not None and prompt_family != plugin.name:
-            return (f"the voice prompt was made by {prompt_family}, and the model is {plugin.name}; decode it "
-                    f"with a {prompt_family} model (--model), or drop --model/--family")
+            return (f"the voice prompt was made by {prompt_family}, and the model is {plugin.name}; "
+                    f"decode it with a {prompt_family} model (--model), or drop --model/--family")
         if "clone" not in plugin.spec.tasks:
             return (f"{plugin.name} does not clone voices, so it has no voice prompts to encode or decode "
                     "(`audiocpp families` shows which families clone)")
         return None
 
     # a prompt's own family decodes it when neither --model nor --family is given
-    plan = plan_load(ModelRef(model, family or (prompt_family if model is None else None), revision, cache_dir,
-                              default_demo=True), options, need=need)
+    plan = plan_load(ModelRef(model, family or (prompt_family if model is None else None), revision,
+                              cache_dir, default_demo=True), options, need=need)
     if plan.note:
         print(f"note: {plan.note}", file=sys.stderr)
     loaded = load_planned(plan)
@@ -76,13 +81,19 @@ def _print_facts(facts: dict[str, Any], stream: Any = None) -> None:
 
 @codec_app.command("encode")
 def encode_cmd(
-    audio: Annotated[Path, typer.Argument(help="Reference audio (wav/flac/ogg/mp3; any rate, stereo mixed down).")],
+    audio: Annotated[Path, typer.Argument(
+        help="Reference audio (wav/flac/ogg/mp3; any rate, stereo mixed down).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="The voice-prompt file to write.")],
-    reference_text: Annotated[str | None, typer.Option("--reference-text", help="Transcript of the audio (kept in the prompt; most families need it to clone).")] = None,
+    reference_text: Annotated[str | None, typer.Option(
+        "--reference-text",
+        help="Transcript of the audio (kept in the prompt; most families need it to clone).")] = None,
     model: _ModelOpt = None,
     family: _FamilyOpt = None,
     codec: _CodecOpt = None,
-    request_option: Annotated[list[str] | None, typer.Option("--request-option", "-r", help="Request option key=value that shapes the reference (e.g. preprocess_prompt=false, max_reference_seconds=30).")] = None,
+    request_option: Annotated[list[str] | None, typer.Option(
+        "--request-option", "-r",
+        help="Request option key=value that shapes the reference (e.g. preprocess_prompt=false, "
+        "max_reference_seconds=30).")] = None,
     load_option: _LoadOpt = None,
     revision: _RevisionOpt = None,
     cache_dir: _CacheOpt = None,
@@ -106,11 +117,12 @@ def encode_cmd(
     with _warnings_on_stderr():
         loaded = _load(model, family, codec=codec, load_options=load_option or [], revision=revision,
                        cache_dir=cache_dir)
-        options = resolve_options(loaded.spec, "request", {**raw, **({"reference_text": text} if text else {})})
+        options = resolve_options(loaded.spec, "request",
+                                  {**raw, **({"reference_text": text} if text else {})})
         reference = read_audio(audio)
         name = repr(str(audio))
-        if check_reference_length(reference.duration, options.get(REFERENCE_CAP_OPTION), transcript=bool(text),
-                                  name=name):
+        if check_reference_length(reference.duration, options.get(REFERENCE_CAP_OPTION),
+                                  transcript=bool(text), name=name):
             reference = cap_reference(reference, float(options[REFERENCE_CAP_OPTION]), name)
         prompt = loaded.encode_voice_prompt(reference, text or None, options)
     prompt.save(out)
@@ -122,10 +134,13 @@ def encode_cmd(
 
 @codec_app.command("decode")
 def decode_cmd(
-    prompt: Annotated[Path, typer.Argument(help="A voice-prompt file (audiocpp codec encode, --voice-prompt-out).")],
+    prompt: Annotated[Path, typer.Argument(
+        help="A voice-prompt file (audiocpp codec encode, --voice-prompt-out).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output audio file ('-': stdout).")],
-    fmt: Annotated[str | None, typer.Option("--format", help="Output format (default from --out's extension; stdout: wav16).")] = None,
-    sample_rate: Annotated[int | None, typer.Option("--sample-rate", help="Resample the output to this rate (Hz).")] = None,
+    fmt: Annotated[str | None, typer.Option(
+        "--format", help="Output format (default from --out's extension; stdout: wav16).")] = None,
+    sample_rate: Annotated[int | None, typer.Option(
+        "--sample-rate", help="Resample the output to this rate (Hz).")] = None,
     model: _ModelOpt = None,
     family: _FamilyOpt = None,
     codec: _CodecOpt = None,
@@ -155,4 +170,5 @@ def decode_cmd(
     rate, seconds = output.close(audio)
     facts = describe_prompt(voice)
     facts["prompt_sample_rate"] = facts.pop("sample_rate", "?")
-    _print_facts({"audio_out": out, **facts, "sample_rate": rate, "duration_s": f"{seconds:.3f}"}, output.info)
+    _print_facts({"audio_out": out, **facts, "sample_rate": rate, "duration_s": f"{seconds:.3f}"},
+                 output.info)

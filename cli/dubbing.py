@@ -13,8 +13,9 @@ and reused by every cue. Fitting a cue into its slot (start to end):
   :mod:`engine.audio.stretch`), with a warning past 1.5x.
 
 The timeline starts at 0 and ends with the last cue; it is silent outside the cues. One line
-per cue on stderr: ``cue=N start_s= slot_s= audio_s= fit=padded|trimmed Ns of silence|compressed xR``. In streaming mode
-with ``--out -`` the timeline is written to stdout cue by cue.
+per cue on stderr:
+``cue=N start_s= slot_s= audio_s= fit=padded|trimmed Ns of silence|compressed xR``. In
+streaming mode with ``--out -`` the timeline is written to stdout cue by cue.
 """
 
 from __future__ import annotations
@@ -95,8 +96,8 @@ def dub(session: Session, request: TaskRequest, cues: list[Cue], output: AudioOu
         fitted, how = fit(audio, rate, end - start)
         if how.startswith("compressed") and len(audio) > WARN_RATIO * (end - start):
             warnings.warn(f"cue {cue.number}: its speech ({len(audio) / rate:.2f} s) is "
-                          f"{len(audio) / (end - start):.1f}x its slot ({cue.duration:.2f} s), compressed to fit; "
-                          "lengthen the cue or shorten its text", AudiocppWarning, stacklevel=2)
+                          f"{len(audio) / (end - start):.1f}x its slot ({cue.duration:.2f} s), compressed "
+                          "to fit; lengthen the cue or shorten its text", AudiocppWarning, stacklevel=2)
         timeline[start:end] = fitted
         print(f"cue={cue.number} start_s={cue.start:.3f} slot_s={cue.duration:.3f} "
               f"audio_s={len(audio) / rate:.3f} fit={how}", file=sys.stderr)

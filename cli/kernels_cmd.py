@@ -24,8 +24,10 @@ def kernels_from_cli(*, as_json: bool = False, verbose: bool = False) -> int:
             else:
                 state = f"not built: {report.reason}"
             print(f"{report.name}: {state}")
-    failed = [r for r in reports if r.supported and not r.built and not (r.reason or "").startswith("turned off")]
+    failed = [r for r in reports
+              if r.supported and not r.built and not (r.reason or "").startswith("turned off")]
     if failed:
         print("warning: " + ", ".join(r.name for r in failed) + " did not build; audiocpp runs without "
-              "(slower). AUDIOCPP_DEBUG=1 audiocpp kernels --verbose shows the compiler's output", file=sys.stderr)
+              "(slower). AUDIOCPP_DEBUG=1 audiocpp kernels --verbose shows the compiler's output",
+              file=sys.stderr)
     return 1 if failed else 0

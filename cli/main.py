@@ -47,35 +47,78 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def synthesize(
     ctx: typer.Context,
-    version: Annotated[bool, typer.Option("--version", "-V", is_eager=True, callback=_print_version, help="Print audiocpp's version and exit.")] = False,
-    family: Annotated[str | None, typer.Option("--family", "-f", autocompletion=_family_names, help="Model family (auto-detected from --model when omitted).")] = None,
-    task: Annotated[str, typer.Option("--task", help="tts, clon (voice cloning) or design (voice design).")] = "tts",
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model path (package GGUF, HF folder or a family's GGUF), or a name: a Hugging Face repo id (org/name) or a package id, downloaded once into the HF cache. Omit to use the family's demo model.")] = None,
-    revision: Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of a --model name.")] = None,
-    cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Hugging Face cache for --model names (default: HF_HUB_CACHE or HF_HOME/hub).")] = None,
-    codec: Annotated[Path | None, typer.Option("--codec", help="Separate codec GGUF where a family uses one (load option 'codec').")] = None,
-    text: Annotated[str | None, typer.Option("--text", "-t", help="Text to synthesize ('-' reads stdin).")] = None,
-    text_file: Annotated[Path | None, typer.Option("--text-file", help="Read the text from a UTF-8 file.")] = None,
-    voice_ref: Annotated[Path | None, typer.Option("--voice-ref", help="Reference audio for cloning (wav/flac/ogg/mp3; any rate, stereo is mixed down).")] = None,
-    reference_text: Annotated[str | None, typer.Option("--reference-text", help="Transcript of --voice-ref.")] = None,
+    version: Annotated[bool, typer.Option(
+        "--version", "-V", is_eager=True, callback=_print_version,
+        help="Print audiocpp's version and exit.")] = False,
+    family: Annotated[str | None, typer.Option(
+        "--family", "-f", autocompletion=_family_names,
+        help="Model family (auto-detected from --model when omitted).")] = None,
+    task: Annotated[str, typer.Option(
+        "--task", help="tts, clon (voice cloning) or design (voice design).")] = "tts",
+    model: Annotated[str | None, typer.Option(
+        "--model", "-m",
+        help="Model path (package GGUF, HF folder or a family's GGUF), or a name: a Hugging Face repo id "
+        "(org/name) or a package id, downloaded once into the HF cache. Omit to use the family's demo "
+        "model.")] = None,
+    revision: Annotated[str | None, typer.Option(
+        "--revision", help="Branch, tag or commit of a --model name.")] = None,
+    cache_dir: Annotated[Path | None, typer.Option(
+        "--cache-dir",
+        help="Hugging Face cache for --model names (default: HF_HUB_CACHE or HF_HOME/hub).")] = None,
+    codec: Annotated[Path | None, typer.Option(
+        "--codec", help="Separate codec GGUF where a family uses one (load option 'codec').")] = None,
+    text: Annotated[str | None, typer.Option(
+        "--text", "-t", help="Text to synthesize ('-' reads stdin).")] = None,
+    text_file: Annotated[Path | None, typer.Option(
+        "--text-file", help="Read the text from a UTF-8 file.")] = None,
+    voice_ref: Annotated[Path | None, typer.Option(
+        "--voice-ref",
+        help="Reference audio for cloning (wav/flac/ogg/mp3; any rate, stereo is mixed down).")] = None,
+    reference_text: Annotated[str | None, typer.Option(
+        "--reference-text", help="Transcript of --voice-ref.")] = None,
     instruct: Annotated[str | None, typer.Option("--instruct", help="Voice design description.")] = None,
     language: Annotated[str | None, typer.Option("--language", help="Language name or code.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Random seed (request option 'seed').")] = None,
     mode: Annotated[str, typer.Option("--mode", help="offline or streaming.")] = "offline",
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output audio file (the final audio in streaming mode); '-' writes to stdout (streamed as it is generated in streaming mode; everything else goes to stderr).")] = None,
-    out_dir: Annotated[Path | None, typer.Option("--out-dir", help="Also write each streamed/long-form chunk as chunk_N.wav here.")] = None,
-    fmt: Annotated[str | None, typer.Option("--format", help="wav16, wav24, wav32 (float), flac, ogg, mp3, opus (where libsndfile writes them) or pcm16 (raw); default from --out's extension (stdout: wav16).")] = None,
-    sample_rate: Annotated[int | None, typer.Option("--sample-rate", help="Resample the output to this rate (Hz).")] = None,
-    srt: Annotated[Path | None, typer.Option("--srt", help="Dub an SRT file: each cue spoken in its time slot, one timeline out (see docs/cli.md).")] = None,
-    stream_by_line: Annotated[bool, typer.Option("--stream-by-line", help="With --mode streaming and text on stdin: synthesize each line as it arrives (default: each sentence).")] = False,
-    voice_prompt: Annotated[Path | None, typer.Option("--voice-prompt", help="Reuse a prepared voice prompt saved with --voice-prompt-out.")] = None,
-    voice_prompt_out: Annotated[Path | None, typer.Option("--voice-prompt-out", help="Save the prepared voice prompt of this request.")] = None,
-    request_option: Annotated[list[str] | None, typer.Option("--request-option", "-r", help="Request option key=value (repeatable).")] = None,
-    session_option: Annotated[list[str] | None, typer.Option("--session-option", "-s", help="Session option family.key=value (repeatable).")] = None,
-    load_option: Annotated[list[str] | None, typer.Option("--load-option", "-l", help="Load option key=value (repeatable).")] = None,
-    device: Annotated[str | None, typer.Option("--device", help="cpu (the default, or $AUDIOCPP_DEVICE), cuda, cuda:N, mps or auto (the best this machine has). Load option 'device'.")] = None,
-    metrics: Annotated[bool, typer.Option("--metrics", help="Print wall time, RTF, time to first audio and peak RSS.")] = False,
-    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bar on stderr (default: when stderr is a terminal).")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o",
+        help="Output audio file (the final audio in streaming mode); '-' writes to stdout (streamed as it "
+        "is generated in streaming mode; everything else goes to stderr).")] = None,
+    out_dir: Annotated[Path | None, typer.Option(
+        "--out-dir", help="Also write each streamed/long-form chunk as chunk_N.wav here.")] = None,
+    fmt: Annotated[str | None, typer.Option(
+        "--format",
+        help="wav16, wav24, wav32 (float), flac, ogg, mp3, opus (where libsndfile writes them) or pcm16 "
+        "(raw); default from --out's extension (stdout: wav16).")] = None,
+    sample_rate: Annotated[int | None, typer.Option(
+        "--sample-rate", help="Resample the output to this rate (Hz).")] = None,
+    srt: Annotated[Path | None, typer.Option(
+        "--srt",
+        help="Dub an SRT file: each cue spoken in its time slot, one timeline out "
+        "(see docs/cli.md).")] = None,
+    stream_by_line: Annotated[bool, typer.Option(
+        "--stream-by-line",
+        help="With --mode streaming and text on stdin: synthesize each line as it arrives (default: each "
+        "sentence).")] = False,
+    voice_prompt: Annotated[Path | None, typer.Option(
+        "--voice-prompt", help="Reuse a prepared voice prompt saved with --voice-prompt-out.")] = None,
+    voice_prompt_out: Annotated[Path | None, typer.Option(
+        "--voice-prompt-out", help="Save the prepared voice prompt of this request.")] = None,
+    request_option: Annotated[list[str] | None, typer.Option(
+        "--request-option", "-r", help="Request option key=value (repeatable).")] = None,
+    session_option: Annotated[list[str] | None, typer.Option(
+        "--session-option", "-s", help="Session option family.key=value (repeatable).")] = None,
+    load_option: Annotated[list[str] | None, typer.Option(
+        "--load-option", "-l", help="Load option key=value (repeatable).")] = None,
+    device: Annotated[str | None, typer.Option(
+        "--device",
+        help="cpu (the default, or $AUDIOCPP_DEVICE), cuda, cuda:N, mps or auto (the best this machine "
+        "has). Load option 'device'.")] = None,
+    metrics: Annotated[bool, typer.Option(
+        "--metrics", help="Print wall time, RTF, time to first audio and peak RSS.")] = False,
+    progress: Annotated[bool | None, typer.Option(
+        "--progress/--no-progress",
+        help="Progress bar on stderr (default: when stderr is a terminal).")] = None,
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
@@ -152,11 +195,18 @@ def batch_cmd(ctx: typer.Context) -> None:
 @app.command("package")
 def package_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output .gguf file.")],
-    inputs: Annotated[list[str], typer.Option("--input", "-i", help="ns=PATH, or a model folder/file the spec's sources map to namespaces (repeatable).")],
-    spec: Annotated[Path | None, typer.Option("--spec", help="Model spec JSON (default: the family's built-in spec).")] = None,
-    family: Annotated[str | None, typer.Option("--family", "-f", help="Family (default: the spec's family, or detected from the input).")] = None,
-    weight_type: Annotated[str, typer.Option("--type", help="f32, f16, bf16, q8_0, q4_0 (float tensors of safe shape only).")] = "f32",
-    keep_type: Annotated[list[str] | None, typer.Option("--keep-type", help="'ns/glob=type' overrides, e.g. 'audio_tokenizer_weights/*=f32' (repeatable).")] = None,
+    inputs: Annotated[list[str], typer.Option(
+        "--input", "-i",
+        help="ns=PATH, or a model folder/file the spec's sources map to namespaces (repeatable).")],
+    spec: Annotated[Path | None, typer.Option(
+        "--spec", help="Model spec JSON (default: the family's built-in spec).")] = None,
+    family: Annotated[str | None, typer.Option(
+        "--family", "-f", help="Family (default: the spec's family, or detected from the input).")] = None,
+    weight_type: Annotated[str, typer.Option(
+        "--type", help="f32, f16, bf16, q8_0, q4_0 (float tensors of safe shape only).")] = "f32",
+    keep_type: Annotated[list[str] | None, typer.Option(
+        "--keep-type",
+        help="'ns/glob=type' overrides, e.g. 'audio_tokenizer_weights/*=f32' (repeatable).")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing output file.")] = False,
 ) -> None:
     """Build an audio.cpp-compatible package GGUF from upstream weights."""
@@ -168,25 +218,32 @@ def package_cmd(
 
 @app.command("download")
 def download_cmd(
-    name: Annotated[str | None, typer.Argument(help="A Hugging Face repo id (org/name[@revision], or org/name/FILE.gguf) or a package id.")] = None,
+    name: Annotated[str | None, typer.Argument(
+        help="A Hugging Face repo id (org/name[@revision], or org/name/FILE.gguf) or a package id.")] = None,
     revision: Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit.")] = None,
-    cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Hugging Face cache folder (default: HF_HUB_CACHE or HF_HOME/hub).")] = None,
-    family: Annotated[str | None, typer.Option("--family", "-f", help="Fetch only the files this family reads.")] = None,
-    list_: Annotated[bool, typer.Option("--list", help="List the package ids of the installed specs: size, cached or not.")] = False,
+    cache_dir: Annotated[Path | None, typer.Option(
+        "--cache-dir", help="Hugging Face cache folder (default: HF_HUB_CACHE or HF_HOME/hub).")] = None,
+    family: Annotated[str | None, typer.Option(
+        "--family", "-f", help="Fetch only the files this family reads.")] = None,
+    list_: Annotated[bool, typer.Option(
+        "--list", help="List the package ids of the installed specs: size, cached or not.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bars on stderr (default: when stderr is a terminal).")] = None,
+    progress: Annotated[bool | None, typer.Option(
+        "--progress/--no-progress",
+        help="Progress bars on stderr (default: when stderr is a terminal).")] = None,
 ) -> None:
     """Download a model by name into the Hugging Face cache (only the files a family reads)."""
     from .download import download_from_cli
 
-    download_from_cli(name, list_=list_, as_json=as_json, family=family, revision=revision, cache_dir=cache_dir,
-                      progress=progress)
+    download_from_cli(name, list_=list_, as_json=as_json, family=family, revision=revision,
+                      cache_dir=cache_dir, progress=progress)
 
 
 @app.command("kernels")
 def kernels_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", help="Say which kernel is building and, for a failure, the compiler's output.")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", help="Say which kernel is building and, for a failure, the compiler's output.")] = False,
 ) -> None:
     """Build the C++ kernels this CPU supports (set-up does this once) and say for each what happened."""
     from .kernels_cmd import kernels_from_cli
@@ -196,28 +253,50 @@ def kernels_cmd(
 
 @app.command("serve")
 def serve_cmd(
-    model: Annotated[list[str] | None, typer.Option("--model", "-m", help="Model to serve: PATH or NAME=PATH (repeatable; requests pick it by name). Omit to serve the demo model.")] = None,
-    family: Annotated[str | None, typer.Option("--family", "-f", help="Family of the models (auto-detected when omitted).")] = None,
+    model: Annotated[list[str] | None, typer.Option(
+        "--model", "-m",
+        help="Model to serve: PATH or NAME=PATH (repeatable; requests pick it by name). "
+        "Omit to serve the demo model.")] = None,
+    family: Annotated[str | None, typer.Option(
+        "--family", "-f", help="Family of the models (auto-detected when omitted).")] = None,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
-    session_option: Annotated[list[str] | None, typer.Option("--session-option", "-s", help="Session option family.key=value for every request (repeatable).")] = None,
-    load_option: Annotated[list[str] | None, typer.Option("--load-option", "-l", help="Load option [family.]key=value (repeatable).")] = None,
-    voices_dir: Annotated[Path | None, typer.Option("--voices-dir", help="Where uploaded voices are kept (default: ~/.cache/audiocpp/voices).")] = None,
-    max_batch: Annotated[int, typer.Option("--max-batch", help="Requests per model synthesized together, as rows of one batch (1: one at a time).")] = 8,
-    batch_window_ms: Annotated[float, typer.Option("--batch-window-ms", help="How long an idle model waits for more requests to start a batch with.")] = 20.0,
-    max_concurrency: Annotated[int | None, typer.Option("--max-concurrency", help="Requests per model in progress at once (synthesizing, encoding); default: --max-batch.")] = None,
-    max_queue: Annotated[int, typer.Option("--max-queue", help="Requests per model that may wait; beyond, 429 at once.")] = 8,
-    max_input_chars: Annotated[int, typer.Option("--max-input-chars", help="Longest input text accepted.")] = 4096,
-    max_body_mb: Annotated[float, typer.Option("--max-body-mb", help="Largest request body (voice uploads included), MiB.")] = 16.0,
-    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level (info shows each request).")] = "warning",
-    wyoming_port: Annotated[int | None, typer.Option("--wyoming-port", help="Also serve the Wyoming protocol (Home Assistant) on this TCP port.")] = None,
-    http: Annotated[bool, typer.Option("--http/--no-http", help="Serve HTTP (--no-http: Wyoming only).")] = True,
+    session_option: Annotated[list[str] | None, typer.Option(
+        "--session-option", "-s",
+        help="Session option family.key=value for every request (repeatable).")] = None,
+    load_option: Annotated[list[str] | None, typer.Option(
+        "--load-option", "-l", help="Load option [family.]key=value (repeatable).")] = None,
+    voices_dir: Annotated[Path | None, typer.Option(
+        "--voices-dir", help="Where uploaded voices are kept (default: ~/.cache/audiocpp/voices).")] = None,
+    max_batch: Annotated[int, typer.Option(
+        "--max-batch",
+        help="Requests per model synthesized together, as rows of one batch (1: one at a time).")] = 8,
+    batch_window_ms: Annotated[float, typer.Option(
+        "--batch-window-ms",
+        help="How long an idle model waits for more requests to start a batch with.")] = 20.0,
+    max_concurrency: Annotated[int | None, typer.Option(
+        "--max-concurrency",
+        help="Requests per model in progress at once (synthesizing, encoding); "
+        "default: --max-batch.")] = None,
+    max_queue: Annotated[int, typer.Option(
+        "--max-queue", help="Requests per model that may wait; beyond, 429 at once.")] = 8,
+    max_input_chars: Annotated[int, typer.Option(
+        "--max-input-chars", help="Longest input text accepted.")] = 4096,
+    max_body_mb: Annotated[float, typer.Option(
+        "--max-body-mb", help="Largest request body (voice uploads included), MiB.")] = 16.0,
+    log_level: Annotated[str, typer.Option(
+        "--log-level", help="uvicorn log level (info shows each request).")] = "warning",
+    wyoming_port: Annotated[int | None, typer.Option(
+        "--wyoming-port", help="Also serve the Wyoming protocol (Home Assistant) on this TCP port.")] = None,
+    http: Annotated[bool, typer.Option(
+        "--http/--no-http", help="Serve HTTP (--no-http: Wyoming only).")] = True,
 ) -> None:
     """Serve models over HTTP: OpenAI's /v1/audio/speech, stored voices, metrics and a playground page."""
     from audiocpp.server.cli import ServeArgs, serve
 
-    serve(ServeArgs(models=model or [], family=family, host=host, port=port, session_options=session_option or [],
-                    load_options=load_option or [], voices_dir=voices_dir, max_concurrency=max_concurrency,
+    serve(ServeArgs(models=model or [], family=family, host=host, port=port,
+                    session_options=session_option or [], load_options=load_option or [],
+                    voices_dir=voices_dir, max_concurrency=max_concurrency,
                     max_queue=max_queue, max_batch=max_batch, batch_window_ms=batch_window_ms,
                     max_input_chars=max_input_chars, max_body_mb=max_body_mb, log_level=log_level,
                     wyoming_port=wyoming_port, http=http))

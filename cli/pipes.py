@@ -28,7 +28,10 @@ import numpy as np
 
 from audiocpp.engine.errors import AudioError, UsageError
 from audiocpp.engine.records import AudioBuffer, TaskResult
-from audiocpp.engine.text.stream import segments, sentence_end  # noqa: F401 - sentence_end: re-exported for tests
+from audiocpp.engine.text.stream import (
+    segments,
+    sentence_end,  # noqa: F401 - sentence_end: re-exported for tests
+)
 
 #: formats that stream to stdout: soundfile subtype of the samples, WAV format tag, bytes per sample
 STREAM_FORMATS: dict[str, tuple[str, int, int]] = {
@@ -48,7 +51,8 @@ def stdout_format(fmt: str | None, streaming: bool) -> str:
 
     if sys.stdout.isatty():
         raise UsageError("--out - writes audio to stdout, which is a terminal here",
-                         hint="pipe it into a player (`... --out - | aplay`) or a file, or pass --out FILE.wav")
+                         hint="pipe it into a player (`... --out - | aplay`) or a file, "
+                         "or pass --out FILE.wav")
     fmt = fmt or "wav16"
     if fmt in STREAM_FORMATS:
         return fmt
@@ -57,7 +61,8 @@ def stdout_format(fmt: str | None, streaming: bool) -> str:
         raise UsageError(f"--format {fmt!r} is not supported", hint=f"use one of: {', '.join(formats)}")
     if streaming:
         raise UsageError(f"--out - streams {', '.join(STREAM_FORMATS)} in streaming mode, not {fmt}",
-                         hint="use --format wav16 or pcm16, or --mode offline to write the whole file at once")
+                         hint="use --format wav16 or pcm16, or --mode offline to write the whole file "
+                         "at once")
     return fmt
 
 
@@ -68,7 +73,8 @@ def check_sample_rate(rate: int | None, fmt: str) -> None:
     if rate is None:
         return
     if not 1000 <= rate <= 384000:
-        raise UsageError(f"--sample-rate {rate} is out of range", hint="use a rate between 1000 and 384000 Hz, e.g. 16000")
+        raise UsageError(f"--sample-rate {rate} is out of range",
+                         hint="use a rate between 1000 and 384000 Hz, e.g. 16000")
     allowed = CODEC_RATES.get(fmt)
     if allowed and rate not in allowed:
         raise UsageError(f"{fmt} does not take --sample-rate {rate}",
@@ -91,7 +97,8 @@ def encode_samples(samples: np.ndarray, fmt: str) -> bytes:
 
     buffer = io.BytesIO()
     subtype = STREAM_FORMATS[fmt][0]
-    sf.write(buffer, np.asarray(samples, dtype=np.float32), 8000, format="RAW", subtype=subtype, endian="LITTLE")
+    sf.write(buffer, np.asarray(samples, dtype=np.float32), 8000, format="RAW", subtype=subtype,
+             endian="LITTLE")
     return buffer.getvalue()
 
 
@@ -149,8 +156,8 @@ class AudioOutput:
         if not allowed or model_rate in allowed:
             return model_rate
         rate = min((r for r in allowed if r >= model_rate), default=max(allowed))
-        print(f"note: {self.fmt} takes {', '.join(map(str, allowed))} Hz; resampling the {model_rate} Hz audio "
-              f"to {rate} Hz (--sample-rate chooses)", file=sys.stderr)
+        print(f"note: {self.fmt} takes {', '.join(map(str, allowed))} Hz; resampling the {model_rate} Hz "
+              f"audio to {rate} Hz (--sample-rate chooses)", file=sys.stderr)
         return rate
 
     def resample(self, audio: AudioBuffer, rate: int | None = None) -> AudioBuffer:
@@ -205,7 +212,8 @@ class AudioOutput:
             self.sink.write(wav_header(final.sample_rate, self.fmt) if self.fmt != "pcm16" else b"")
             self._emit(final.samples)
         elif self.fmt in STREAM_FORMATS:
-            header = wav_header(final.sample_rate, self.fmt, final.num_samples) if self.fmt != "pcm16" else b""
+            header = (wav_header(final.sample_rate, self.fmt, final.num_samples) if self.fmt != "pcm16"
+                      else b"")
             self.sink.write(header + encode_samples(final.samples, self.fmt))
         else:
             from audiocpp.engine.audio.io import encode_audio
@@ -249,7 +257,8 @@ def read_segments(fd: int | None = None, by_line: bool = False, chunk: int = 409
         try:
             buffer += decoder.decode(data, final=not data)
         except UnicodeDecodeError:
-            raise UsageError("the text on stdin is not UTF-8", hint="convert it, e.g. `iconv -t UTF-8`") from None
+            raise UsageError("the text on stdin is not UTF-8",
+                             hint="convert it, e.g. `iconv -t UTF-8`") from None
         done, buffer = segments(buffer, by_line, final=not data)
         yield from done
         if not data:

@@ -72,9 +72,11 @@ def read_text(args: RunArgs) -> str:
         try:
             return args.text_file.read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise UsageError(f"--text-file {str(args.text_file)!r} does not exist", hint="check the path") from None
+            raise UsageError(f"--text-file {str(args.text_file)!r} does not exist",
+                             hint="check the path") from None
         except IsADirectoryError:
-            raise UsageError(f"--text-file {str(args.text_file)!r} is a folder", hint="pass a text file") from None
+            raise UsageError(f"--text-file {str(args.text_file)!r} is a folder",
+                             hint="pass a text file") from None
         except UnicodeDecodeError:
             raise UsageError(f"--text-file {str(args.text_file)!r} is not UTF-8 text",
                              hint="convert it, e.g. `iconv -t UTF-8 FILE`") from None
@@ -89,12 +91,14 @@ def read_text(args: RunArgs) -> str:
         try:
             return sys.stdin.buffer.read().decode("utf-8")
         except UnicodeDecodeError:
-            raise UsageError("the text on stdin is not UTF-8", hint="convert it, e.g. `iconv -t UTF-8`") from None
+            raise UsageError("the text on stdin is not UTF-8",
+                             hint="convert it, e.g. `iconv -t UTF-8`") from None
     raise UsageError("no text given", hint="pass --text \"...\", --text-file FILE, or pipe text on stdin")
 
 
 def build_request(args: RunArgs, text: str, request_options: dict[str, Any]) -> TaskRequest:
-    """The request the flags describe (``TaskRequest.from_inputs``, as ``audiocpp batch`` builds its items)."""
+    """The request the flags describe (``TaskRequest.from_inputs``, as ``audiocpp batch`` builds its
+    items)."""
     return TaskRequest.from_inputs(text, voice_ref=args.voice_ref, reference_text=args.reference_text,
                                    instruct=args.instruct, language=args.language, seed=args.seed,
                                    voice_prompt=args.voice_prompt, options=request_options)
@@ -179,7 +183,8 @@ def run_request(args: RunArgs) -> None:
     try:
         text = None if cues is not None or incremental else read_text(args)
         if text is not None and not text.strip():
-            raise UsageError("the text to synthesize is empty", hint="pass --text, --text-file or text on stdin")
+            raise UsageError("the text to synthesize is empty",
+                             hint="pass --text, --text-file or text on stdin")
         with _warnings_on_stderr():
             _synthesize(args, task, mode, fmt, text, kept, cues)
     except KeyboardInterrupt:
@@ -224,7 +229,8 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
 
     # The model named (a path, or a name downloaded once), its family, and everything the loader
     # checks before the (slow) load; then what the request itself can be checked against the spec.
-    plan = plan_load(ModelRef(args.model, args.family, args.revision, args.cache_dir, args.progress), load_options)
+    plan = plan_load(ModelRef(args.model, args.family, args.revision, args.cache_dir, args.progress),
+                     load_options)
     spec = plan.spec
     check_supported(spec, task, mode)
     check_session_prefixes(session_options, plan.family)
@@ -235,7 +241,8 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
     if args.voice_prompt is not None:  # the file's container, its family and transcript: before loading
         from audiocpp.engine.voice_prompt import read_prompt_dict
 
-        check_prompt_transcript(spec, str(read_prompt_dict(args.voice_prompt, family=plan.family).get("ref_text") or ""))
+        check_prompt_transcript(
+            spec, str(read_prompt_dict(args.voice_prompt, family=plan.family).get("ref_text") or ""))
     if cues is not None:
         from .dubbing import check_dubbing
 
@@ -247,7 +254,8 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
 
             duration = read_audio(args.voice_ref).duration
         if duration is not None:
-            check_reference_length(duration, options.get(REFERENCE_CAP_OPTION), name=repr(str(args.voice_ref)),
+            check_reference_length(duration, options.get(REFERENCE_CAP_OPTION),
+                                   name=repr(str(args.voice_ref)),
                                    transcript=bool((args.reference_text or "").strip()))
     if plan.note:
         print(f"note: {plan.note}", file=sys.stderr)
@@ -272,7 +280,8 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
     else:
         results: list[TaskResult] = []
         index = 0  # of the audio events, across the segments read from stdin
-        for number, segment in enumerate([text] if text is not None else read_segments(by_line=args.stream_by_line)):
+        for number, segment in enumerate([text] if text is not None
+                                         else read_segments(by_line=args.stream_by_line)):
             if text is None:
                 print(f"segment={number} text={segment[:60]!r}", file=sys.stderr)
             for event in session.stream(replace(request, text=segment), progress=progress):

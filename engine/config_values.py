@@ -108,7 +108,8 @@ def _problem(kind: Any, value: Any, zero_ok: bool) -> str | None:
     if kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
             return "must be an integer"
-        return None if value >= (0 if zero_ok else 1) else "must be non-negative" if zero_ok else "must be positive"
+        return (None if value >= (0 if zero_ok else 1)
+                else "must be non-negative" if zero_ok else "must be positive")
     if kind is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             return "must be a finite number"

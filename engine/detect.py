@@ -76,7 +76,8 @@ class PathFacts:
             except OSError as exc:
                 raise ModelError(f"{config_path} cannot be read: {exc.strerror or exc}") from None
             if not isinstance(config, dict):
-                raise ModelError(f"{config_path} is not a JSON object", hint="a model's config.json holds an object")
+                raise ModelError(f"{config_path} is not a JSON object",
+                                 hint="a model's config.json holds an object")
             facts.config = config
         return facts
 
@@ -89,7 +90,8 @@ def spec_evidence(spec: ModelSpec, facts: PathFacts) -> Evidence | None:
         embedded = meta.get(EMBEDDED_FAMILY_KEY)
         if isinstance(embedded, str):
             if embedded == spec.family:
-                return Evidence(spec.family, STRENGTH_EMBEDDED, f"GGUF embeds a model spec for family {embedded!r}")
+                return Evidence(spec.family, STRENGTH_EMBEDDED,
+                                f"GGUF embeds a model spec for family {embedded!r}")
             return None
         for key in det.gguf_metadata_keys:
             if key in meta:

@@ -83,7 +83,8 @@ def resolve_device(value: Any = None) -> torch.device:
         device = torch.device(text)
     except (RuntimeError, ValueError):
         raise UsageError(f"unknown device {text!r}",
-                         hint=f"use cpu, cuda, cuda:N, mps or auto; this machine has: {', '.join(found)}") from None
+                         hint=f"use cpu, cuda, cuda:N, mps or auto; this machine has: "
+                         f"{', '.join(found)}") from None
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", 0)
     name = str(device) if device.type != "mps" else "mps"
@@ -123,7 +124,8 @@ def storage_dtype(source: TensorSource, names: Iterable[str] | None = None, *, m
     return max(totals.items(), key=lambda kv: kv[1])[0]
 
 
-def default_compute_dtype(device: torch.device, stored: str, *, gpu_dtype: torch.dtype | None = None) -> torch.dtype:
+def default_compute_dtype(device: torch.device, stored: str, *,
+                          gpu_dtype: torch.dtype | None = None) -> torch.dtype:
     """The compute dtype of ``compute_dtype=auto`` for weights stored as ``stored`` on ``device``.
 
     CPU: F32 -> float32 (exact); BF16, F16 and block-quantized (Q8_0, Q4_0...) -> bfloat16.

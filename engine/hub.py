@@ -89,7 +89,8 @@ def is_local_path(name: str) -> bool:
     """True for an existing path, or one written as a path (``./x``, ``/x``, ``~/x``, ``x/``)."""
     if os.path.exists(os.path.expanduser(name)):
         return True
-    return name in (".", "..") or name.startswith(("/", "./", "../", "~")) or name.endswith("/") or "\\" in name
+    return (name in (".", "..") or name.startswith(("/", "./", "../", "~")) or name.endswith("/")
+            or "\\" in name)
 
 
 def package_index() -> dict[str, tuple[FamilyPlugin, Package]]:
@@ -138,11 +139,13 @@ def _not_downloadable(package: Package, dl: Download | None) -> UsageError:
                           hint=f"get its files ({', '.join(package.files)}) and pass their folder as --model")
     if dl.kind == "converter":
         return UsageError(f"package {pid!r} is built, not downloaded: {dl.description or dl.converter}",
-                          hint="run that command on the downloaded checkpoint, then pass the result as --model")
+                          hint="run that command on the downloaded checkpoint, then pass the result as "
+                          "--model")
     if dl.kind == "local_snapshot":
         return UsageError(f"package {pid!r} is a local snapshot", hint=f"pass --model {dl.path}")
     if dl.kind == "modelscope_snapshot":
-        return UsageError(f"package {pid!r} comes from ModelScope ({dl.repo}), which audiocpp does not download from",
+        return UsageError(f"package {pid!r} comes from ModelScope ({dl.repo}), which audiocpp does not "
+                          "download from",
                           hint="download it with ModelScope's tools and pass the folder as --model")
     return UsageError(f"package {pid!r} cannot be downloaded: {dl.reason or dl.kind}")
 
@@ -197,7 +200,8 @@ def fetch(ref: ModelRef, *, family: str | None = None, cache_dir: str | Path | N
         todo = [f for f in wanted if not (snapshot / f).exists()] if listing.remote else []
         if todo:
             size = sum((listing.files[f] or RemoteFile()).size or 0 for f in todo)
-            print(f"downloading {ref.label}: {len(todo)} file(s), {human_size(size)} into {root}", file=sys.stderr)
+            print(f"downloading {ref.label}: {len(todo)} file(s), {human_size(size)} into {root}",
+                  file=sys.stderr)
         folder = _snapshot_download(ref, plan, root, progress, offline=not listing.remote)
     if folder.name != listing.commit:  # the branch moved between the listing and the download
         with _explained(ref, root):
@@ -206,7 +210,8 @@ def fetch(ref: ModelRef, *, family: str | None = None, cache_dir: str | Path | N
     _verify(ref, folder, todo, listing)
     missing = [f for f in wanted if not (folder / f).exists()]
     if missing or not wanted:
-        raise ModelError(f"the cached snapshot of {ref.label} lacks {', '.join(missing) or 'the files it needs'}",
+        raise ModelError(f"the cached snapshot of {ref.label} lacks "
+                         f"{', '.join(missing) or 'the files it needs'}",
                          hint=f"run `audiocpp download {ref.name}` with network access to complete it")
     sizes = {f: (folder / f).stat().st_size for f in wanted}
     return Snapshot(ref.name, ref.repo_id, listing.commit, folder / plan.target if plan.target else folder,
@@ -252,17 +257,18 @@ def _listing(ref: ModelRef, root: Path) -> Listing:
                 raise
             cached = _cached_listing(ref, root)
             if cached is None:
-                raise ModelError(f"cannot reach {endpoint} to download {ref.label}, and it is not in the Hugging "
-                                 f"Face cache ({root}): {_first_line(exc)}",
-                                 hint="check the network connection, proxy settings and HF_ENDPOINT") from None
+                raise ModelError(f"cannot reach {endpoint} to download {ref.label}, and it is not in the "
+                                 f"Hugging Face cache ({root}): {_first_line(exc)}",
+                                 hint="check the network connection, proxy settings and "
+                                 "HF_ENDPOINT") from None
             print(f"note: cannot reach {endpoint}; using the cached snapshot of {ref.label}", file=sys.stderr)
             return cached
     cached = _cached_listing(ref, root)
     if cached is None:
-        raise ModelError(f"{ref.label} is not in the Hugging Face cache ({root}) and HF_HUB_OFFLINE=1 forbids "
-                         "downloading it",
-                         hint=f"run `audiocpp download {ref.name}` once with network access (HF_HUB_OFFLINE unset), "
-                         "or point HF_HOME / --cache-dir at a cache that holds it")
+        raise ModelError(f"{ref.label} is not in the Hugging Face cache ({root}) and HF_HUB_OFFLINE=1 "
+                         "forbids downloading it",
+                         hint=f"run `audiocpp download {ref.name}` once with network access "
+                         "(HF_HUB_OFFLINE unset), or point HF_HOME / --cache-dir at a cache that holds it")
     return cached
 
 
@@ -315,11 +321,12 @@ def _plan_package(ref: ModelRef, listing: Listing) -> Plan:
     if listing.remote and not dl.include:
         missing = [f for f in package.files if f not in listing.files]
         if missing:
-            raise ModelError(f"{ref.repo_id} at {listing.commit[:12]} lacks files package {package.id!r} needs: "
-                             f"{', '.join(missing)}", hint="pass another --revision, or tell the spec's maintainers")
+            raise ModelError(f"{ref.repo_id} at {listing.commit[:12]} lacks files package {package.id!r} "
+                             f"needs: {', '.join(missing)}",
+                             hint="pass another --revision, or tell the spec's maintainers")
     files = package.files
-    target = files[0] if len(files) == 1 and files[0].endswith(".gguf") else (package.strip_prefix or dl.strip_prefix
-                                                                                or "").strip("/")
+    target = (files[0] if len(files) == 1 and files[0].endswith(".gguf")
+              else (package.strip_prefix or dl.strip_prefix or "").strip("/"))
     return Plan(tuple(dl.include or files), tuple(dl.exclude or ()), target, (plugin.name,))
 
 
@@ -386,7 +393,8 @@ def _plan_repo(ref: ModelRef, listing: Listing, family: str | None, runnable_onl
     hint = "; ".join(lacking) or "see `audiocpp families`"
     if not listing.remote:
         hint += f"; the cached snapshot may be incomplete: run `audiocpp download {ref.name}` online"
-    raise ModelError(f"the files of {ref.repo_id} match no installed family ({names}): it holds {shown}", hint=hint)
+    raise ModelError(f"the files of {ref.repo_id} match no installed family ({names}): it holds {shown}",
+                     hint=hint)
 
 
 # -- transfer and checks -----------------------------------------------------------------------
@@ -470,7 +478,8 @@ def _explain(exc: BaseException, ref: ModelRef, root: Path) -> AudiocppError | N
         return ModelError(f"access to {repo} was refused (HTTP {status}): it is a gated repo{refused}",
                           hint=f"accept its conditions at {endpoint}/{repo} with your account, then {LOGIN}")
     if any(isinstance(e, he.RevisionNotFoundError) for e in chain):
-        return ModelError(f"{repo} has no revision {ref.revision!r}", hint="pass a branch, tag or commit of the repo")
+        return ModelError(f"{repo} has no revision {ref.revision!r}",
+                          hint="pass a branch, tag or commit of the repo")
     if any(isinstance(e, he.RepositoryNotFoundError) for e in chain):
         if status == 401:
             return ModelError(f"{repo} was not found on {endpoint}, or it is private and access was refused "
@@ -480,14 +489,15 @@ def _explain(exc: BaseException, ref: ModelRef, root: Path) -> AudiocppError | N
                           hint="check the repo id (org/name) or the path; `audiocpp download --list` shows "
                           "the package ids")
     if status in (401, 403):
-        return ModelError(f"access to {repo} was refused (HTTP {status})", hint=f"{LOGIN}, with a token that can "
-                          "read the repo")
+        return ModelError(f"access to {repo} was refused (HTTP {status})",
+                          hint=f"{LOGIN}, with a token that can read the repo")
     if any(isinstance(e, he.RemoteEntryNotFoundError) for e in chain):
         return ModelError(f"a file of {label} is missing on {endpoint}: {_first_line(exc)}")
     if _constants().HF_HUB_OFFLINE and isinstance(exc, he.LocalEntryNotFoundError):
-        return ModelError(f"{label} is not completely in the Hugging Face cache ({root}) and HF_HUB_OFFLINE=1 "
-                          "forbids downloading it",
-                          hint=f"run `audiocpp download {ref.name}` once with network access (HF_HUB_OFFLINE unset)")
+        return ModelError(f"{label} is not completely in the Hugging Face cache ({root}) and "
+                          "HF_HUB_OFFLINE=1 forbids downloading it",
+                          hint=f"run `audiocpp download {ref.name}` once with network access "
+                          "(HF_HUB_OFFLINE unset)")
     resume = "run the same command again: finished files are kept and the rest is downloaded"
     if status is not None:
         return ModelError(f"downloading {label} from {endpoint} failed (HTTP {status})", hint=resume)
@@ -518,7 +528,8 @@ def _is_connection_error(exc: BaseException) -> bool:
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return True
     names = {cls.__name__ for cls in type(exc).__mro__}
-    return bool(names & {"TransportError", "ConnectError", "TimeoutException", "NetworkError", "ProtocolError"})
+    return bool(names & {"TransportError", "ConnectError", "TimeoutException", "NetworkError",
+                         "ProtocolError"})
 
 
 def _first_line(exc: BaseException) -> str:
@@ -563,7 +574,8 @@ def list_packages(cache_dir: str | Path | None = None, *, remote: bool | None = 
     for pid, (plugin, package) in package_index().items():
         dl = package_download(plugin.spec, package)
         if dl is None or dl.kind != "huggingface_snapshot" or not dl.repo:
-            source = "none" if dl is None else f"{dl.kind}: {dl.description or dl.converter or dl.path or dl.reason}"
+            source = ("none" if dl is None
+                      else f"{dl.kind}: {dl.description or dl.converter or dl.path or dl.reason}")
             rows.append(PackageRow(pid, plugin.name, package.display_name, source, False, None, False, None))
             continue
         ref = ModelRef(pid, dl.repo, dl.revision, package=pid, family=plugin.name)
@@ -593,5 +605,6 @@ def list_packages(cache_dir: str | Path | None = None, *, remote: bool | None = 
                 wanted = _wanted(plan, found)
                 if wanted:
                     size = sum((found.files[f] or RemoteFile()).size or 0 for f in wanted)
-        rows.append(PackageRow(pid, plugin.name, package.display_name, f"hf:{dl.repo}", True, size, cached, path))
+        rows.append(PackageRow(pid, plugin.name, package.display_name, f"hf:{dl.repo}", True, size, cached,
+                               path))
     return rows

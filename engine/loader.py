@@ -68,7 +68,8 @@ class LoadPlan:
         """What to tell the user about the demo model, or None."""
         if not self.demo:
             return None
-        return f"no --model given; using the {self.family} demo model (random weights: the audio is not speech)"
+        return (f"no --model given; using the {self.family} demo model (random weights: the audio is not "
+                "speech)")
 
 
 def plan_load(ref: ModelRef, load_options: dict[str, Any] | None = None, *,
@@ -79,8 +80,9 @@ def plan_load(ref: ModelRef, load_options: dict[str, Any] | None = None, *,
     from .registry import resolve_family
 
     if ref.model is None and ref.family is None and not ref.default_demo:
-        raise UsageError("no model given", hint="pass --model PATH (or a name: org/name), or --family NAME to use "
-                         "its demo model")
+        raise UsageError("no model given",
+                         hint="pass --model PATH (or a name: org/name), or --family NAME to use its demo "
+                         "model")
     options = dict(load_options or {})
     path = resolve_model(ref.model, family=ref.family, revision=ref.revision, cache_dir=ref.cache_dir,
                          progress=ref.progress, runnable_only=True)
@@ -134,8 +136,9 @@ def load_model(ref: ModelRef, load_options: dict[str, Any] | None = None) -> Loa
     return load_planned(plan_load(ref, load_options))
 
 
-def load(path: str | Path | None = None, *, family: str | None = None, load_options: dict[str, Any] | None = None,
-         revision: str | None = None, cache_dir: str | Path | None = None) -> LoadedModel:
+def load(path: str | Path | None = None, *, family: str | None = None,
+         load_options: dict[str, Any] | None = None, revision: str | None = None,
+         cache_dir: str | Path | None = None) -> LoadedModel:
     """Load a model: ``audiocpp.engine.load("model.gguf")``. The family is detected unless given;
     ``load(family="omnivoice")`` loads the family's demo model (random weights, not speech); a name
     (``"openbmb/VoxCPM2"``, a package id) is downloaded once into the Hugging Face cache. Errors name
@@ -156,10 +159,12 @@ def demo_family(need: Callable[[FamilyPlugin], str | None] | None = None) -> Fam
     from .plugin import FamilyPlugin
     from .registry import families
 
-    found = [p for _, p in sorted(families().items()) if p.spec.runnable
-             and type(p).demo_model_path is not FamilyPlugin.demo_model_path and (need is None or not need(p))]
+    found = [p for _, p in sorted(families().items())
+             if p.spec.runnable and type(p).demo_model_path is not FamilyPlugin.demo_model_path
+             and (need is None or not need(p))]
     if not found:
-        raise UsageError("no model given, and no installed family has a demo model", hint="pass --model PATH")
+        raise UsageError("no model given, and no installed family has a demo model",
+                         hint="pass --model PATH")
     return found[0]
 
 
@@ -174,5 +179,6 @@ def _detected_elsewhere(path: Path, plugin: FamilyPlugin) -> str | None:
         return None
     if plugin.detect(facts) is not None:
         return None
-    others = [name for name, other in families().items() if other is not plugin and other.detect(facts) is not None]
+    others = [name for name, other in families().items()
+              if other is not plugin and other.detect(facts) is not None]
     return others[0] if len(others) == 1 else None

@@ -43,14 +43,16 @@ class LoadedModel(ABC):
         """The lock its sessions share: one synthesis at a time per model (engine/guard.py)."""
         return model_guard(self)
 
-    def __init__(self, spec: ModelSpec, path: Path | None, load_options: dict[str, Any] | None = None) -> None:
+    def __init__(self, spec: ModelSpec, path: Path | None,
+                 load_options: dict[str, Any] | None = None) -> None:
         self.spec = spec
         self.family = spec.family
         self.path = path
         self.load_options = dict(load_options or {})
         self.reference_cache = ContentCache(max_entries=8)
 
-    def session(self, task: str | Task = "tts", mode: str | Mode = "offline", **session_options: Any) -> Session:
+    def session(self, task: str | Task = "tts", mode: str | Mode = "offline",
+                **session_options: Any) -> Session:
         """Shorthand: ``model.session("tts", compute_dtype="bfloat16")``: session options are keyword
         arguments named as the spec names them (no family prefix)."""
         for name in session_options:
@@ -58,7 +60,8 @@ class LoadedModel(ABC):
                 names = [row.name for row in self.spec.options.session]
                 raise UsageError(
                     f"{self.family} has no session option {name!r}",
-                    hint=f"session options of {self.family} (keyword arguments of session()): {', '.join(names)}"
+                    hint=f"session options of {self.family} (keyword arguments of session()): "
+                    f"{', '.join(names)}"
                     if names else f"{self.family} takes no session options",
                 )
         return self.create_session(task, mode, session_options)

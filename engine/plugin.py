@@ -79,7 +79,8 @@ class FamilyPlugin:
         raise NotImplementedError(f"family {self.name!r} does not implement loading")
 
     # -- packaging --------------------------------------------------------------------
-    def package_plan(self, inputs: dict[str, Path], load_options: dict[str, Any] | None = None) -> PackagePlan:
+    def package_plan(self, inputs: dict[str, Path],
+                     load_options: dict[str, Any] | None = None) -> PackagePlan:
         """Namespaces and sidecar files to write into a package GGUF (spec-driven by default)."""
         from .packaging.plan import plan_from_spec
 

@@ -57,14 +57,14 @@ _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = [
     "CANONICAL_REQUEST_OPTIONS", "PLUGIN_API_VERSION",
-    "AudioBuffer", "AudioError", "AudiocppError", "AudiocppWarning", "Cast", "CodecPrompt", "Drop", "Evidence",
-    "FamilyPlugin", "FamilyUnavailableError", "FoldWeightNorm", "Fuse", "Keep", "LoadedModel", "Metrics", "Mode",
-    "ModelError", "ModelInfo", "ModelSpec", "Op", "OptionSpec", "PackagePlan", "PathFacts", "PerDtype", "Permute",
-    "PreparedRequest", "Progress", "Rename", "Reshape", "ResolvedWeights", "Session", "SpecError", "Split",
-    "StreamEvent", "Synthesis", "Synthesize", "Task", "TaskRequest", "TaskResult", "TensorInfo", "TensorSource",
-    "Transform", "Transpose", "UsageError", "VoicePrompt", "VoiceReference",
-    "adapt", "build_on_meta", "cache_dir", "chunk_text", "load_module_weights", "load_on_meta", "open_weights",
-    "relay", "resolve_weights", "torch_dtype",
+    "AudioBuffer", "AudioError", "AudiocppError", "AudiocppWarning", "Cast", "CodecPrompt", "Drop",
+    "Evidence", "FamilyPlugin", "FamilyUnavailableError", "FoldWeightNorm", "Fuse", "Keep", "LoadedModel",
+    "Metrics", "Mode", "ModelError", "ModelInfo", "ModelSpec", "Op", "OptionSpec", "PackagePlan", "PathFacts",
+    "PerDtype", "Permute", "PreparedRequest", "Progress", "Rename", "Reshape", "ResolvedWeights", "Session",
+    "SpecError", "Split", "StreamEvent", "Synthesis", "Synthesize", "Task", "TaskRequest", "TaskResult",
+    "TensorInfo", "TensorSource", "Transform", "Transpose", "UsageError", "VoicePrompt", "VoiceReference",
+    "adapt", "build_on_meta", "cache_dir", "chunk_text", "load_module_weights", "load_on_meta",
+    "open_weights", "relay", "resolve_weights", "torch_dtype",
 ]
 assert sorted(__all__) == sorted([*_WHERE, "PLUGIN_API_VERSION"])
 

@@ -97,9 +97,11 @@ class TaskRequest:
     options: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_inputs(cls, text: str, *, voice_ref: str | Path | None = None, reference_text: str | None = None,
-                    instruct: str | None = None, language: str | None = None, seed: int | None = None,
-                    voice_prompt: str | Path | None = None, options: dict[str, Any] | None = None) -> TaskRequest:
+    def from_inputs(cls, text: str, *, voice_ref: str | Path | None = None,
+                    reference_text: str | None = None, instruct: str | None = None,
+                    language: str | None = None, seed: int | None = None,
+                    voice_prompt: str | Path | None = None,
+                    options: dict[str, Any] | None = None) -> TaskRequest:
         """The request of a command line or a manifest line: a reference file path, a saved voice's
         path, the first-class fields and the other options (the CLI and ``audiocpp batch`` build
         every request with it, so a batch item gives the CLI's audio)."""
@@ -180,8 +182,8 @@ class TaskResult:
         rtf = f"{m.rtf:.3g}" if m.audio_s > 0 else "n/a"
         extra = f", chunks={len(self.chunks)}" if self.chunks else ""
         extra += ", voice_prompt=yes" if self.voice_prompt is not None else ""
-        return (f"TaskResult(task={self.task.value!r}, mode={self.mode.value!r}, audio={self.audio!r}{extra}, "
-                f"wall_s={m.wall_s:.3f}, rtf={rtf}, seed={m.seed})")
+        return (f"TaskResult(task={self.task.value!r}, mode={self.mode.value!r}, "
+                f"audio={self.audio!r}{extra}, wall_s={m.wall_s:.3f}, rtf={rtf}, seed={m.seed})")
 
 
 @dataclass(repr=False)

@@ -43,7 +43,8 @@ def _discover() -> tuple[dict[str, FamilyPlugin], tuple[BrokenPlugin, ...]]:
     for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
         try:
             obj = ep.load()
-            plugin = obj() if isinstance(obj, type) or (callable(obj) and not isinstance(obj, FamilyPlugin)) else obj
+            plugin = (obj() if isinstance(obj, type) or (callable(obj) and not isinstance(obj, FamilyPlugin))
+                      else obj)
             if not isinstance(plugin, FamilyPlugin):
                 raise TypeError(f"{ep.value} is not a FamilyPlugin (got {type(plugin).__name__})")
             if plugin.name != ep.name:
@@ -99,7 +100,8 @@ def _broken(name: str) -> BrokenPlugin | None:
 
 def _broken_error(name: str, broken: BrokenPlugin, what: str = "") -> UsageError:
     return UsageError(f"{what}family {name!r} is installed but its plugin failed to load: {broken.error}",
-                      hint=f"fix or reinstall the plugin ({broken.target}); `audiocpp families` lists it as broken")
+                      hint=f"fix or reinstall the plugin ({broken.target}); `audiocpp families` lists it "
+                      "as broken")
 
 
 def get_family(name: str) -> FamilyPlugin:
@@ -132,8 +134,11 @@ def detect_family(path: str | Path) -> FamilyPlugin:
         note = ""
         if broken:
             listing = "; ".join(f"{b.name} ({_short_error(b.error)})" for b in broken)
-            note = (f"; {'a family plugin that could read it is' if len(broken) == 1 else 'family plugins are'} "
-                    f"installed but failed to load: {listing}")
+            note = (
+                "; "
+                f"{'a family plugin that could read it is' if len(broken) == 1 else 'family plugins are'} "
+                f"installed but failed to load: {listing}"
+            )
         raise ModelError(
             f"cannot tell which family {str(path)!r} belongs to{note}",
             hint=f"pass --family (one of: {', '.join(sorted(families()))}); "
@@ -162,8 +167,8 @@ def _not_installed(path: str | Path, family: str, facts: PathFacts) -> AudiocppE
     how = (f"pip install {dist}" if isinstance(dist, str) and dist.strip()
            else f"pip install the package that provides the audiocpp family {family!r}")
     return ModelError(f"{str(path)!r} is a package of family {family!r}, which is not installed ({how})",
-                      hint=f"installed families: {', '.join(sorted(families())) or 'none'} (see `audiocpp families`); "
-                      f"`audiocpp inspect {path}` shows what the package holds")
+                      hint=f"installed families: {', '.join(sorted(families())) or 'none'} "
+                      f"(see `audiocpp families`); `audiocpp inspect {path}` shows what the package holds")
 
 
 def _check_family_of_package(path: str | Path, plugin: FamilyPlugin) -> None:

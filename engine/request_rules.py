@@ -37,7 +37,8 @@ class ReferenceInputs:
     reference_options: bool = False
 
     @classmethod
-    def of(cls, spec: ModelSpec, options: Mapping[str, Any], *, voice: bool, voice_prompt: bool) -> ReferenceInputs:
+    def of(cls, spec: ModelSpec, options: Mapping[str, Any], *, voice: bool,
+           voice_prompt: bool) -> ReferenceInputs:
         """From request options by name (``reference_text`` among them) and the two inputs."""
         return cls(voice=voice, voice_prompt=voice_prompt,
                    reference_text=bool(str(options.get("reference_text") or "").strip()),
@@ -80,16 +81,19 @@ def check_request(spec: ModelSpec, task: Task, given: ReferenceInputs) -> None:
             hint="pass --voice-ref FILE (and --reference-text with its transcript) or --voice-prompt FILE",
         )
     if given.voice and not given.reference_text and needs_transcript(spec):
-        raise UsageError(f"cloning with {spec.display_name} needs --reference-text, the transcript of --voice-ref",
-                         hint=f"pass --reference-text 'the exact words spoken in the reference' ({spec.display_name} "
-                         "has no reference-only cloning, and audiocpp has no speech recognizer to write one)")
+        raise UsageError(f"cloning with {spec.display_name} needs --reference-text, the transcript of "
+                         "--voice-ref",
+                         hint="pass --reference-text 'the exact words spoken in the reference' "
+                         f"({spec.display_name} has no reference-only cloning, and audiocpp has no speech "
+                         "recognizer to write one)")
 
 
 def check_prompt_transcript(spec: ModelSpec, transcript: str) -> None:
     """A saved voice prompt carries the transcript a family that needs one clones with."""
     if needs_transcript(spec) and not transcript.strip():
-        raise UsageError(f"the voice prompt holds no transcript of its reference audio ({spec.display_name} "
-                         "needs one)", hint="encode the reference with its transcript: `audiocpp codec encode "
+        raise UsageError(f"the voice prompt holds no transcript of its reference audio "
+                         f"({spec.display_name} needs one)",
+                         hint="encode the reference with its transcript: `audiocpp codec encode "
                          "REF.wav --model ... --reference-text '...' --out voice.prompt`")
 
 

@@ -151,7 +151,8 @@ class Session(ABC):
             if "seed" in options:
                 options["seed"] = seed
         check_request(self.spec, self.task, ReferenceInputs.of(
-            self.spec, options, voice=request.voice is not None, voice_prompt=request.voice_prompt is not None))
+            self.spec, options, voice=request.voice is not None,
+            voice_prompt=request.voice_prompt is not None))
         voice = None
         if request.voice is not None:
             voice = self.read_voice(request.voice)
@@ -178,7 +179,8 @@ class Session(ABC):
         if isinstance(value, (str, Path)):
             path = Path(value)
             if not fs.is_file(path):
-                raise UsageError(f"voice prompt {str(path)!r} does not exist", hint="check the --voice-prompt path")
+                raise UsageError(f"voice prompt {str(path)!r} does not exist",
+                                 hint="check the --voice-prompt path")
             from .hashing import file_sha256
 
             key = ("voice_prompt", file_sha256(path))

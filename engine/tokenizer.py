@@ -39,7 +39,8 @@ from .errors import ModelError, UsageError
 
 #: ``transformers.models.qwen2.tokenization_qwen2.PRETOKENIZE_REGEX``.
 QWEN2_PRETOKENIZE_REGEX = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
 STYLES = ("qwen2", "llama_bpe")
 SPIECE_UNDERLINE = "▁"
@@ -116,12 +117,14 @@ def llama_bpe_pipeline(tokenizer: Tokenizer) -> Tokenizer:
     return tokenizer
 
 
-def bpe_model(style: str, vocab: dict[str, int], merges: list[tuple[str, str]], unk_token: str | None = None) -> BPE:
+def bpe_model(style: str, vocab: dict[str, int], merges: list[tuple[str, str]],
+              unk_token: str | None = None) -> BPE:
     _check_style(style)
     if style == "qwen2":
         return BPE(vocab=vocab, merges=merges, dropout=None, unk_token=None, continuing_subword_prefix="",
                    end_of_word_suffix="", fuse_unk=False, byte_fallback=False)
-    return BPE(vocab=vocab, merges=merges, dropout=None, unk_token=unk_token, fuse_unk=True, byte_fallback=True)
+    return BPE(vocab=vocab, merges=merges, dropout=None, unk_token=unk_token, fuse_unk=True,
+               byte_fallback=True)
 
 
 # -- GGUF -> tokenizer ------------------------------------------------------------------------
@@ -149,7 +152,8 @@ def merge_pairs(metadata: Mapping[str, Any]) -> list[tuple[str, str]]:
         elif isinstance(m, (list, tuple)) and len(m) == 2 and all(isinstance(p, str) for p in m):
             pairs.append((m[0], m[1]))
         else:
-            raise ModelError(f"the GGUF's {K_MERGES} holds {m!r}, neither a \"a b\" string nor a pair of strings",
+            raise ModelError(f"the GGUF's {K_MERGES} holds {m!r}, neither a \"a b\" string nor a pair of "
+                             "strings",
                              hint="merges are an array of \"a b\" strings or of two-string arrays")
     return pairs
 
@@ -207,8 +211,10 @@ def tokenizer_from_gguf(metadata: Mapping[str, Any], style: str,
     _check_style(style)
     model = metadata.get(K_MODEL)
     if not isinstance(model, str) or model != "gpt2":
-        raise ModelError(f"the GGUF tokenizer model is {str(model)[:40]!r}; only BPE ('gpt2') tokenizers are supported",
-                         hint="SentencePiece-unigram ('llama' with scores) GGUF tokenizers are not rebuilt here")
+        raise ModelError(f"the GGUF tokenizer model is {str(model)[:40]!r}; only BPE ('gpt2') tokenizers "
+                         "are supported",
+                         hint="SentencePiece-unigram ('llama' with scores) GGUF tokenizers are not rebuilt "
+                         "here")
     tokens = _strings(metadata, K_TOKENS)
     pairs = merge_pairs(metadata)
     types = _token_types(metadata, len(tokens))

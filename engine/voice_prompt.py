@@ -70,10 +70,12 @@ def read_prompt_dict(path: str | Path, *, family: str | None = None) -> dict[str
                          hint=MAKE_HINT)
     made_by = data.get("family")
     if made_by is not None and not isinstance(made_by, str):
-        raise UsageError(f"{str(path)!r} is not a voice prompt: its family is {_short(made_by)}", hint=MAKE_HINT)
+        raise UsageError(f"{str(path)!r} is not a voice prompt: its family is {_short(made_by)}",
+                         hint=MAKE_HINT)
     if family is not None and made_by is not None and made_by != family:
         raise UsageError(f"the voice prompt {str(path)!r} was made by {made_by}, not {family}",
-                         hint=f"encode the reference with a {family} model (`audiocpp codec encode --model ...`)")
+                         hint=f"encode the reference with a {family} model "
+                         "(`audiocpp codec encode --model ...`)")
     return data
 
 
@@ -111,8 +113,9 @@ class CodecPrompt:
     extras: dict[str, Any] = field(default_factory=dict)
 
     def save(self, path: str | Path) -> None:
-        data: dict[str, Any] = {"format_version": FORMAT_VERSION, "family": self.family, "ref_text": self.ref_text,
-                                "sample_rate": int(self.sample_rate), "frame_rate": float(self.frame_rate)}
+        data: dict[str, Any] = {"format_version": FORMAT_VERSION, "family": self.family,
+                                "ref_text": self.ref_text, "sample_rate": int(self.sample_rate),
+                                "frame_rate": float(self.frame_rate)}
         data.update({name: t.detach().cpu().contiguous() for name, t in self.tensors.items()})
         data.update(self.extras)
         save_prompt_dict(path, data)
@@ -126,7 +129,8 @@ class CodecPrompt:
         extras = {k: v for k, v in data.items() if k not in _ENGINE_KEYS and k not in tensors}
         text = data.get("ref_text", "")
         if not isinstance(text, str):
-            raise UsageError(f"{str(path)!r} is not a voice prompt: ref_text must be a string", hint=MAKE_HINT)
+            raise UsageError(f"{str(path)!r} is not a voice prompt: ref_text must be a string",
+                             hint=MAKE_HINT)
         return cls(family, tensors, text, prompt_number(data, "sample_rate", int, path),
                    prompt_number(data, "frame_rate", float, path), extras)
 

@@ -121,12 +121,14 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
     async def _on_validation(request: Request, error: RequestValidationError) -> JSONResponse:
         first = error.errors()[0] if error.errors() else {}
         param = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or None
-        return _error_response(ApiError(400, f"{param}: {first.get('msg')}", param=param, code="invalid_value"))
+        return _error_response(ApiError(400, f"{param}: {first.get('msg')}", param=param,
+                                        code="invalid_value"))
 
     @app.exception_handler(StarletteHTTPException)
     async def _on_http(request: Request, error: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code)
-        message = f"no route {request.method} {request.url.path}" if error.status_code in (404, 405) else str(error.detail)
+        message = (f"no route {request.method} {request.url.path}" if error.status_code in (404, 405)
+                   else str(error.detail))
         return _error_response(ApiError(error.status_code, message, code=code))
 
     @app.exception_handler(Exception)
@@ -262,7 +264,8 @@ async def _items(job: Job, future: asyncio.Future, first: list[Any]) -> AsyncIte
 
 def _stream_headers(plan: SpeechPlan) -> dict[str, str]:
     return {"X-Request-Id": request_id(), "X-AudioCPP-Model": plan.served.name,
-            "X-AudioCPP-Sample-Rate": str(plan.output_rate), "X-Accel-Buffering": "no", "Cache-Control": "no-cache"}
+            "X-AudioCPP-Sample-Rate": str(plan.output_rate), "X-Accel-Buffering": "no",
+            "Cache-Control": "no-cache"}
 
 
 def _audio_stream_response(state: ServerState, plan: SpeechPlan, job: Job, future: asyncio.Future,
@@ -275,7 +278,8 @@ def _audio_stream_response(state: ServerState, plan: SpeechPlan, job: Job, futur
         result, _ = future.result()  # a failure after the first piece ends the stream abruptly
         _observe(state, plan, result)
 
-    return JobStreamingResponse(body(), job.cancel, media_type=plan.fmt.media_type, headers=_stream_headers(plan))
+    return JobStreamingResponse(body(), job.cancel, media_type=plan.fmt.media_type,
+                                headers=_stream_headers(plan))
 
 
 def _sse_response(state: ServerState, plan: SpeechPlan, job: Job, future: asyncio.Future,
@@ -298,7 +302,8 @@ def _sse_response(state: ServerState, plan: SpeechPlan, job: Job, future: asynci
                      "usage": {"input_characters": len(plan.request.text), "output_audio_seconds":
                                round(final.metrics.audio_s, 3)}})
 
-    return JobStreamingResponse(body(), job.cancel, media_type="text/event-stream", headers=_stream_headers(plan))
+    return JobStreamingResponse(body(), job.cancel, media_type="text/event-stream",
+                                headers=_stream_headers(plan))
 
 
 __all__ = ["ServerState", "create_app"]

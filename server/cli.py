@@ -31,7 +31,8 @@ class ServeArgs:
 
 
 #: The serve extra: importable module names (any of) -> the package to install.
-EXTRA_MODULES = {("fastapi",): "fastapi", ("uvicorn",): "uvicorn", ("python_multipart", "multipart"): "python-multipart",
+EXTRA_MODULES = {("fastapi",): "fastapi", ("uvicorn",): "uvicorn",
+                 ("python_multipart", "multipart"): "python-multipart",
                  ("websockets",): "websockets", ("wyoming",): "wyoming"}
 
 
@@ -91,7 +92,8 @@ def build_state(args: ServeArgs):
     from .voices import VoiceStore
 
     if args.max_batch < 1:
-        raise UsageError(f"--max-batch {args.max_batch} must be at least 1", hint="--max-batch 1: one request at a time")
+        raise UsageError(f"--max-batch {args.max_batch} must be at least 1",
+                         hint="--max-batch 1: one request at a time")
     if args.max_concurrency is None:
         args.max_concurrency = args.max_batch
     if args.max_concurrency < 1:
@@ -115,8 +117,8 @@ def build_state(args: ServeArgs):
         raise UsageError(f"cannot use --voices-dir {str(voices_dir)!r}: {error.strerror or error}") from None
     models = load_models([ModelArg.parse(m) for m in args.models], args.family, session_options, load_options)
     metrics = ServerMetrics()
-    workers = {name: ModelWorker(name, served.model, args.max_concurrency, args.max_queue, max_batch=args.max_batch,
-                                 window_s=args.batch_window_ms / 1000,
+    workers = {name: ModelWorker(name, served.model, args.max_concurrency, args.max_queue,
+                                 max_batch=args.max_batch, window_s=args.batch_window_ms / 1000,
                                  on_cancel=lambda name=name: metrics.count_cancelled(name),
                                  on_group=lambda size, name=name: metrics.observe_batch(name, size),
                                  on_join=lambda waited, name=name: metrics.observe_join_wait(name, waited))
@@ -128,7 +130,8 @@ def build_state(args: ServeArgs):
 def serve(args: ServeArgs) -> None:
     require_extra()
     if not args.http and args.wyoming_port is None:
-        raise UsageError("--no-http leaves nothing to serve", hint="add --wyoming-port N (Home Assistant's Wyoming)")
+        raise UsageError("--no-http leaves nothing to serve",
+                         hint="add --wyoming-port N (Home Assistant's Wyoming)")
     if args.wyoming_port is not None and not 0 <= args.wyoming_port <= 65535:
         raise UsageError(f"--wyoming-port {args.wyoming_port} is not a port number")
     sockets = []
@@ -136,8 +139,8 @@ def serve(args: ServeArgs) -> None:
         sock = listen(args.host, args.port) if args.http else None
         if sock is not None:
             sockets.append(sock)
-        wyoming_sock = listen(args.host, args.wyoming_port, flag="--wyoming-port") if args.wyoming_port is not None \
-            else None
+        wyoming_sock = (listen(args.host, args.wyoming_port, flag="--wyoming-port")
+                        if args.wyoming_port is not None else None)
         if wyoming_sock is not None:
             sockets.append(wyoming_sock)
         state = build_state(args)
@@ -167,7 +170,8 @@ def _run_http(args: ServeArgs, state, sock: socket.socket, wyoming_sock: socket.
 
     app = create_app(state, wyoming_socket=wyoming_sock)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
-                            timeout_graceful_shutdown=5, access_log=args.log_level in ("info", "debug", "trace"))
+                            timeout_graceful_shutdown=5,
+                            access_log=args.log_level in ("info", "debug", "trace"))
     server = uvicorn.Server(config)
     host, port = sock.getsockname()[:2]
     print(f"audiocpp serve: listening on http://{host}:{port} (playground at /)", file=sys.stderr)

@@ -49,7 +49,8 @@ def engine_message(error: AudiocppError) -> str:
 def from_engine_error(error: AudiocppError, *, param: str | None = None) -> ApiError:
     """A user-caused engine error as a 400 (bad option, value, text, reference audio...)."""
     code = "invalid_request"
-    for cls, name in ((UsageError, "invalid_value"), (AudioError, "invalid_audio"), (ModelError, "model_error")):
+    for cls, name in ((UsageError, "invalid_value"), (AudioError, "invalid_audio"),
+                      (ModelError, "model_error")):
         if isinstance(error, cls):
             code = name
             break

@@ -74,7 +74,8 @@ class ServerMetrics:
         with self._lock:
             self.cancelled[model] += 1
 
-    def observe_synthesis(self, model: str, audio_s: float, rtf: float | None, first_audio_s: float | None) -> None:
+    def observe_synthesis(self, model: str, audio_s: float, rtf: float | None,
+                          first_audio_s: float | None) -> None:
         with self._lock:
             self.audio_seconds[model] += audio_s
             if rtf is not None:
@@ -106,7 +107,8 @@ class ServerMetrics:
         with self._lock:
             header("audiocpp_requests_total", "counter", "HTTP requests by endpoint, model and status code.")
             for (endpoint, model, status), n in sorted(self.requests.items()):
-                out.append(f"audiocpp_requests_total{_labels(endpoint=endpoint, model=model, status=status)} {n}")
+                out.append(
+                    f"audiocpp_requests_total{_labels(endpoint=endpoint, model=model, status=status)} {n}")
             errors: dict[tuple[str, str], int] = defaultdict(int)
             for (endpoint, model, status), n in self.requests.items():
                 if int(status) >= 400:
@@ -114,7 +116,8 @@ class ServerMetrics:
             header("audiocpp_request_errors_total", "counter", "Requests answered with a 4xx or 5xx status.")
             for (endpoint, model), n in sorted(errors.items()):
                 out.append(f"audiocpp_request_errors_total{_labels(endpoint=endpoint, model=model)} {n}")
-            header("audiocpp_rejected_total", "counter", "Requests refused at once because the queue was full.")
+            header("audiocpp_rejected_total", "counter",
+                   "Requests refused at once because the queue was full.")
             for model, n in sorted(self.rejected.items()):
                 out.append(f"audiocpp_rejected_total{_labels(model=model)} {n}")
             header("audiocpp_cancelled_total", "counter", "Syntheses stopped because the client went away.")
@@ -144,6 +147,7 @@ class ServerMetrics:
                 out.append(f"{name}{_labels(model=model)} {value:g}")
         header("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.")
         out.append(f"process_resident_memory_bytes {resident_bytes()}")
-        header("process_start_time_seconds", "gauge", "Start time of the process since the epoch, in seconds.")
+        header("process_start_time_seconds", "gauge",
+               "Start time of the process since the epoch, in seconds.")
         out.append(f"process_start_time_seconds {self.started:.3f}")
         return "\n".join(out) + "\n"

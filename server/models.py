@@ -34,7 +34,8 @@ class ModelArg:
         name, sep, rest = text.partition("=")
         if sep and NAME_RE.match(name) and not Path(text).expanduser().exists():
             if not rest:
-                raise UsageError(f"--model {text!r} names no model", hint="write --model NAME=PATH (or NAME=org/repo)")
+                raise UsageError(f"--model {text!r} names no model",
+                                 hint="write --model NAME=PATH (or NAME=org/repo)")
             return cls(_expand(rest), name)
         return cls(_expand(text))
 
@@ -59,7 +60,8 @@ class ServedModel:
     def key(self) -> str:
         """A stable id of the weights and load options (names voice-prompt files across restarts)."""
         path = str(Path(self.model.path).resolve()) if self.model.path is not None else ""
-        blob = json.dumps([self.family, path, {k: str(v) for k, v in sorted(self.model.load_options.items())}])
+        blob = json.dumps([self.family, path,
+                           {k: str(v) for k, v in sorted(self.model.load_options.items())}])
         return f"{self.family}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
     def request_options(self) -> list[OptionSpec]:
@@ -94,7 +96,8 @@ class ServedModel:
 
 
 def _derived_name(model: str, path: Path) -> str:
-    """The file or folder name without ``.gguf``; a name on the hub: its last part (``org/VoxCPM2``: VoxCPM2)."""
+    """The file or folder name without ``.gguf``; a name on the hub: its last part (``org/VoxCPM2``:
+    VoxCPM2)."""
     if model and not Path(model).expanduser().exists():
         path = Path(model.split("@", 1)[0].rstrip("/"))
     stem = path.name[: -len(".gguf")] if path.name.lower().endswith(".gguf") else path.name

@@ -224,4 +224,4 @@ init();
 </script>
 </body>
 </html>
-"""
+"""  # noqa: E501 - HTML and JS of the page, whose text must not change

@@ -109,7 +109,8 @@ class ModelWorker:
         self.batcher.on_group = on_group
         if on_join is not None:
             self.batcher.on_join = lambda job: on_join((job.joined or job.submitted) - job.submitted)
-        self.executor = ThreadPoolExecutor(max_workers=self.max_concurrency, thread_name_prefix=f"audiocpp-{name}")
+        self.executor = ThreadPoolExecutor(max_workers=self.max_concurrency,
+                                           thread_name_prefix=f"audiocpp-{name}")
         self._count_lock = threading.Lock()
         self.admitted = 0
         self._jobs: set[Job] = set()

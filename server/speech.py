@@ -71,7 +71,8 @@ class SpeechPlan:
     @property
     def incremental(self) -> bool:
         """Whether audio goes out piece by piece (SSE, or a raw/WAV stream) rather than as one file."""
-        return self.stream_format == "sse" or (self.stream_format == "audio" and self.fmt.streams_incrementally)
+        return self.stream_format == "sse" or (self.stream_format == "audio"
+                                               and self.fmt.streams_incrementally)
 
 
 def parse_body(data: Any) -> SpeechBody:
@@ -140,7 +141,8 @@ def plan_speech(body: SpeechBody, models: dict[str, ServedModel], voices: VoiceS
             raise ApiError(400, f"{served.family} does not support speed; leave it at 1.0", param="speed",
                            code="unsupported_option")
         options["speed"] = body.speed
-    if body.instructions is not None and body.instructions.strip() and spec.option("request", "instruct") is None:
+    if (body.instructions is not None and body.instructions.strip()
+            and spec.option("request", "instruct") is None):
         raise ApiError(400, f"{served.family} does not support instructions (voice design)",
                        param="instructions", code="unsupported_option")
     for key in options:
@@ -152,7 +154,8 @@ def plan_speech(body: SpeechBody, models: dict[str, ServedModel], voices: VoiceS
     first_class = {"language": body.language, "seed": body.seed, "reference_text": body.reference_text,
                    "instruct": body.instructions or None}
     checks = [(k, k, v) for k, v in options.items()]
-    checks += [(k, "instructions" if k == "instruct" else k, v) for k, v in first_class.items() if v is not None]
+    checks += [(k, "instructions" if k == "instruct" else k, v) for k, v in first_class.items()
+               if v is not None]
     for key, param, value in checks:  # one at a time, so the error names the field
         try:
             resolve_options(spec, "request", {key: value}, fill_defaults=False)
@@ -173,7 +176,8 @@ def plan_speech(body: SpeechBody, models: dict[str, ServedModel], voices: VoiceS
 
     request = TaskRequest(text=body.input, instruct=body.instructions or None, language=body.language,
                           seed=body.seed, reference_text=body.reference_text, options=options)
-    plan = SpeechPlan(served, task, mode, request, fmt, body.stream_format, voice, prompt_options={}, rate=rate)
+    plan = SpeechPlan(served, task, mode, request, fmt, body.stream_format, voice, prompt_options={},
+                      rate=rate)
     if voice is not None:
         _attach_voice(plan, voice, body)
     elif inline is not None:
@@ -197,8 +201,8 @@ def output_rate(body: SpeechBody, fmt: AudioFormat, native: int) -> int:
     if value is None:
         return OPENAI_PCM_RATE if fmt.name == "pcm" or body.stream_format == "sse" else native
     if isinstance(value, str):
-        raise ApiError(400, f"sample_rate {value!r} is neither a number of Hz nor \"native\"", param="sample_rate",
-                       code="invalid_value")
+        raise ApiError(400, f"sample_rate {value!r} is neither a number of Hz nor \"native\"",
+                       param="sample_rate", code="invalid_value")
     if not 8000 <= value <= 192000:
         raise ApiError(400, f"sample_rate {value} is out of range; use 8000 to 192000 Hz or \"native\"",
                        param="sample_rate", code="invalid_value")
@@ -238,7 +242,8 @@ def _attach_voice(plan: SpeechPlan, voice: StoredVoice, body: SpeechBody) -> Non
     request.reference_text = transcript or None
 
 
-def synthesize(plan: SpeechPlan, job: Job, worker: ModelWorker, voices: VoiceStore) -> tuple[TaskResult, bytes]:
+def synthesize(plan: SpeechPlan, job: Job, worker: ModelWorker,
+               voices: VoiceStore) -> tuple[TaskResult, bytes]:
     """Run on a worker thread: synthesize as a row of the model's batch, streaming pieces to
     ``job`` when asked, then encode the whole result (outside the batch)."""
     served = plan.served
@@ -263,7 +268,8 @@ def synthesize(plan: SpeechPlan, job: Job, worker: ModelWorker, voices: VoiceSto
         if tail[1]:
             job.emit(("audio", *tail))
     if plan.voice is not None and result.voice_prompt is not None and plan.request.voice_prompt is None:
-        voices.save_prompt(plan.voice, plan.voice.prompt_path(served.key, plan.prompt_options), result.voice_prompt)
+        voices.save_prompt(plan.voice, plan.voice.prompt_path(served.key, plan.prompt_options),
+                           result.voice_prompt)
     data = b"" if incremental else encode(resampled(result.audio, plan.output_rate), plan.fmt)
     return result, data
 
@@ -332,6 +338,7 @@ def timing(result: TaskResult, rate: int | None = None) -> dict[str, Any]:
     m = result.metrics
     return {"wall_ms": round(m.wall_s * 1000, 1), "audio_duration_ms": round(m.audio_s * 1000, 1),
             "rtf": round(m.rtf, 4) if m.audio_s > 0 else None,
-            "first_audio_ms": None if m.time_to_first_audio_s is None else round(m.time_to_first_audio_s * 1000, 1),
+            "first_audio_ms": (None if m.time_to_first_audio_s is None
+                               else round(m.time_to_first_audio_s * 1000, 1)),
             "seed": m.seed, "sample_rate": rate or result.audio.sample_rate}
 

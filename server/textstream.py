@@ -63,7 +63,8 @@ class TextStream:
 
     def plan_for(self, sentence: str) -> SpeechPlan:
         """The request of one sentence: the session's, with its text (and the carried voice)."""
-        request = dataclasses.replace(self.plan.request, text=sentence, options=dict(self.plan.request.options))
+        request = dataclasses.replace(self.plan.request, text=sentence,
+                                      options=dict(self.plan.request.options))
         task = self.plan.task
         if self.carried is not None:
             audio, text = self.carried
@@ -117,7 +118,8 @@ async def speak(state: ServerState, plan: SpeechPlan, send: Callable[[bytes], Aw
     return result
 
 
-async def _send_watched(send: Callable[[bytes], Awaitable[Any]], data: bytes, backlog: Callable[[], bool]) -> None:
+async def _send_watched(send: Callable[[bytes], Awaitable[Any]], data: bytes,
+                        backlog: Callable[[], bool]) -> None:
     """``send(data)``, given up (an ApiError) while the audio waiting behind it grows past the bound."""
     task = asyncio.ensure_future(send(data))
     while True:
@@ -127,8 +129,8 @@ async def _send_watched(send: Callable[[bytes], Awaitable[Any]], data: bytes, ba
             return
         if backlog():
             task.cancel()
-            raise ApiError(503, f"the client is not reading: more than {MAX_PENDING_SECONDS:g} s of audio are "
-                           "waiting for it", code="slow_consumer")
+            raise ApiError(503, f"the client is not reading: more than {MAX_PENDING_SECONDS:g} s of audio "
+                           "are waiting for it", code="slow_consumer")
 
 
 def _observe(state: ServerState, plan: SpeechPlan, result: TaskResult) -> None:

@@ -89,7 +89,8 @@ class VoiceStore:
             meta = json.loads((folder / "voice.json").read_text(encoding="utf-8"))
             return StoredVoice(name=name, folder=folder, transcript=str(meta.get("transcript") or ""),
                                sample_rate=int(meta["sample_rate"]), duration_s=float(meta["duration_s"]),
-                               created=float(meta.get("created", 0)), reference=folder / str(meta["reference"]))
+                               created=float(meta.get("created", 0)),
+                               reference=folder / str(meta["reference"]))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -196,7 +197,8 @@ def decode_reference(value: str, transcript: str) -> Any:
     try:
         data = base64.b64decode("".join(text.split()), validate=True)
     except (binascii.Error, ValueError):
-        raise ApiError(400, "ref_audio is not valid base64", param="ref_audio", code="invalid_audio") from None
+        raise ApiError(400, "ref_audio is not valid base64", param="ref_audio",
+                       code="invalid_audio") from None
     if not data:
         raise ApiError(400, "ref_audio is empty", param="ref_audio", code="invalid_audio")
     if len(transcript) > MAX_TRANSCRIPT_CHARS:
@@ -217,11 +219,12 @@ def decode_reference(value: str, transcript: str) -> Any:
         try:
             audio = read_audio(named)
         except AudiocppError as error:
-            raise ApiError(400, f"ref_audio is not decodable audio: {engine_message(error)}", param="ref_audio",
-                           code="invalid_audio") from None
+            raise ApiError(400, f"ref_audio is not decodable audio: {engine_message(error)}",
+                           param="ref_audio", code="invalid_audio") from None
     if audio.duration > MAX_VOICE_SECONDS:
         raise ApiError(400, f"ref_audio is {audio.duration:.1f} s long; references take at most "
-                       f"{MAX_VOICE_SECONDS:g} s (a 3-20 s clip is best)", param="ref_audio", code="invalid_audio")
+                       f"{MAX_VOICE_SECONDS:g} s (a 3-20 s clip is best)", param="ref_audio",
+                       code="invalid_audio")
     return audio
 
 

@@ -45,19 +45,20 @@ def _error(error: BaseException) -> dict[str, Any]:
         error = from_engine_error(error)
     if isinstance(error, ApiError):
         return {"type": "error", "message": error.message, "code": error.code, "param": error.param}
-    return {"type": "error", "message": f"internal error: {type(error).__name__}: {error}", "code": "server_error"}
+    return {"type": "error", "message": f"internal error: {type(error).__name__}: {error}",
+            "code": "server_error"}
 
 
 def plan_session(state: ServerState, config: dict[str, Any]):
     """The session's plan from its ``session.config`` (a POST body without ``input``)."""
     body = {k: v for k, v in config.items() if k != "type"}
     if "input" in body:
-        raise ApiError(400, "session.config takes no input: send the text as input.text messages", param="input",
-                       code="invalid_value")
+        raise ApiError(400, "session.config takes no input: send the text as input.text messages",
+                       param="input", code="invalid_value")
     fmt = body.setdefault("response_format", "pcm")
     if fmt not in FORMATS:
-        raise ApiError(400, f"the speech stream sends {' or '.join(FORMATS)}, not {fmt!r}", param="response_format",
-                       code="unsupported_format")
+        raise ApiError(400, f"the speech stream sends {' or '.join(FORMATS)}, not {fmt!r}",
+                       param="response_format", code="unsupported_format")
     body.pop("stream_format", None)
     plan = plan_speech(parse_body({**body, "input": "-"}), state.models, state.voices, state.max_input_chars)
     return plan
@@ -71,7 +72,8 @@ async def speech_stream(websocket: WebSocket, state: ServerState) -> None:
         try:
             config = json.loads(await websocket.receive_text())
             if not isinstance(config, dict) or config.get("type") != "session.config":
-                raise ApiError(400, "the first message must be {\"type\": \"session.config\", ...}", code="invalid_value")
+                raise ApiError(400, "the first message must be {\"type\": \"session.config\", ...}",
+                               code="invalid_value")
             plan = plan_session(state, config)
         except (json.JSONDecodeError, ApiError, AudiocppError) as error:
             if isinstance(error, json.JSONDecodeError):
@@ -107,7 +109,8 @@ async def _read(websocket: WebSocket, stream: TextStream, texts: asyncio.Queue, 
             try:
                 message = json.loads(await websocket.receive_text())
             except json.JSONDecodeError:
-                await websocket.send_json(_error(ApiError(400, "messages are JSON text frames", code="invalid_json")))
+                await websocket.send_json(_error(ApiError(400, "messages are JSON text frames",
+                                                          code="invalid_json")))
                 continue
             kind = message.get("type") if isinstance(message, dict) else None
             if kind == "input.text":
@@ -118,24 +121,26 @@ async def _read(websocket: WebSocket, stream: TextStream, texts: asyncio.Queue, 
                     continue
                 received += len(text)
                 if received > max_chars:
-                    await websocket.send_json(_error(ApiError(400, f"the text is longer than {max_chars} characters "
-                                                              "(--max-input-chars)", code="input_too_long")))
+                    await websocket.send_json(_error(ApiError(
+                        400, f"the text is longer than {max_chars} characters (--max-input-chars)",
+                        code="input_too_long")))
                     break
                 for sentence in stream.feed(text):
                     await texts.put((sentence, time.perf_counter()))
             elif kind == "input.done":
                 break
             else:
-                await websocket.send_json(_error(ApiError(400, f"unknown message type {kind!r}; send input.text or "
-                                                          "input.done", code="invalid_value")))
+                await websocket.send_json(_error(ApiError(
+                    400, f"unknown message type {kind!r}; send input.text or input.done",
+                    code="invalid_value")))
         for sentence in stream.finish():
             await texts.put((sentence, time.perf_counter()))
     finally:
         await texts.put(None)
 
 
-async def _speak_one(websocket: WebSocket, state: ServerState, stream: TextStream, sentence: str, completed: float,
-                     index: int) -> None:
+async def _speak_one(websocket: WebSocket, state: ServerState, stream: TextStream, sentence: str,
+                     completed: float, index: int) -> None:
     plan = stream.plan_for(sentence)
     rate = plan.output_rate
     await websocket.send_json({"type": "audio.start", "sentence_index": index, "sentence_text": sentence,

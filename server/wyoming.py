@@ -111,7 +111,8 @@ class Voices:
 class WyomingHandler(AsyncEventHandler):
     """One Wyoming connection."""
 
-    def __init__(self, state: ServerState, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, state: ServerState, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
         super().__init__(reader, writer)
         self.state = state
         self.voices = Voices(state)
@@ -130,7 +131,8 @@ class WyomingHandler(AsyncEventHandler):
                     await self._say(stream, request.text)
             elif SynthesizeStart.is_type(event.type):
                 voice = SynthesizeStart.from_event(event).voice
-                self.stream = TextStream(self._plan(voice.name if voice else None, voice.language if voice else None))
+                self.stream = TextStream(self._plan(voice.name if voice else None,
+                                                    voice.language if voice else None))
             elif SynthesizeChunk.is_type(event.type):
                 if self.stream is None:
                     raise ApiError(400, "synthesize-chunk without synthesize-start", code="invalid_value")
@@ -156,7 +158,8 @@ class WyomingHandler(AsyncEventHandler):
     def _plan(self, name: str | None, language: str | None) -> SpeechPlan:
         served, stored = self.voices.resolve(name, language)
         spec = served.model.spec
-        body: dict[str, Any] = {"model": served.name, "input": "-", "response_format": "pcm", "sample_rate": "native"}
+        body: dict[str, Any] = {"model": served.name, "input": "-", "response_format": "pcm",
+                                "sample_rate": "native"}
         if stored is not None:
             body["voice"] = stored
         if language and spec.option("request", "language") is not None and (
@@ -193,7 +196,8 @@ class WyomingHandler(AsyncEventHandler):
         async def send(data: bytes) -> None:
             if data:
                 await start()
-                await self.write_event(AudioChunk(rate=rate, width=WIDTH, channels=CHANNELS, audio=data).event())
+                await self.write_event(AudioChunk(rate=rate, width=WIDTH, channels=CHANNELS,
+                                                  audio=data).event())
 
         try:
             result = await speak(self.state, plan, send)

@@ -44,8 +44,9 @@ class Report:
     worst_latent_diff: float = 0.0
 
     def __str__(self) -> str:
-        return (f"{self.rows} rows: outputs identical {self.identical_outputs}/{self.rows}, audio bit-identical "
-                f"{self.bit_identical_audio}/{self.rows}, worst audio cosine {self.worst_cosine:.9f}, worst latent "
+        return (f"{self.rows} rows: outputs identical {self.identical_outputs}/{self.rows}, "
+                f"audio bit-identical {self.bit_identical_audio}/{self.rows}, "
+                f"worst audio cosine {self.worst_cosine:.9f}, worst latent "
                 f"|diff| {self.worst_latent_diff:.3g}")
 
 
@@ -58,7 +59,8 @@ def check_same(alone: TaskResult, batched: TaskResult, outputs: Outputs, report:
     for x, y in zip(a_out, b_out):
         assert x.shape == y.shape, f"{what}: output shape {y.shape} in the batch, {x.shape} alone (stop step)"
         if latent_tol is None:
-            assert np.array_equal(x, y), f"{what}: {int((x != y).sum())} of {x.size} tokens differ from the lone run"
+            assert np.array_equal(x, y), (
+                f"{what}: {int((x != y).sum())} of {x.size} tokens differ from the lone run")
         else:
             diff = float(np.abs(x.astype(np.float64) - y.astype(np.float64)).max()) if x.size else 0.0
             report.worst_latent_diff = max(report.worst_latent_diff, diff)

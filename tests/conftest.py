@@ -40,7 +40,8 @@ def toy_model_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "toy-model"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"model_type": "toy_tone", "seconds_per_char": 0.01}))
-    save_file({"tone.frequencies": np.linspace(200, 800, 32, dtype=np.float32)}, str(folder / "model.safetensors"))
+    save_file({"tone.frequencies": np.linspace(200, 800, 32, dtype=np.float32)},
+              str(folder / "model.safetensors"))
     return folder
 
 

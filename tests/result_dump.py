@@ -23,7 +23,8 @@ def _arrays(prefix: str, value: Any, out: dict[str, np.ndarray]) -> None:
     if isinstance(value, np.ndarray) and value.dtype != object:
         out[prefix] = value
     elif hasattr(value, "numpy") and hasattr(value, "dtype"):  # a torch tensor
-        out[prefix] = value.detach().cpu().float().numpy() if value.is_floating_point() else value.cpu().numpy()
+        out[prefix] = (value.detach().cpu().float().numpy() if value.is_floating_point()
+                       else value.cpu().numpy())
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             _arrays(f"{prefix}.{i}", item, out)

@@ -71,7 +71,8 @@ def run_reference(name: str, script: Path, *args: str | Path, timeout: float = 1
     proc = subprocess.run([str(python), str(script), *[str(a) for a in args]], capture_output=True,
                           text=True, timeout=timeout, env=full_env)
     if proc.returncode != 0:
-        raise AssertionError(f"reference script {script.name} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        raise AssertionError(f"reference script {script.name} failed ({proc.returncode}):\n"
+                             f"{proc.stderr[-4000:]}")
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     return json.loads(lines[-1]) if lines else {}
 

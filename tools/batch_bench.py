@@ -46,7 +46,8 @@ def run(family: str, folder: Path, opts: Options, *, label: str | None = None) -
     for kind in parse_weights(opts.weights):
         path = ensure_package(label or family, folder, kind, family=family)
         print(f"{kind}: {path.name}; available memory {free_gib():.1f} GiB", file=sys.stderr, flush=True)
-        cmd = [str(OURS_PY), str(WORKER), family, str(path), "--batch", opts.batch, "--threads", str(opts.threads),
+        cmd = [str(OURS_PY), str(WORKER), family, str(path), "--batch", opts.batch,
+               "--threads", str(opts.threads),
                "--compute-dtype", "float32" if kind == "f32" else "auto", *opts.worker_args]
         if not opts.stream:
             cmd.append("--no-stream")
@@ -61,9 +62,9 @@ def print_table(name: str, r: dict) -> None:
     gib = 2**30
     print(f"\n== {name}, {r['weights']} (compute {r['compute_dtype']}), real-size dims, random weights, "
           f"{r['threads']} thread(s); ratios against the same B requests one after another")
-    print(f"{'B':>3s} {'audio s':>7s} {'seq wall':>9s} {'batch wall':>10s} {'throughput':>10s} {'gen stage':>9s} "
-          f"{'codec seq/batch s':>17s} {'RTF/request seq->batch':>23s} {'first audio alone->batch med/max':>33s} "
-          f"{'peak RSS':>9s} {'exact':>14s}")
+    print(f"{'B':>3s} {'audio s':>7s} {'seq wall':>9s} {'batch wall':>10s} {'throughput':>10s} "
+          f"{'gen stage':>9s} {'codec seq/batch s':>17s} {'RTF/request seq->batch':>23s} "
+          f"{'first audio alone->batch med/max':>33s} {'peak RSS':>9s} {'exact':>14s}")
     for row in r["rows"]:
         e2e = row["seq_wall"] / row["batch_wall"]
         gen = (row["seq_wall"] - row["seq_codec"]) / max(1e-9, row["batch_wall"] - row["batch_codec"])
@@ -79,6 +80,6 @@ def print_table(name: str, r: dict) -> None:
               f"{e2e:9.2f}x {gen:8.2f}x {row['seq_codec']:8.2f}/{row['batch_codec']:<8.2f} "
               f"{row['seq_rtf']:10.2f} -> {row['batch_rtf']:<9.2f} {ttfa:>33s} "
               f"{(row['peak_rss'] - r['baseline_rss']) / gib:8.2f}G {exact:>14s}")
-    print(f"model loaded: {(r['rss_loaded'] - r['baseline_rss']) / gib:.2f} GiB above the baseline; load average "
-          f"{r['loadavg']}")
+    print(f"model loaded: {(r['rss_loaded'] - r['baseline_rss']) / gib:.2f} GiB above the baseline; "
+          f"load average {r['loadavg']}")
     sys.stdout.flush()

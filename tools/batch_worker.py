@@ -159,7 +159,8 @@ def main(argv: list[str]) -> int:
         peak = status_bytes("VmHWM")
         row = {
             "batch": size, "audio_s": sum(r.audio.duration for r in batch),
-            "seq_wall": seq_wall, "seq_codec": seq_codec, "batch_wall": batch_wall, "batch_codec": batch_codec,
+            "seq_wall": seq_wall, "seq_codec": seq_codec,
+            "batch_wall": batch_wall, "batch_codec": batch_codec,
             "seq_rtf": statistics.mean(r.metrics.rtf for r in alone),
             "batch_rtf": statistics.mean(r.metrics.rtf for r in batch),
             "batch_rows": statistics.mean(r.metrics.batch_rows for r in batch),
@@ -174,7 +175,8 @@ def main(argv: list[str]) -> int:
         rows.append(row)
         print(json.dumps({"progress": row}), file=sys.stderr, flush=True)
     print(json.dumps({
-        "family": family, "path": str(args.path), "compute_dtype": str(getattr(session, "dtype", None) or getattr(
+        "family": family, "path": str(args.path),
+        "compute_dtype": str(getattr(session, "dtype", None) or getattr(
             getattr(session, "decoder", None), "compute_dtype", "")).removeprefix("torch."),
         "threads": torch.get_num_threads(), "baseline_rss": baseline, "rss_loaded": rss_loaded, "rows": rows,
         "loadavg": " ".join(f"{x:.1f}" for x in os.getloadavg()),

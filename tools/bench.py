@@ -29,7 +29,8 @@ def main(argv: list[str]) -> int:
         return 0 if argv else 2
     family, rest = argv[0], argv[1:]
     if family not in available():
-        print(f"error: no benchmark for {family!r}; available: {', '.join(available()) or 'none'}", file=sys.stderr)
+        print(f"error: no benchmark for {family!r}; available: {', '.join(available()) or 'none'}",
+              file=sys.stderr)
         return 2
     module = importlib.import_module(f"tools.{family}.bench")
     return int(module.main(rest) or 0)

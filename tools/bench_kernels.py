@@ -76,7 +76,8 @@ def kernels(w: torch.Tensor) -> dict:
     sz = torch.stack([d4.t(), torch.zeros_like(d4.t())], -1).to(torch.bfloat16).contiguous()
     lin = torch.nn.Linear(k, n, bias=False)
     lin.weight.data = wq.clone()
-    dyn = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(lin), {torch.nn.Linear}, dtype=torch.qint8)
+    dyn = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(lin), {torch.nn.Linear},
+                                                 dtype=torch.qint8)
 
     q8_kernel = q4_kernel = None
     if q8_0_linear.kernel() is not None:
@@ -89,7 +90,8 @@ def kernels(w: torch.Tensor) -> dict:
 
     return {
         "f32 packed": lambda x: torch.ops.mkldnn._linear_pointwise(x, packed32, None, "none", [], ""),
-        "bf16 packed": lambda x: torch.ops.mkldnn._linear_pointwise(x.bfloat16(), packed16, None, "none", [], ""),
+        "bf16 packed": lambda x: torch.ops.mkldnn._linear_pointwise(x.bfloat16(), packed16, None, "none", [],
+                                                                    ""),
         "int8pack": lambda x: torch._weight_int8pack_mm(x.bfloat16(), q, sb),
         "int8->bf16 GEMM": lambda x: F.linear(x.bfloat16(), q.to(torch.bfloat16)) * sb,
         **({"Q8_0 VNNI kernel": lambda x: q8_kernel(x.bfloat16())} if q8_kernel else {}),
@@ -119,17 +121,20 @@ def main(argv: list[str]) -> int:
         print(f"{'rows':>5s} " + " ".join(f"{name:>16s}" for name in names))
         for m in rows:
             x = torch.randn(m, k)
-            print(f"{m:5d} " + " ".join(f"{timed(lambda f=ks[name], x=x: f(x)):16.3f}" for name in names), flush=True)
+            print(f"{m:5d} " + " ".join(f"{timed(lambda f=ks[name], x=x: f(x)):16.3f}" for name in names),
+                  flush=True)
         print(f"relative output error vs float64 ({k} -> {n}, 16 rows):")
         for outliers in (0, 20):
             x = torch.randn(16, k)
             if outliers:
                 x[:, torch.randperm(k)[: k // 100]] *= outliers
             ref = F.linear(x.double(), w.double())
-            errs = {"bf16 weights+rows": F.linear(x.bfloat16(), w.bfloat16()), "Q8_0 (float32)": ks["_q8_0_f32"](x),
+            errs = {"bf16 weights+rows": F.linear(x.bfloat16(), w.bfloat16()),
+                    "Q8_0 (float32)": ks["_q8_0_f32"](x),
                     **{name: ks[name](x) for name in ("int8pack", "int8->bf16 GEMM", "Q8_0 VNNI kernel",
                                                       "ao dynamic int8", "int_mm per-row") if name in ks}}
-            line = ", ".join(f"{name} {float((y.double() - ref).norm() / ref.norm()):.2%}" for name, y in errs.items())
+            line = ", ".join(f"{name} {float((y.double() - ref).norm() / ref.norm()):.2%}"
+                             for name, y in errs.items())
             print(f"  {'x20 outlier channels' if outliers else 'plain rows':22s} {line}")
     return 0
 

@@ -70,7 +70,8 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            submodules = [f"{target}.{alias.name}" for alias in node.names if f"{target}.{alias.name}" in known]
+            submodules = [f"{target}.{alias.name}" for alias in node.names
+                          if f"{target}.{alias.name}" in known]
             found.update(submodules)  # "from pkg import mod" imports mod (pkg itself is its parent)
             if len(submodules) < len(node.names):  # names defined in the module itself
                 found.add(target)
@@ -151,7 +152,8 @@ def layer_violations(edges: dict[str, set[str]]) -> list[str]:
                         and target != "audiocpp.families":
                     other = target.split(".")[2]
                     if not _variant_base(family, other):
-                        bad.append(f"{name} -> {target} (a family imports another family only as its variant base)")
+                        bad.append(f"{name} -> {target} "
+                                   "(a family imports another family only as its variant base)")
     return sorted(bad)
 
 
@@ -205,8 +207,8 @@ def main(argv: list[str]) -> int:
             if module in seen and i and order[i - 1] != module:
                 climbs += 1
             seen.add(module)
-        print(f"a CLI request: {len(seen)} distinct modules, {len(order)} module entries, {climbs} returns into a "
-              "module already left")
+        print(f"a CLI request: {len(seen)} distinct modules, {len(order)} module entries, "
+              f"{climbs} returns into a module already left")
     return 1 if groups or bad else 0
 
 

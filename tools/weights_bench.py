@@ -32,7 +32,8 @@ from tools.bench_common import bench_dir, run_worker_process
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).resolve().with_name("weights_worker.py")
-OURS_PY = Path(sys.executable)  # the interpreter that runs the benchmark (the project venv, or a GPU machine's)
+# the interpreter that runs the benchmark (the project venv, or a GPU machine's)
+OURS_PY = Path(sys.executable)
 WEIGHT_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
 
 
@@ -99,7 +100,8 @@ def drift(family: str, ref: dict, other: dict) -> str:
         if a.shape == b.shape:
             same = a == b
             first = int(np.argmin(same.all(axis=0))) if not same.all() else a.shape[-1]
-            parts.append(f"greedy codes equal {float(same.mean()):.1%} (identical up to frame {first} of {a.shape[-1]})")
+            parts.append(f"greedy codes equal {float(same.mean()):.1%} "
+                         f"(identical up to frame {first} of {a.shape[-1]})")
         else:
             parts.append(f"greedy codes shape {b.shape} vs {a.shape}")
     key = "latents" if family == "voxcpm2" else "tokens"
@@ -109,12 +111,14 @@ def drift(family: str, ref: dict, other: dict) -> str:
     elif family == "voxcpm2":
         diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
         parts.append(f"first patch max |diff| {diff[0].max():.4f}; all latents max |diff| {diff.max():.4f} "
-                     f"({diff.max() / max(np.abs(a).max(), 1e-12):.2%} of the largest), mean {diff.mean():.5f}")
+                     f"({diff.max() / max(np.abs(a).max(), 1e-12):.2%} of the largest), "
+                     f"mean {diff.mean():.5f}")
     else:
         what = "codes" if family == "audio8_tts" else "tokens"
         same = a == b
         first = int(np.argmin(same.all(axis=0))) if not same.all() else a.shape[-1]
-        parts.append(f"{what} equal {float(same.mean()):.1%} (identical up to frame {first} of {a.shape[-1]}; "
+        parts.append(f"{what} equal {float(same.mean()):.1%} "
+                     f"(identical up to frame {first} of {a.shape[-1]}; "
                      "random weights amplify any difference)")
     parts.append(f"audio cosine {cosine(ref['audio'], other['audio']):.5f}"
                  + ("" if len(ref["audio"]) == len(other["audio"]) else
@@ -149,7 +153,8 @@ def run(family: str, folder: Path, opts: Options) -> list[dict]:
         ref = "f32" if "f32" in outputs else rows[0]["weights"]
         for row in rows:
             if row["weights"] != ref:
-                print(f"drift {row['weights']} vs {ref}: {drift(family, outputs[ref], outputs[row['weights']])}")
+                print(f"drift {row['weights']} vs {ref}: "
+                      f"{drift(family, outputs[ref], outputs[row['weights']])}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if opts.json:
@@ -159,21 +164,22 @@ def run(family: str, folder: Path, opts: Options) -> list[dict]:
 
 def print_table(family: str, rows: list[dict], opts: Options) -> None:
     gib = 2**30
-    print(f"\n== {family}, real-size dims, random weights: one process per weight type, {opts.threads} thread(s), "
-          f"{opts.repeats} timed runs after a warm-up; default options (device {rows[0]['device']}, "
-          "compute_dtype auto)")
-    print(f"{'weights':8s} {'compute':9s} {'file GiB':>8s} {'read 1x s':>9s} {'load s':>7s} {'wall median (min..max)':24s} "
-          f"{'RTF':>6s} {'RSS loaded':>10s} {'peak load':>10s} {'peak gen':>9s} {'loaded/file':>11s} "
-          f"{'peak/file':>9s}  resident weights (GiB)")
+    print(f"\n== {family}, real-size dims, random weights: one process per weight type, "
+          f"{opts.threads} thread(s), {opts.repeats} timed runs after a warm-up; "
+          f"default options (device {rows[0]['device']}, compute_dtype auto)")
+    print(f"{'weights':8s} {'compute':9s} {'file GiB':>8s} {'read 1x s':>9s} {'load s':>7s} "
+          f"{'wall median (min..max)':24s} {'RTF':>6s} {'RSS loaded':>10s} {'peak load':>10s} "
+          f"{'peak gen':>9s} {'loaded/file':>11s} {'peak/file':>9s}  resident weights (GiB)")
     for r in rows:
         walls = r["walls"]
         med = statistics.median(walls)
         file = r["file_bytes"] / gib
         peak = max(r["peak_rss_load"], r["peak_rss_gen"] or 0)
         resident = ", ".join(f"{k} {v / gib:.2f}" for k, v in sorted(r["resident"].items()) if v)
-        print(f"{r['weights']:8s} {r['compute_dtype']:9s} {file:8.2f} {r['read_once_s']:9.2f} {r['load_s']:7.2f} "
-              f"{med:8.2f} s ({min(walls):.2f}..{max(walls):.2f}){'':3s} {med / r['audio_s']:6.2f} "
-              f"{r['rss_loaded'] / gib:10.2f} {r['peak_rss_load'] / gib:10.2f} {(r['peak_rss_gen'] or 0) / gib:9.2f} "
+        print(f"{r['weights']:8s} {r['compute_dtype']:9s} {file:8.2f} {r['read_once_s']:9.2f} "
+              f"{r['load_s']:7.2f} {med:8.2f} s ({min(walls):.2f}..{max(walls):.2f}){'':3s} "
+              f"{med / r['audio_s']:6.2f} {r['rss_loaded'] / gib:10.2f} {r['peak_rss_load'] / gib:10.2f} "
+              f"{(r['peak_rss_gen'] or 0) / gib:9.2f} "
               f"{(r['rss_loaded'] - r['baseline_rss']) / r['file_bytes']:11.2f} "
               f"{(peak - r['baseline_rss']) / r['file_bytes']:9.2f}  {resident}")
     base = {r["weights"]: statistics.median(r["walls"]) for r in rows}
@@ -181,9 +187,9 @@ def print_table(family: str, rows: list[dict], opts: Options) -> None:
         for kind, wall in base.items():
             if kind != "bf16":
                 print(f"speed {kind} vs bf16: wall ratio {wall / base['bf16']:.2f} (below 1: faster)")
-    print("RSS in GiB: loaded = after loading and the first session (the weights as held); peak gen = the highest "
-          "while generating (weights + activations: KV caches, the codec's feature maps); the ratios subtract the "
-          "baseline")
+    print("RSS in GiB: loaded = after loading and the first session (the weights as held); "
+          "peak gen = the highest while generating (weights + activations: KV caches, the codec's "
+          "feature maps); the ratios subtract the baseline")
     print("bytes read with read() while loading (the map's page faults excluded): " + ", ".join(
         f"{r['weights']} {r.get('load_read_calls_bytes', 0) / 2**20:.0f} MiB" for r in rows))
     print(f"baseline RSS (python, torch, audiocpp imported): {rows[0]['baseline_rss'] / gib:.2f} GiB; "

@@ -8,8 +8,8 @@ first session), run one fixed request ``--repeats`` times after a warm-up, print
 
 RSS figures come from /proc/self/status: the baseline (after importing torch and audiocpp), the
 peak while loading (VmHWM), the peak while generating (VmHWM reset after the warm-up). Resident
-weights are summed over the networks' parameters and buffers by kind (f32, bf16, f16, q8_0 / q4_0 blocks, int8, int4),
-those still viewing the memory-mapped file counted apart (``mmap``).
+weights are summed over the networks' parameters and buffers by kind (f32, bf16, f16, q8_0 / q4_0
+blocks, int8, int4), those still viewing the memory-mapped file counted apart (``mmap``).
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def request(family: str, args):
 
     text = TEXTS[family]
     if family == "omnivoice":
-        return TaskRequest(text=text, seed=0, options={"duration": args.duration, "num_inference_steps": args.steps,
+        return TaskRequest(text=text, seed=0, options={"duration": args.duration,
+                                                       "num_inference_steps": args.steps,
                                                        "guidance_scale": 2.0})
     if family == "voxcpm2":
         return TaskRequest(text=text, seed=7, options={"min_tokens": args.patches, "max_tokens": args.patches,
@@ -95,7 +96,8 @@ def resident(modules: list) -> dict[str, int]:
     seen: set[int] = set()
     for module in modules:  # a quantized layer's values and scales count as its kind
         for child in module.modules():
-            kind = f"q{child.bits}_0 blocks" if isinstance(child, Q8_0Linear) else layer_kinds.get(type(child))
+            kind = (f"q{child.bits}_0 blocks" if isinstance(child, Q8_0Linear)
+                    else layer_kinds.get(type(child)))
             for t in child.buffers(recurse=False) if kind else ():
                 if t.data_ptr() not in seen:
                     seen.add(t.data_ptr())
@@ -137,7 +139,8 @@ def first_step(family: str, model, session, args):
             from audiocpp.families.audio8_tts.prompt_layout import PromptLayoutBuilder
 
             net, device = session.network, model.parts.device
-            prompt, mask = prefill_tensors([PromptLayoutBuilder(model.parts.tokenizer, model.config).build(text)], model.config)
+            prompt, mask = prefill_tensors(
+                [PromptLayoutBuilder(model.parts.tokenizer, model.config).build(text)], model.config)
             prompt, mask = prompt.to(device), mask.to(device)
             net.setup(1, prompt.shape[-1] + 1)
             hidden = net.slow.prefill(net.slow.embed(prompt), mask.cumsum(-1) - 1, mask)
@@ -207,11 +210,15 @@ def main(argv: list[str]) -> int:
         greedy = session.run(dataclasses.replace(req, options={**req.options, "do_sample": False}))
         extra["greedy"] = np.asarray(greedy.details["codes"][0])
     np.savez(args.save, audio=result.audio.samples, **{key: value}, **extra)
-    dtype = getattr(session, "dtype", None) or getattr(getattr(session, "decoder", None), "compute_dtype", None)
+    dtype = (getattr(session, "dtype", None)
+             or getattr(getattr(session, "decoder", None), "compute_dtype", None))
     print(json.dumps({
-        "family": args.family, "file_bytes": args.path.stat().st_size, "read_once_s": read_s, "load_s": load_s, "load_read_calls_bytes": read_by_calls,
-        "baseline_rss": baseline, "rss_loaded": rss_loaded, "peak_rss_load": peak_load, "peak_rss_gen": status_bytes("VmHWM") if reset else None,
-        "rss_end": status_bytes("VmRSS"), "resident": weights, "walls": walls, "audio_s": result.audio.duration,
+        "family": args.family, "file_bytes": args.path.stat().st_size, "read_once_s": read_s,
+        "load_s": load_s, "load_read_calls_bytes": read_by_calls,
+        "baseline_rss": baseline, "rss_loaded": rss_loaded, "peak_rss_load": peak_load,
+        "peak_rss_gen": status_bytes("VmHWM") if reset else None,
+        "rss_end": status_bytes("VmRSS"), "resident": weights, "walls": walls,
+        "audio_s": result.audio.duration,
         "compute_dtype": str(dtype).removeprefix("torch."), "device": str(model.parts.device),
         "threads": torch.get_num_threads(), "loadavg": " ".join(f"{x:.1f}" for x in os.getloadavg()),
     }))

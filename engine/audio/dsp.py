@@ -30,7 +30,8 @@ def fade_and_pad(audio: np.ndarray, pad_duration: float = 0.1, fade_duration: fl
     return out
 
 
-def cross_fade_chunks(chunks: list[np.ndarray], sample_rate: int, silence_duration: float = 0.3) -> np.ndarray:
+def cross_fade_chunks(chunks: list[np.ndarray], sample_rate: int,
+                      silence_duration: float = 0.3) -> np.ndarray:
     """Join ``(C, T)`` chunks: each junction fades the left side out and the right side in over
     a third of ``silence_duration`` and puts a third of it of silence between them
     (OmniVoice's ``cross_fade_chunks``; a single chunk is returned as is)."""

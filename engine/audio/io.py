@@ -64,10 +64,10 @@ def check_write_format(fmt: str, flag: str = "--format") -> None:  # flag: what 
     if fmt in ALL_FORMATS:
         import soundfile as sf
 
-        raise UsageError(f"cannot write {fmt} ({flag}): the installed libsndfile ({sf.__libsndfile_version__}) "
-                         f"does not write {fmt}",
-                         hint=f"formats available here: {', '.join(available)}; {fmt} needs a libsndfile built "
-                         "with it (mp3: 1.1.0 or later with LAME and mpg123; opus: libopus)")
+        raise UsageError(f"cannot write {fmt} ({flag}): the installed libsndfile "
+                         f"({sf.__libsndfile_version__}) does not write {fmt}",
+                         hint=f"formats available here: {', '.join(available)}; {fmt} needs a libsndfile "
+                         "built with it (mp3: 1.1.0 or later with LAME and mpg123; opus: libopus)")
     raise UsageError(f"{flag} {fmt!r} is not supported", hint=f"use one of: {', '.join(available)}")
 
 
@@ -80,7 +80,8 @@ def encode_audio(audio: AudioBuffer, fmt: str) -> bytes:
     try:
         return _encode(np.asarray(audio.samples, dtype=np.float32), audio.sample_rate, major, subtype)
     except (sf.LibsndfileError, RuntimeError, ValueError) as error:
-        raise AudioError(f"cannot encode the audio as {fmt}: {error}", hint="try another format (wav16 always works)") from None
+        raise AudioError(f"cannot encode the audio as {fmt}: {error}",
+                         hint="try another format (wav16 always works)") from None
 
 
 def _encode(samples: np.ndarray, sample_rate: int, major: str, subtype: str) -> bytes:
@@ -120,7 +121,8 @@ def _check_readable(path: Path) -> None:
         raise AudioError(f"audio file {str(path)!r} is not readable", hint="check its permissions")
 
 
-def read_audio_channels(path: str | os.PathLike[str], *, max_seconds: float | None = None) -> tuple[np.ndarray, int]:
+def read_audio_channels(path: str | os.PathLike[str], *,
+                        max_seconds: float | None = None) -> tuple[np.ndarray, int]:
     """All channels of ``path`` as float32 ``(C, T)`` and the sample rate (``max_seconds``: as for
     :func:`read_audio`)."""
     data, sample_rate = _read_frames(Path(path), max_seconds)
@@ -157,13 +159,14 @@ def _read_frames(path: Path, max_seconds: float | None = None) -> tuple[np.ndarr
                 minutes = handle.frames / max(handle.samplerate, 1) / 60
                 raise AudioError(
                     f"audio file {str(path)!r} claims {handle.frames} frames of {handle.channels} channels "
-                    f"({minutes:.0f} min at {handle.samplerate} Hz): more than the {MAX_DECODED_SAMPLES} samples "
-                    "audiocpp decodes at once",
-                    hint="pass a shorter clip (e.g. `ffmpeg -i in.wav -t 30 -ac 1 out.wav`); a damaged header "
-                    "can claim this too",
+                    f"({minutes:.0f} min at {handle.samplerate} Hz): more than the {MAX_DECODED_SAMPLES} "
+                    "samples audiocpp decodes at once",
+                    hint="pass a shorter clip (e.g. `ffmpeg -i in.wav -t 30 -ac 1 out.wav`); a damaged "
+                    "header can claim this too",
                 )
             if max_seconds is not None and handle.frames > max_seconds * max(handle.samplerate, 1):
-                raise AudioError(f"audio file {str(path)!r} is {handle.frames / max(handle.samplerate, 1):.1f} s "
+                raise AudioError(f"audio file {str(path)!r} is "
+                                 f"{handle.frames / max(handle.samplerate, 1):.1f} s "
                                  f"long; at most {max_seconds:g} s are accepted here",
                                  hint="pass a shorter clip (e.g. `ffmpeg -i in.wav -t 20 out.wav`)")
             if handle.seekable():
@@ -179,7 +182,8 @@ def _read_frames(path: Path, max_seconds: float | None = None) -> tuple[np.ndarr
     if data.shape[0] == 0 or data.shape[1] == 0:
         raise AudioError(f"audio file {str(path)!r} holds no samples", hint="pass a file with audio in it")
     if sample_rate <= 0:
-        raise AudioError(f"audio file {str(path)!r} has an invalid sample rate {sample_rate}", hint=_READ_HINT)
+        raise AudioError(f"audio file {str(path)!r} has an invalid sample rate {sample_rate}",
+                         hint=_READ_HINT)
     return data, int(sample_rate)
 
 
@@ -193,7 +197,8 @@ def write_audio(path: str | os.PathLike[str], audio: AudioBuffer, fmt: str) -> N
     import soundfile as sf
 
     if fmt not in ALL_FORMATS:
-        raise AudioError(f"audio format {fmt!r} is not supported", hint=f"use one of: {', '.join(ALL_FORMATS)}")
+        raise AudioError(f"audio format {fmt!r} is not supported",
+                         hint=f"use one of: {', '.join(ALL_FORMATS)}")
     major, subtype = ALL_FORMATS[fmt]
     samples = np.asarray(audio.samples, dtype=np.float32)
     if audio.sample_rate <= 0:

@@ -28,7 +28,8 @@ class StreamingResampler:
         self.orig, self.new = self.orig_freq // gcd, self.new_freq // gcd
         self.identity = self.orig_freq == self.new_freq
         if not self.identity:
-            self.kernel, self.width = sinc_resample_kernel(self.orig_freq, self.new_freq, torch.float32, "cpu")
+            self.kernel, self.width = sinc_resample_kernel(self.orig_freq, self.new_freq, torch.float32,
+                                                           "cpu")
             self._buffer = np.zeros(self.width, np.float32)  # the left zero padding
         self._consumed = 0  # input samples pushed so far
         self._emitted = 0  # output samples returned so far

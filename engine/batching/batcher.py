@@ -66,8 +66,8 @@ class BatchJob:
 
     def _check_thread(self) -> None:
         if model_guard(self.batcher.model).held_here:
-            raise UsageError("waiting on a batch job while this thread holds the model (an open stream of it) "
-                             "would wait forever", hint="finish or close the stream first")
+            raise UsageError("waiting on a batch job while this thread holds the model (an open stream of "
+                             "it) would wait forever", hint="finish or close the stream first")
 
     def events(self, timeout: float | None = None) -> Iterator[StreamEvent]:
         """The request's stream events (audio pieces, then the final one) as its row produces them;
@@ -189,8 +189,8 @@ class Batcher:
             self._next_key += 1
             self._waiting.append(job)
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._work, name=f"audiocpp-batcher-{self.model.family}",
-                                                daemon=True)
+                self._thread = threading.Thread(target=self._work,
+                                                name=f"audiocpp-batcher-{self.model.family}", daemon=True)
                 self._thread.start()
             self._cond.notify_all()
         return job
@@ -270,7 +270,8 @@ class Batcher:
                     continue
                 job.joined = time.perf_counter()
                 self._running[job.key] = job
-                loop.add(job.key, session, job.request, progress=job.progress, queued_s=job.joined - job.submitted)
+                loop.add(job.key, session, job.request, progress=job.progress,
+                         queued_s=job.joined - job.submitted)
                 if self.on_join is not None:
                     self.on_join(job)
 

@@ -226,8 +226,8 @@ class BatchLoop:
             batch_rows=row.rows_seen / row.groups if row.groups else 1.0,
         )
         session = row.session
-        result = TaskResult(audio=synthesis.audio, task=session.task, mode=session.mode, chunks=synthesis.chunks,
-                            metrics=metrics, voice_prompt=synthesis.voice_prompt, details=synthesis.details,
-                            warnings=row.warnings)
-        return RowEvent(row.key, StreamEvent(kind="final", index=row.pieces, audio=synthesis.audio, name="final",
-                                             result=result))
+        result = TaskResult(audio=synthesis.audio, task=session.task, mode=session.mode,
+                            chunks=synthesis.chunks, metrics=metrics, voice_prompt=synthesis.voice_prompt,
+                            details=synthesis.details, warnings=row.warnings)
+        return RowEvent(row.key, StreamEvent(kind="final", index=row.pieces, audio=synthesis.audio,
+                                             name="final", result=result))

@@ -34,7 +34,8 @@ class Op:
         return type(self).run_group([self])[0]
 
 
-def relay(inner: Generator[Any, Any, T], on_item: Callable[[Any], Any] | None = None) -> Generator[Any, Any, T]:
+def relay(inner: Generator[Any, Any, T],
+          on_item: Callable[[Any], Any] | None = None) -> Generator[Any, Any, T]:
     """Run the row program ``inner`` inside another: its ops go up to the loop (and their results
     back down); any other item it yields is handed to ``on_item``, whose return value, when not
     None, is yielded up (an audio piece, say). Returns what ``inner`` returns.

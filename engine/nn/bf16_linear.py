@@ -72,7 +72,8 @@ class BF16WeightLinear(nn.Module):
         return self._op(rows, self.weight_bf16, self.bias).reshape(*shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, weights=bfloat16, compute=float32"
+        return (f"in_features={self.in_features}, out_features={self.out_features}, weights=bfloat16, "
+                "compute=float32")
 
 
 def exactly_bf16(weight: torch.Tensor) -> bool:

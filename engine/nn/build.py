@@ -44,7 +44,8 @@ def materialize(module: torch.nn.Module, dtype: torch.dtype | None = None, *, wh
     if dtype is not None:
         keep = tuple(keep_stored)
         for name, p in module.named_parameters():
-            if p.is_floating_point() and p.dtype != dtype and not any(fnmatch.fnmatchcase(name, g) for g in keep):
+            if (p.is_floating_point() and p.dtype != dtype
+                    and not any(fnmatch.fnmatchcase(name, g) for g in keep)):
                 p.data = p.data.to(dtype)
 
 
@@ -69,9 +70,11 @@ def load_on_meta(factory: Callable[[], M], source: TensorSource, *, dtype: torch
 
         check_module_weights(module, source, what=what, ignore=ignore)
         ignore += tuple(quantize_linears(module, source, globs, dtype=dtype,
-                                         device=torch.device(device) if device is not None else torch.device("cpu")))
+                                         device=(torch.device(device) if device is not None
+                                                 else torch.device("cpu"))))
     keep = tuple(keep_stored)
-    load_module_weights(module, source, dtype=dtype, what=what, ignore=ignore, device=device, keep_stored=keep)
+    load_module_weights(module, source, dtype=dtype, what=what, ignore=ignore, device=device,
+                        keep_stored=keep)
     materialize(module, dtype, what=what, keep_stored=keep)
     if device is not None:
         module.to(device)  # what the factory built outside meta (small derived buffers)

@@ -66,8 +66,8 @@ class CausalConv1d(nn.Module):
     """Left-padded conv: ``(k - 1) * dilation + 1 - stride`` zeros before, and after whatever
     completes the last stride. The conv is ``.conv`` (checkpoint names ``<m>.conv.weight``)."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1, stride: int = 1,
-                 groups: int = 1, bias: bool = True) -> None:
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1,
+                 stride: int = 1, groups: int = 1, bias: bool = True) -> None:
         super().__init__()
         self.conv = nn.Conv1d(in_channels, out_channels, kernel_size, stride=stride, dilation=dilation,
                               groups=groups, bias=bias)
@@ -99,7 +99,8 @@ class CausalConvTranspose1d(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1,
                  dilation: int = 1) -> None:
         super().__init__()
-        self.conv = nn.ConvTranspose1d(in_channels, out_channels, kernel_size, stride=stride, dilation=dilation)
+        self.conv = nn.ConvTranspose1d(in_channels, out_channels, kernel_size, stride=stride,
+                                       dilation=dilation)
         self.stride = stride
         self.kernel_size = kernel_size
 
@@ -151,7 +152,8 @@ class ResidualUnit(nn.Module):
         return x + y
 
 
-def stream_sequential(modules: nn.Sequential | list[nn.Module], x: torch.Tensor, state: StreamState) -> torch.Tensor:
+def stream_sequential(modules: nn.Sequential | list[nn.Module], x: torch.Tensor,
+                      state: StreamState) -> torch.Tensor:
     """Run modules in order, streaming the ones that keep state; pointwise ones run as they are."""
     for module in modules:
         stream = getattr(module, "stream", None)

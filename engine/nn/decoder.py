@@ -57,7 +57,8 @@ class LayerNames:
     k_norm: str = "k_norm"
 
 
-FISH_NAMES = LayerNames("attention", "feed_forward", "attention_norm", "ffn_norm", ("wqkv",), "wo", ("w1", "w3", "w2"))
+FISH_NAMES = LayerNames("attention", "feed_forward", "attention_norm", "ffn_norm", ("wqkv",), "wo",
+                        ("w1", "w3", "w2"))
 HF_NAMES = LayerNames("self_attn", "mlp", "input_layernorm", "post_attention_layernorm",
                       ("q_proj", "k_proj", "v_proj"), "o_proj", ("gate_proj", "up_proj", "down_proj"))
 
@@ -162,7 +163,8 @@ class RopeTable:
     def __init__(self, cfg: DecoderConfig, length: int, device: torch.device) -> None:
         self.style = cfg.rope_style
         if cfg.rope_style == "interleaved":
-            self.table = interleaved_rope_table(length, cfg.head_dim, cfg.rope_base, cfg.rope_table_dtype, device)
+            self.table = interleaved_rope_table(length, cfg.head_dim, cfg.rope_base, cfg.rope_table_dtype,
+                                                device)
         else:
             inv = rope_inv_freq(cfg.head_dim, cfg.rope_base).to(device)
             freqs = torch.outer(torch.arange(length, device=device, dtype=torch.float32), inv)
@@ -355,7 +357,8 @@ class DecoderStack:
             return self._attend_eager(q, keys, values, cache.valid[:, None, None, :])
         return self._attend_grouped(q, keys, values, cache.mask_add)
 
-    def _attend_prefill(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def _attend_prefill(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                        mask: torch.Tensor) -> torch.Tensor:
         k, v = repeat_kv(k, self.cfg.n_rep), repeat_kv(v, self.cfg.n_rep)
         if self.cfg.attention == "eager":
             return self._attend_eager(q, k, v, mask, repeated=True)

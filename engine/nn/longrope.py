@@ -66,7 +66,8 @@ def longrope_cos_sin(
 
     Tables are cached per configuration and shared: treat them as read-only.
     """
-    factors = longrope_factors(max_position_embeddings, original_max_position_embeddings, short_factor, long_factor)
+    factors = longrope_factors(max_position_embeddings, original_max_position_embeddings, short_factor,
+                               long_factor)
     return _table(
         int(head_dim), float(base), int(max_position_embeddings), int(original_max_position_embeddings),
         tuple(float(f) for f in factors),

@@ -8,11 +8,11 @@ the recurrent one-step update (:meth:`Mamba2Mixer.step`), which reads and writes
 Numerics: ``A_log``, ``D``, ``dt_bias`` and the depthwise conv are computed in float32 whatever
 the compute dtype (and held in float32 after :meth:`Mamba2Mixer.keep_fp32`; audio.cpp stores them
 F32 for the same reason); the scan runs in float32 and the SSM state is held in float32. Nothing
-is computed at construction, so the mixer can be built on the ``meta`` device and loaded. The scan follows transformers' decomposition
-(intra-chunk diagonal blocks, chunk states, inter-chunk recurrence, state-to-output) with the
-large broadcast-and-sum products written as ``einsum`` contractions: the same terms summed in
-another order, a relative difference of ~1e-7 in float32. The one-token update reproduces
-transformers' operation order exactly.
+is computed at construction, so the mixer can be built on the ``meta`` device and loaded. The scan
+follows transformers' decomposition (intra-chunk diagonal blocks, chunk states, inter-chunk
+recurrence, state-to-output) with the large broadcast-and-sum products written as ``einsum``
+contractions: the same terms summed in another order, a relative difference of ~1e-7 in float32.
+The one-token update reproduces transformers' operation order exactly.
 
 Used by Audio8 TTS's Falcon-H1 backbone (0.1B) only.
 """
@@ -149,7 +149,8 @@ class Mamba2Mixer(nn.Module):
         self.dt_bias = nn.Parameter(torch.ones(n_heads))
         self.A_log = nn.Parameter(torch.zeros(n_heads))
         self.D = nn.Parameter(torch.ones(n_heads))
-        self.norm = GatedRMSNorm(intermediate_size, norm_eps, n_groups, norm_before_gate) if rms_norm else None
+        self.norm = (GatedRMSNorm(intermediate_size, norm_eps, n_groups, norm_before_gate) if rms_norm
+                     else None)
         self.out_proj = nn.Linear(intermediate_size, hidden_size, bias=out_bias)
         mult = [1.0] * 5 if zxbcdt_multipliers is None else [float(m) for m in zxbcdt_multipliers]
         if len(mult) != 5:
@@ -170,7 +171,8 @@ class Mamba2Mixer(nn.Module):
             assert self.multipliers is not None
             gs = self.n_groups * self.d_state
             sizes = [self.intermediate_size, self.intermediate_size, gs, gs, self.n_heads]
-            self._mup[key] = torch.cat([torch.full((s,), m, device=like.device) for s, m in zip(sizes, self.multipliers)])
+            self._mup[key] = torch.cat([torch.full((s,), m, device=like.device)
+                                        for s, m in zip(sizes, self.multipliers)])
         return self._mup[key]
 
     def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

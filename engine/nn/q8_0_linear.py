@@ -64,7 +64,8 @@ def kernel() -> Any | None:
     scales = (torch.rand(80, 3, generator=gen) * 0.01).to(torch.float16).float()
     x = torch.randn(6, 96, generator=gen)  # a tile of 4 rows + a tail of 2
     for low, high in ((-127, 128), (-8, 8)):  # Q8_0, Q4_0 values
-        values = torch.randint(low, high, (80, 96), dtype=torch.int8, generator=gen)  # 5 groups: 3 + a tail of 2
+        # 5 groups: 3 + a tail of 2
+        values = torch.randint(low, high, (80, 96), dtype=torch.int8, generator=gen)
         packed = _pack_values(module, values, bits=8 if high > 8 else 4)
         got = module.block_linear(x, packed, _pack_scales(scales))
         if not torch.allclose(got.double(), reference(x, values, scales), rtol=1e-5, atol=1e-6):
@@ -108,7 +109,8 @@ def _pack_values(op: Any, values: torch.Tensor, bits: int) -> torch.Tensor:
 def _pack_scales(scales: torch.Tensor) -> torch.Tensor:
     rows, blocks = scales.shape
     # int16 bits of the f16 scales: no cast of the module's floating tensors can touch them
-    return scales.to(torch.float16).reshape(rows // GROUP, GROUP, blocks).transpose(1, 2).contiguous().view(torch.int16)
+    return (scales.to(torch.float16).reshape(rows // GROUP, GROUP, blocks).transpose(1, 2).contiguous()
+            .view(torch.int16))
 
 
 def supports(blocks: BlockTensor) -> bool:
@@ -176,7 +178,8 @@ class Q8_0Linear(nn.Module):
 
     def extra_repr(self) -> str:
         kind = "Q8_0" if self.bits == 8 else "Q4_0"
-        return f"in_features={self.in_features}, out_features={self.out_features}, {kind} blocks, int8 rows per block"
+        return (f"in_features={self.in_features}, out_features={self.out_features}, {kind} blocks, "
+                "int8 rows per block")
 
 
 def _kernel_for(rows: int) -> Any:

@@ -45,7 +45,8 @@ _CHUNK_ROWS = 512
 @cache
 def int8pack_available() -> bool:
     try:
-        y = torch._weight_int8pack_mm(torch.ones(1, 32, dtype=torch.bfloat16), torch.ones(8, 32, dtype=torch.int8),
+        y = torch._weight_int8pack_mm(torch.ones(1, 32, dtype=torch.bfloat16),
+                                      torch.ones(8, 32, dtype=torch.int8),
                                       torch.ones(8, dtype=torch.bfloat16))
         return tuple(y.shape) == (1, 8)
     except (RuntimeError, AttributeError, NotImplementedError):
@@ -55,9 +56,11 @@ def int8pack_available() -> bool:
 @cache
 def int4pack_available() -> bool:
     try:
-        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.zeros(32, 64, dtype=torch.int32), 2)
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.zeros(32, 64, dtype=torch.int32),
+                                                                    2)
         sz = torch.zeros(2, 32, 2, dtype=torch.bfloat16)
-        y = torch.ops.aten._weight_int4pack_mm_for_cpu(torch.ones(1, 64, dtype=torch.bfloat16), packed, 32, sz)
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(torch.ones(1, 64, dtype=torch.bfloat16), packed, 32,
+                                                       sz)
         return tuple(y.shape) == (1, 32)
     except (RuntimeError, AttributeError, NotImplementedError):
         return False
@@ -78,7 +81,8 @@ def requantize_rows(blocks: BlockTensor) -> tuple[torch.Tensor, torch.Tensor]:
         w = w.view(hi - lo, cols)
         scale = w.abs().amax(dim=1) / 127.0
         s[lo:hi] = scale
-        q[lo:hi] = torch.round(w / torch.where(scale > 0, scale, 1.0)[:, None]).clamp_(-127, 127).to(torch.int8)
+        q[lo:hi] = (torch.round(w / torch.where(scale > 0, scale, 1.0)[:, None])
+                    .clamp_(-127, 127).to(torch.int8))
     return q, s
 
 
@@ -141,7 +145,8 @@ class Int4Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-1]
         rows = x.reshape(-1, self.in_features).to(torch.bfloat16).contiguous()
-        y = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, self.GROUP, self.scale_zeros).to(x.dtype)
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, self.GROUP,
+                                                       self.scale_zeros).to(x.dtype)
         if self.bias is not None:
             y = y + self.bias.to(y.dtype)
         return y.reshape(*lead, self.out_features)

@@ -43,7 +43,8 @@ def gumbel_noise_like(x: torch.Tensor, generator: torch.Generator | None, eps: f
 
 
 def keep_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep exactly the ``k`` largest entries per row (ties broken as ``topk`` breaks them), -inf elsewhere."""
+    """Keep exactly the ``k`` largest entries per row (ties broken as ``topk`` breaks them), -inf
+    elsewhere."""
     values, indices = logits.topk(k, dim=-1)
     out = torch.full_like(logits, float("-inf"))
     out.scatter_(-1, indices, values)
@@ -57,7 +58,8 @@ def as_threshold(value: float | torch.Tensor, like: torch.Tensor) -> torch.Tenso
     return torch.tensor(value, dtype=like.dtype, device=like.device)
 
 
-def legacy_top_k_top_p(scores: torch.Tensor, top_k: int | torch.Tensor, top_p: float | torch.Tensor) -> torch.Tensor:
+def legacy_top_k_top_p(scores: torch.Tensor, top_k: int | torch.Tensor,
+                       top_p: float | torch.Tensor) -> torch.Tensor:
     """fish-speech / Audio8's candidate filter, in their order: sort descending, take the
     cumulative softmax of the sorted scores, drop ranks where ``cum > top_p`` or
     ``rank >= top_k`` (rank 0 always kept), -inf where dropped. ``scores`` is ``[B, V]``;
@@ -83,5 +85,6 @@ def exponential_race(scores: torch.Tensor, generator: torch.Generator | None | l
         random = uniform_rows(tuple(probabilities.shape[1:]), generator, dtype=probabilities.dtype,
                               device=probabilities.device)
     else:
-        random = uniform(probabilities.shape, generator, dtype=probabilities.dtype, device=probabilities.device)
+        random = uniform(probabilities.shape, generator, dtype=probabilities.dtype,
+                         device=probabilities.device)
     return torch.argmax(probabilities / -torch.log(random), dim=-1)

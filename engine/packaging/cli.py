@@ -29,7 +29,8 @@ def parse_inputs(items: list[str]) -> dict[str, Path]:
             key, path = MODEL_INPUT, Path(item)
         if key in out:
             what = "more than one model folder/file" if key == MODEL_INPUT else f"namespace {key!r} twice"
-            raise UsageError(f"--input gives {what}", hint="give each namespace once, and at most one bare path")
+            raise UsageError(f"--input gives {what}",
+                             hint="give each namespace once, and at most one bare path")
         out[key] = path
     return out
 
@@ -140,9 +141,9 @@ def demo_note(inputs: dict[str, Path]) -> str | None:
     for path in inputs.values():
         folder = path if path.is_dir() else path.parent
         if (folder / "demo.json").is_file():
-            return (f"note: {folder} is a demo checkpoint with random weights: its audio is not speech, and a "
-                    "package of it in another type (q8_0, q4_0, bf16) can sound completely different from the "
-                    "folder (audio cosine about 0.3 for q8_0). That is expected: with random weights the small "
-                    "rounding of quantization flips token choices, and each flip changes all later steps. "
-                    "Judge quantized packages on a real checkpoint.")
+            return (f"note: {folder} is a demo checkpoint with random weights: its audio is not speech, "
+                    "and a package of it in another type (q8_0, q4_0, bf16) can sound completely different "
+                    "from the folder (audio cosine about 0.3 for q8_0). That is expected: with random "
+                    "weights the small rounding of quantization flips token choices, and each flip changes "
+                    "all later steps. Judge quantized packages on a real checkpoint.")
     return None

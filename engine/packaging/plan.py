@@ -206,7 +206,8 @@ def _is_package(source: TensorSource) -> bool:
 
 
 def _folder_sources(spec: ModelSpec) -> list[Source]:
-    return [s for s in spec.sources if s.format != "gguf" and all(not v.startswith("$") for v in s.roots.values())]
+    return [s for s in spec.sources
+            if s.format != "gguf" and all(not v.startswith("$") for v in s.roots.values())]
 
 
 def _resolve(src: Source, folder: Path, ref: str) -> Path:
@@ -250,7 +251,8 @@ def _ref_text(ref: str | TensorPrefix) -> str:
     return ref.source if isinstance(ref, TensorPrefix) else ref
 
 
-def _map_folder(spec: ModelSpec, src: Source, folder: Path) -> tuple[dict[str, Path], dict[str, Path | bytes]]:
+def _map_folder(spec: ModelSpec, src: Source,
+                folder: Path) -> tuple[dict[str, Path], dict[str, Path | bytes]]:
     ns_paths = {}
     for ns, ref in {**src.tensors, **src.optional_tensors}.items():
         path = _resolve(src, folder, _ref_text(ref))

@@ -87,7 +87,8 @@ class PackageSummary:
                  f"(--type {self.weight_type}) in {self.seconds:.1f} s"]
         for gtype, reason, n, b in self.by_decision():
             lines.append(f"  {gtype:<5} x{n:<5} {_size(b):>10}  {reason}")
-        lines.append("  by type: " + ", ".join(f"{k} x{n} ({_size(b)})" for k, (n, b) in self.by_type().items()))
+        lines.append("  by type: " + ", ".join(f"{k} x{n} ({_size(b)})"
+                                               for k, (n, b) in self.by_type().items()))
         if self.embedded_files:
             total = sum(self.embedded_files.values())
             lines.append(f"  embedded files: {len(self.embedded_files)} ({_size(total)}): "
@@ -182,7 +183,8 @@ def _tensor_items(plan: PackagePlan, policy: QuantizationPolicy) -> list[tuple[T
     return items
 
 
-def _directory(items: list[tuple[TensorSource, str, Decision]]) -> tuple[list[TensorEntry], list[WrittenTensor]]:
+def _directory(
+        items: list[tuple[TensorSource, str, Decision]]) -> tuple[list[TensorEntry], list[WrittenTensor]]:
     entries, written, used = [], [], set()
     for i, (_, _, decision) in enumerate(items):
         name = decision.name

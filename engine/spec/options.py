@@ -26,7 +26,8 @@ def parse_key_values(items: Iterable[str], *, flag: str) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise UsageError(f"{flag} {item!r} is not of the form key=value", hint=f"write e.g. {flag} seed=7")
+            raise UsageError(f"{flag} {item!r} is not of the form key=value",
+                             hint=f"write e.g. {flag} seed=7")
         parsed[key.strip()] = value
     return parsed
 
@@ -62,9 +63,11 @@ def parse_value(opt: OptionSpec, raw: Any, *, where: str) -> Any:
 
     if kind in ("int", "float"):
         if opt.min is not None and value < opt.min:
-            raise UsageError(f"{where}: {value} is below the minimum {opt.show_number(opt.min)}", hint=opt.description)
+            raise UsageError(f"{where}: {value} is below the minimum {opt.show_number(opt.min)}",
+                             hint=opt.description)
         if opt.max is not None and value > opt.max:
-            raise UsageError(f"{where}: {value} is above the maximum {opt.show_number(opt.max)}", hint=opt.description)
+            raise UsageError(f"{where}: {value} is above the maximum {opt.show_number(opt.max)}",
+                             hint=opt.description)
     allowed = opt.allowed_values
     if kind == "enum" and allowed and value not in allowed:
         also = f" (or {', '.join(opt.aliases())})" if opt.aliases() else ""
@@ -195,7 +198,8 @@ def format_options(spec: ModelSpec) -> str:
         if not rows:
             continue
         lines.append("")
-        lines.append(f"{scope} options ({flag[scope]} {spec.family + '.' if scope == 'session' else ''}NAME=VALUE):")
+        lines.append(f"{scope} options "
+                     f"({flag[scope]} {spec.family + '.' if scope == 'session' else ''}NAME=VALUE):")
         width = max(len(r.name) for r in rows) + 2
         for row in rows:
             default = "" if row.default is None else f" (default: {_show(row.default)})"

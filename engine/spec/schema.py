@@ -40,7 +40,8 @@ def _short(err: Any) -> str:
         same_type = [e for e in err.context if e.validator != "type"]
         best = min(same_type or err.context, key=lambda e: len(e.message))
         message = best.message
-    elif err.validator == "not" and isinstance(err.validator_value, dict) and "required" in err.validator_value:
+    elif (err.validator == "not" and isinstance(err.validator_value, dict)
+          and "required" in err.validator_value):
         message = "may not combine " + " and ".join(repr(k) for k in err.validator_value["required"])
     return message if len(message) < 300 else message[:297] + "..."
 

@@ -155,12 +155,13 @@ def _parse(text: str, origin: str) -> Any:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SpecError(f"model spec {origin} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}"
-                        ) from None
+        raise SpecError(f"model spec {origin} is not valid JSON: line {exc.lineno} column {exc.colno}: "
+                        f"{exc.msg}") from None
     except (ValueError, RecursionError) as exc:
         raise SpecError(f"model spec {origin} is not valid JSON: {str(exc)[:200]}") from None
     if _depth(data) > MAX_SPEC_DEPTH:
-        raise SpecError(f"model spec {origin} nests JSON deeper than {MAX_SPEC_DEPTH} levels; it is not a spec")
+        raise SpecError(f"model spec {origin} nests JSON deeper than {MAX_SPEC_DEPTH} levels; it is not "
+                        "a spec")
     return data
 
 

@@ -24,7 +24,8 @@ _TIME = r"(\d{1,3}):(\d{2}):(\d{2})[,.](\d{1,3})"
 _TIMING = re.compile(rf"^\s*{_TIME}\s*-->\s*{_TIME}(?:\s+.*)?$")
 _NUMBER = re.compile(r"[0-9]{1,9}")  # ASCII digits: "²".isdigit() is true but int("²") fails
 _TAGS = re.compile(r"<[^>]*>|\{\\[^}]*\}")
-_HINT = "each cue is a number, 'HH:MM:SS,mmm --> HH:MM:SS,mmm' and its text, cues in time order without overlap"
+_HINT = ("each cue is a number, 'HH:MM:SS,mmm --> HH:MM:SS,mmm' and its text, cues in time order "
+         "without overlap")
 
 
 @dataclass(frozen=True)
@@ -75,9 +76,11 @@ def parse_srt(text: str, name: str = "the SRT file") -> list[Cue]:
         number_line, rest = block[0], block[1:]
         if not _NUMBER.fullmatch(number_line):
             if _TIMING.match(number_line):  # a cue without its number
-                problems.append(f"cue {position} (line {line_no}): the cue number is missing before its timing line")
+                problems.append(f"cue {position} (line {line_no}): the cue number is missing before its "
+                                "timing line")
             else:
-                problems.append(f"cue {position} (line {line_no}): expected a cue number, got {number_line[:40]!r}")
+                problems.append(f"cue {position} (line {line_no}): expected a cue number, "
+                                f"got {number_line[:40]!r}")
             continue
         number = int(number_line)
         where = f"cue {number} (line {line_no + 1})"
@@ -86,7 +89,8 @@ def parse_srt(text: str, name: str = "the SRT file") -> list[Cue]:
             continue
         match = _TIMING.match(rest[0])
         if match is None:
-            problems.append(f"{where}: bad timing line {rest[0][:60]!r}; expected 'HH:MM:SS,mmm --> HH:MM:SS,mmm'")
+            problems.append(f"{where}: bad timing line {rest[0][:60]!r}; "
+                            "expected 'HH:MM:SS,mmm --> HH:MM:SS,mmm'")
             continue
         start, end = _seconds(*match.groups()[:4]), _seconds(*match.groups()[4:])
         if start is None or end is None:
@@ -104,7 +108,8 @@ def parse_srt(text: str, name: str = "the SRT file") -> list[Cue]:
             before = cues[-1]
             what = f"before cue {before.number} ends at {format_time(before.end)}"
             if start < before.start:
-                what = f"before cue {before.number} (which starts at {format_time(before.start)}); cues must be in time order"
+                what = (f"before cue {before.number} (which starts at {format_time(before.start)}); "
+                        "cues must be in time order")
             problems.append(f"{where}: starts at {format_time(start)}, {what}")
             continue
         cues.append(Cue(number, start, end, words, line_no))
@@ -128,7 +133,9 @@ def read_srt(path: str | Path) -> list[Cue]:
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
-        raise UsageError(f"{flag} is not UTF-8 text", hint="convert it, e.g. `iconv -f LATIN1 -t UTF-8 FILE`") from None
+        raise UsageError(f"{flag} is not UTF-8 text",
+                         hint="convert it, e.g. `iconv -f LATIN1 -t UTF-8 FILE`") from None
     except OSError as error:
-        raise UsageError(f"cannot read {flag}: {error.strerror or error}", hint="check its permissions") from None
+        raise UsageError(f"cannot read {flag}: {error.strerror or error}",
+                         hint="check its permissions") from None
     return parse_srt(text, name=flag)

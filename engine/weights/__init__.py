@@ -14,7 +14,8 @@ from ..lazy_exports import lazy_getattr
 _EXPORTS = {
     "adapters": (
         "AdaptedSource", "Cast", "Drop", "FoldWeightNorm", "Fuse", "Keep", "Op", "Permute", "Rename",
-        "Reshape", "Split", "Synthesize", "Transform", "Transpose", "adapt", "full", "identity", "ones", "zeros",
+        "Reshape", "Split", "Synthesize", "Transform", "Transpose", "adapt", "full", "identity", "ones",
+        "zeros",
     ),
     "folder": ("FolderSource",),
     "gguf_file": ("GGUFFile", "is_gguf", "read_gguf_metadata"),

@@ -102,7 +102,8 @@ def passthrough(base: TensorSource, name: str) -> Entry:
         i = base.info(name)
         return i.shape, i.dtype
 
-    return Entry(info, lambda dtype: base.get(name, dtype), lambda: base.blocks(name), lambda: base.release(name))
+    return Entry(info, lambda dtype: base.get(name, dtype), lambda: base.blocks(name),
+                 lambda: base.release(name))
 
 
 def _computed(fn: Callable[[], torch.Tensor], shape: Sequence[int] | None = None) -> Entry:
@@ -154,7 +155,8 @@ class Rename(Op):
     ``Rename(r"^model\\.", "")`` (``re.sub`` on every name) or ``Rename(fn)``.
     Two names ending up equal is a ModelError."""
 
-    def __init__(self, rule: Mapping[str, str] | str | Callable[[str], str], replacement: str | None = None) -> None:
+    def __init__(self, rule: Mapping[str, str] | str | Callable[[str], str],
+                 replacement: str | None = None) -> None:
         if isinstance(rule, str):
             if replacement is None:
                 raise TypeError("Rename(pattern, replacement): the replacement is missing")
@@ -172,7 +174,8 @@ class Rename(Op):
         for name in source.names():
             new = self._fn(name)
             if new in entries:
-                raise ModelError(f"renaming {source.describe()}: {origin[new]!r} and {name!r} both become {new!r}",
+                raise ModelError(f"renaming {source.describe()}: {origin[new]!r} and {name!r} both become "
+                                 f"{new!r}",
                                  hint="the family's tensor adapters do not fit these weights")
             entries[new], origin[new] = passthrough(source, name), name
         return Layer(source, entries)
@@ -185,7 +188,8 @@ class Drop(Op):
         self.patterns = patterns
 
     def apply(self, source: TensorSource) -> TensorSource:
-        return Layer(source, {n: passthrough(source, n) for n in source.names() if not _matches(n, self.patterns)})
+        return Layer(source, {n: passthrough(source, n) for n in source.names()
+                              if not _matches(n, self.patterns)})
 
 
 class Keep(Op):
@@ -195,7 +199,8 @@ class Keep(Op):
         self.patterns = patterns
 
     def apply(self, source: TensorSource) -> TensorSource:
-        return Layer(source, {n: passthrough(source, n) for n in source.names() if _matches(n, self.patterns)})
+        return Layer(source, {n: passthrough(source, n) for n in source.names()
+                              if _matches(n, self.patterns)})
 
 
 class Cast(_PerTensor):
@@ -241,7 +246,8 @@ class Transpose(_PerTensor):
             try:
                 shape[self.dim0], shape[self.dim1] = shape[self.dim1], shape[self.dim0]
             except IndexError:
-                raise ModelError(f"cannot transpose dims {self.dim0},{self.dim1} of {name!r} {i.shape}") from None
+                raise ModelError(
+                    f"cannot transpose dims {self.dim0},{self.dim1} of {name!r} {i.shape}") from None
             return tuple(shape), i.dtype
 
         return Entry(info, lambda dtype: base.get(name, dtype).transpose(self.dim0, self.dim1).contiguous())
@@ -250,7 +256,8 @@ class Transpose(_PerTensor):
 class Reshape(_PerTensor):
     """Reshape matching tensors to ``shape`` (may hold one -1) or ``shape(old_shape)``."""
 
-    def __init__(self, patterns: Patterns, shape: Sequence[int] | Callable[[tuple[int, ...]], Sequence[int]]) -> None:
+    def __init__(self, patterns: Patterns,
+                 shape: Sequence[int] | Callable[[tuple[int, ...]], Sequence[int]]) -> None:
         super().__init__(patterns)
         self.shape = shape
 
@@ -361,7 +368,8 @@ class Split(Op):
     the names ``into`` (``re`` templates: ``\\1``...). ``sizes`` defaults to equal parts.
     The fused tensor is removed. ``Split(r"(.+)\\.qkv\\.weight", [r"\\1.q.weight", ...])``."""
 
-    def __init__(self, pattern: str, into: Sequence[str], dim: int = 0, sizes: Sequence[int] | None = None) -> None:
+    def __init__(self, pattern: str, into: Sequence[str], dim: int = 0,
+                 sizes: Sequence[int] | None = None) -> None:
         self.regex, self.into, self.dim = re.compile(pattern), tuple(into), dim
         self.sizes = tuple(sizes) if sizes is not None else None
 
@@ -369,7 +377,8 @@ class Split(Op):
         total = shape[self.dim]
         if self.sizes is None:
             if total % len(self.into):
-                raise ModelError(f"cannot split {name!r} {shape} into {len(self.into)} equal parts on dim {self.dim}")
+                raise ModelError(f"cannot split {name!r} {shape} into {len(self.into)} equal parts "
+                                 f"on dim {self.dim}")
             return (total // len(self.into),) * len(self.into)
         if sum(self.sizes) != total or len(self.sizes) != len(self.into):
             raise ModelError(f"cannot split {name!r} {shape} on dim {self.dim} into sizes {self.sizes}")
@@ -422,8 +431,8 @@ class Fuse(Op):
                 group = (name, *(m.expand(t) for t in self.rest))
                 missing = [p for p in group if p not in source]
                 if missing:
-                    raise ModelError(f"cannot fuse into {m.expand(self.into)!r}: {', '.join(missing)} missing "
-                                     f"from {source.describe()}")
+                    raise ModelError(f"cannot fuse into {m.expand(self.into)!r}: {', '.join(missing)} "
+                                     f"missing from {source.describe()}")
                 groups[m.expand(self.into)] = group
         consumed = {p: target for target, group in groups.items() for p in group}
         entries: dict[str, Entry] = {}
@@ -479,7 +488,8 @@ def ones(*shape: int, dtype: torch.dtype = torch.float32) -> Callable[[TensorSou
     return lambda _src: torch.ones(shape, dtype=dtype)
 
 
-def full(shape: Sequence[int], value: float, dtype: torch.dtype = torch.float32) -> Callable[[TensorSource], torch.Tensor]:
+def full(shape: Sequence[int], value: float,
+         dtype: torch.dtype = torch.float32) -> Callable[[TensorSource], torch.Tensor]:
     return lambda _src: torch.full(tuple(shape), value, dtype=dtype)
 
 

@@ -36,7 +36,8 @@ class BlockTensor:
         if self.qtype not in BLOCK_BYTES:
             raise ValueError(f"{self.qtype} is not a supported block type")
         if cols % BLOCK or self.data.size != rows * cols // BLOCK * BLOCK_BYTES[self.qtype]:
-            raise ValueError(f"{self.qtype} data of {self.data.size} bytes does not hold a {self.shape} matrix")
+            raise ValueError(f"{self.qtype} data of {self.data.size} bytes does not hold a {self.shape} "
+                             "matrix")
 
     @property
     def nbytes(self) -> int:

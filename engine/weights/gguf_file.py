@@ -107,8 +107,8 @@ class _Cursor:
                 return [self.string() for _ in range(count)]
             if item_type == _ARRAY:
                 if depth >= MAX_ARRAY_DEPTH:
-                    raise ModelError(f"{self.path} is corrupt: arrays nested more than {MAX_ARRAY_DEPTH} deep "
-                                     f"(offset {self.pos - 12})", hint=_CORRUPT_HINT)
+                    raise ModelError(f"{self.path} is corrupt: arrays nested more than {MAX_ARRAY_DEPTH} "
+                                     f"deep (offset {self.pos - 12})", hint=_CORRUPT_HINT)
                 return [self.value(_ARRAY, depth + 1) for _ in range(count)]
             dtype = _SCALAR.get(item_type)
             if dtype is None:
@@ -140,7 +140,8 @@ class GGUFFile:
         self.version = cur.u32()
         if self.version not in (2, 3):
             raise ModelError(f"{self.path}: GGUF version {self.version} is not supported (2 and 3 are)",
-                             hint="rewrite it with a current gguf-py or llama.cpp converter (they write version 3)")
+                             hint="rewrite it with a current gguf-py or llama.cpp converter "
+                             "(they write version 3)")
         n_tensors, n_kv = cur.u64(), cur.u64()
         # the smallest key/value takes 8 + 4 + 1 bytes, the smallest tensor info 8 + 4 + 4 + 8
         if n_tensors > 10_000_000 or n_kv > 10_000_000 or n_kv * 13 + n_tensors * 24 > len(buf):
@@ -155,7 +156,8 @@ class GGUFFile:
             name = cur.string()
             n_dims = cur.u32()
             if n_dims > 8:
-                raise ModelError(f"{self.path} is corrupt: tensor {name!r} has {n_dims} dimensions", hint=_CORRUPT_HINT)
+                raise ModelError(f"{self.path} is corrupt: tensor {name!r} has {n_dims} dimensions",
+                                 hint=_CORRUPT_HINT)
             ne = tuple(cur.u64() for _ in range(n_dims))
             if not dims_fit(ne):
                 raise ModelError(f"{self.path} is corrupt: tensor {name!r} has dimensions {ne}, whose "
@@ -189,7 +191,8 @@ class GGUFFile:
 
     def _alignment(self) -> int:
         value = self.metadata.get("general.alignment", DEFAULT_ALIGNMENT)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 1 << 30 or value & (value - 1):
+        if (isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 1 << 30
+                or value & (value - 1)):
             raise ModelError(f"{self.path} is corrupt: general.alignment is {value!r}, not a power of two",
                              hint=_CORRUPT_HINT)
         return value
@@ -301,21 +304,25 @@ def _map(path: Path) -> tuple[Any, mmap.mmap]:
         if stat.S_ISDIR(info.st_mode):
             raise ModelError(f"{path} is a folder, not a GGUF file", hint="pass the .gguf file")
         if not stat.S_ISREG(info.st_mode):
-            raise ModelError(f"{path} is not a regular file", hint="pass a .gguf file (not a pipe or a device)")
+            raise ModelError(f"{path} is not a regular file",
+                             hint="pass a .gguf file (not a pipe or a device)")
         if info.st_size < 24:
-            raise ModelError(f"{path} is not a GGUF file: only {info.st_size} bytes", hint="pass a complete .gguf file")
+            raise ModelError(f"{path} is not a GGUF file: only {info.st_size} bytes",
+                             hint="pass a complete .gguf file")
         fh = open(path, "rb")  # noqa: SIM115 - kept open for the size checks of raw()
     except FileNotFoundError:
         raise ModelError(f"{path} does not exist", hint="check the path") from None
     except PermissionError:
-        raise ModelError(f"{path} cannot be read (permission denied)", hint="check the file's permissions") from None
+        raise ModelError(f"{path} cannot be read (permission denied)",
+                         hint="check the file's permissions") from None
     except OSError as exc:
         raise ModelError(f"{path} cannot be read: {exc.strerror or exc}", hint="check the path") from None
     try:
         return fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
     except (OSError, ValueError) as exc:
         fh.close()
-        raise ModelError(f"{path} cannot be memory-mapped: {exc}", hint="copy it to a local disk and retry") from None
+        raise ModelError(f"{path} cannot be memory-mapped: {exc}",
+                         hint="copy it to a local disk and retry") from None
 
 
 def ggml_type_name(ggml_type: int) -> str:
@@ -342,7 +349,8 @@ def tensor_nbytes(ggml_type: int, ne: tuple[int, ...], *, name: str = "", path: 
         count *= int(d)
     row = ne[0] if ne else 1
     if row % block:
-        raise ModelError(f"{path}: tensor {name!r} row length {row} is not a multiple of the {qtype.name} block {block}",
+        raise ModelError(f"{path}: tensor {name!r} row length {row} is not a multiple of the {qtype.name} "
+                         f"block {block}",
                          hint=_CORRUPT_HINT)
     return count // block * type_size
 

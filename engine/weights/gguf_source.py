@@ -35,7 +35,8 @@ def gguf_tensor(file: GGUFFile, info: GGUFTensorInfo, dtype: torch.dtype | None 
         tensor = torch.from_numpy(raw.view(plain)).reshape(shape)
         if name == "BF16":
             tensor = tensor.view(torch.bfloat16)
-        if dtype is not None and dtype != tensor.dtype and info.nbytes > CHUNKED_CAST_BYTES and len(shape) >= 1:
+        if (dtype is not None and dtype != tensor.dtype and info.nbytes > CHUNKED_CAST_BYTES
+                and len(shape) >= 1):
             return _cast_releasing(file, info, tensor, dtype)
         return cast(tensor, dtype)
     from gguf import quants
@@ -56,9 +57,10 @@ def gguf_tensor(file: GGUFFile, info: GGUFTensorInfo, dtype: torch.dtype | None 
             "type such as q8_0",
         ) from None
     except (ValueError, RuntimeError) as exc:  # a shape the blocks do not fill (a corrupt tensor info)
-        raise ModelError(f"{file.path}: tensor {info.name!r} ({name}, shape {shape}) cannot be dequantized: {exc}",
-                         hint="the file is damaged or was written by a broken converter; fetch or convert it again"
-                         ) from None
+        raise ModelError(f"{file.path}: tensor {info.name!r} ({name}, shape {shape}) cannot be dequantized: "
+                         f"{exc}",
+                         hint="the file is damaged or was written by a broken converter; fetch or convert it "
+                         "again") from None
     return cast(tensor, dtype)
 
 
@@ -67,7 +69,8 @@ def gguf_tensor(file: GGUFFile, info: GGUFTensorInfo, dtype: torch.dtype | None 
 CHUNKED_CAST_BYTES = 64 << 20
 
 
-def _cast_releasing(file: GGUFFile, info: GGUFTensorInfo, tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def _cast_releasing(file: GGUFFile, info: GGUFTensorInfo, tensor: torch.Tensor,
+                    dtype: torch.dtype) -> torch.Tensor:
     out = torch.empty(tensor.shape, dtype=dtype)
     rows = tensor.shape[0]
     row_bytes = max(1, info.nbytes // max(rows, 1))
@@ -79,7 +82,8 @@ def _cast_releasing(file: GGUFFile, info: GGUFTensorInfo, tensor: torch.Tensor, 
     return out
 
 
-def gguf_blocks(file: GGUFFile, info: GGUFTensorInfo, shape: tuple[int, ...] | None = None) -> BlockTensor | None:
+def gguf_blocks(file: GGUFFile, info: GGUFTensorInfo,
+                shape: tuple[int, ...] | None = None) -> BlockTensor | None:
     """The Q8_0 / Q4_0 matrix ``info`` as stored (its bytes a view of the mapping), when its
     PyTorch shape is 2-D and equals ``shape`` (the exact shape a package records); else None."""
     torch_shape = info.torch_shape

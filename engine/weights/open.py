@@ -50,7 +50,8 @@ def open_weights(path: str | Path) -> TensorSource:
         return open_gguf(path)
     raise ModelError(
         f"{path} has an unknown weights format ({path.suffix or 'no extension'})",
-        hint="pass a .gguf, .safetensors, *.safetensors.index.json, .pth/.bin/.pt file or an HF snapshot folder",
+        hint="pass a .gguf, .safetensors, *.safetensors.index.json, .pth/.bin/.pt file or an HF snapshot "
+        "folder",
     )
 
 

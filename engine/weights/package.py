@@ -173,7 +173,8 @@ class PackageSource(TensorSource):
         family = self.metadata.get(KEY_SPEC_FAMILY)
         text = self.metadata.get(KEY_SPEC_JSON)
         if not isinstance(family, str) or not isinstance(text, str) or not family or not text:
-            raise self._corrupt(f"the embedded model spec needs {KEY_SPEC_FAMILY} and {KEY_SPEC_JSON} strings")
+            raise self._corrupt(f"the embedded model spec needs {KEY_SPEC_FAMILY} and {KEY_SPEC_JSON} "
+                                "strings")
         if version != 1:
             raise ModelError(
                 f"{self.path} embeds a model spec of version {version!r}; this audiocpp reads version 1",
@@ -251,7 +252,8 @@ def _add(out: dict[str, bytes], name: str, data: bytes, corrupt) -> None:
 def extract_files(files: dict[str, bytes]) -> Path:
     """Write ``files`` once under ``<cache>/embedded/<sha256 prefix>/`` (atomic per file)."""
     digest = bytes_sha256(b"".join(
-        len(n).to_bytes(8, "little") + n.encode() + len(d).to_bytes(8, "little") + d for n, d in sorted(files.items())
+        len(n).to_bytes(8, "little") + n.encode() + len(d).to_bytes(8, "little") + d
+        for n, d in sorted(files.items())
     ))
     root = cache_dir() / "embedded" / digest[:16]
     try:

@@ -61,7 +61,8 @@ class ResolvedWeights:
     def file(self, key: str) -> Path:
         path = self.files.get(key)
         if path is None:
-            raise ModelError(f"{self.path} has no {key!r} file", hint=f"files present: {', '.join(self.files)}")
+            raise ModelError(f"{self.path} has no {key!r} file",
+                             hint=f"files present: {', '.join(self.files)}")
         return path
 
 
@@ -133,7 +134,8 @@ class _Resolver:
             return self.gguf
         if spec in self.extra:
             return self.extra[spec]
-        raise _Unfit([f"needs {spec} (its other file, e.g. the --codec path)"], eligible=False, needs_root=True)
+        raise _Unfit([f"needs {spec} (its other file, e.g. the --codec path)"], eligible=False,
+                     needs_root=True)
 
     def resolve(self, source: Source) -> ResolvedWeights:
         for root_id in source.roots:
@@ -222,7 +224,8 @@ class _Resolver:
         raise _Unfit([f"namespace {prefix!r} in {target.name}"])
 
 
-def resolve_weights(spec: ModelSpec, path: str | Path, extra_roots: dict[str, Path] | None = None) -> ResolvedWeights:
+def resolve_weights(spec: ModelSpec, path: str | Path,
+                    extra_roots: dict[str, Path] | None = None) -> ResolvedWeights:
     """Pick the ``spec.sources`` entry that fits ``path`` and open its namespaces and files."""
     path = Path(path).expanduser()
     if not path.exists():
@@ -261,8 +264,8 @@ def resolve_weights(spec: ModelSpec, path: str | Path, extra_roots: dict[str, Pa
         missing = ", ".join(unfit.problems[:10]) + (f" and {len(unfit.problems) - 10} more"
                                                      if len(unfit.problems) > 10 else "")
         raise ModelError(
-            f"{path} does not hold a complete {spec.display_name} model (layout {source.id or source.format!r}): "
-            f"missing {missing}",
+            f"{path} does not hold a complete {spec.display_name} model "
+            f"(layout {source.id or source.format!r}): missing {missing}",
             hint="download the complete snapshot (or re-create the package); the spec "
             f"{spec.origin} lists what each layout needs{extra}",
         )

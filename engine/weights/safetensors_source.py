@@ -72,7 +72,8 @@ def read_safetensors_header(path: Path) -> tuple[dict[str, tuple[str, tuple[int,
         if not all(_is_int(v) for v in (*shape, begin, end)):
             raise _bad(path, f"tensor {name!r} has a shape or data_offsets that are not integers")
         if not isinstance(dtype, str) or dtype not in _DTYPES:
-            raise ModelError(f"{path}: tensor {name!r} has dtype {str(dtype)[:40]}, which audiocpp cannot read",
+            raise ModelError(f"{path}: tensor {name!r} has dtype {str(dtype)[:40]}, which audiocpp cannot "
+                             "read",
                              hint=f"supported: {', '.join(_DTYPES)}")
         if any(d < 0 for d in shape):
             raise _bad(path, f"tensor {name!r} has a negative dimension {shape}")
@@ -170,8 +171,9 @@ class ShardedSource(TensorSource):
         shards: dict[str, TensorSource] = {}
         for shard in weight_map.values():
             if not isinstance(shard, str) or not _plain_file_name(shard):
-                raise ModelError(f"{self.path} maps a tensor to {str(shard)[:80]!r}, which is not a file name "
-                                 "beside the index", hint="an index names the shard files in its own folder")
+                raise ModelError(f"{self.path} maps a tensor to {str(shard)[:80]!r}, which is not a file "
+                                 "name beside the index",
+                                 hint="an index names the shard files in its own folder")
         for shard in dict.fromkeys(weight_map.values()):
             shard_path = self.path.parent / shard
             if not shard_path.is_file():

@@ -141,7 +141,8 @@ class PrefixView(TensorSource):
                 hint = f"namespaces present: {present}"
             else:
                 tops = dict.fromkeys(n.split(sep, 1)[0] for n in base.names() if sep in n)
-                what, hint = f"tensors named {self.prefix}*", f"prefixes present: {', '.join(list(tops)[:12]) or 'none'}"
+                what, hint = (f"tensors named {self.prefix}*",
+                              f"prefixes present: {', '.join(list(tops)[:12]) or 'none'}")
             raise ModelError(f"{base.describe()} has no {what}", hint=hint)
 
     def names(self) -> list[str]:
@@ -203,5 +204,7 @@ def still_whole(path: Path, needed: int) -> None:
     except OSError:
         size = -1
     if size < needed:
-        raise ModelError(f"{path} changed while it was in use: it needs {needed} bytes but now has {max(size, 0)}",
-                         hint="do not rewrite or truncate a model file while audiocpp reads it; load it again")
+        raise ModelError(f"{path} changed while it was in use: it needs {needed} bytes but now has "
+                         f"{max(size, 0)}",
+                         hint="do not rewrite or truncate a model file while audiocpp reads it; load it "
+                         "again")

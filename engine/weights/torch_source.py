@@ -38,20 +38,23 @@ def load_weights_only(path: Path, *, mmap: bool = True) -> Any:
     kwargs: dict[str, Any] = {"map_location": "cpu", "weights_only": True}
     archive = zipfile.is_zipfile(path)
     if not archive and not _starts_like_a_pickle(path):
-        raise ModelError(f"{path} is not a PyTorch checkpoint (neither torch.save's zip archive nor a pickle)",
+        raise ModelError(f"{path} is not a PyTorch checkpoint (neither torch.save's zip archive nor a "
+                         "pickle)",
                          hint="pass a .pth/.bin/.pt file written by torch.save, or another weights format")
     try:
         if archive:
             _check_archive(path)
             obj = torch.load(path, mmap=mmap, **kwargs)
-        else:  # the legacy (pre-1.6) format, read through a reader that never asks for more than the file holds
+        else:  # the legacy (pre-1.6) format, read through a reader that never asks for more than the
+            # file holds
             with _CappedReader(open(path, "rb", buffering=0)) as fh:  # noqa: SIM115
                 obj = torch.load(fh, **kwargs)
     except pickle.UnpicklingError as exc:
         why = _unpickler_reason(str(exc))
         if not why.startswith("Unsupported global"):
             raise ModelError(f"{path} is not a readable PyTorch checkpoint (a damaged pickle: {why})",
-                             hint="the file is probably truncated or not a torch.save file; download it again",
+                             hint="the file is probably truncated or not a torch.save file; download it "
+                             "again",
                              ) from None
         raise ModelError(
             f"{path} cannot be loaded safely: it holds Python objects other than tensors ({why})",

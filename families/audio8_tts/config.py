@@ -151,7 +151,8 @@ class Audio8Config:
                 values[f.name] = _coerce(raw[f.name], type(default), f.name)
             codec = CodecConfig.from_config(raw)
         except (TypeError, ValueError) as exc:
-            raise ModelError(f"{where}: {exc}", hint="the config.json of the checkpoint is malformed") from None
+            raise ModelError(f"{where}: {exc}",
+                             hint="the config.json of the checkpoint is malformed") from None
         cfg = cls(**values, codec=codec, raw=dict(raw))
         check_config(cfg, where, may_be_zero=ZERO_OK)
         cfg.check(where)

@@ -94,7 +94,8 @@ class RowSampling:
             return torch.tensor(values, dtype=dtype).view(-1, 1)
 
         sampled = [b for b, o in enumerate(opts) if o.do_sample]
-        return cls(param("top_k", torch.long), param("top_p", torch.float32), param("temperature", torch.float32),
+        return cls(param("top_k", torch.long), param("top_p", torch.float32),
+                   param("temperature", torch.float32),
                    sampled, [generators[b] for b in sampled], len(opts))
 
     @property
@@ -178,7 +179,8 @@ class SemanticScorer:
         softmax, so its sum is taken as upstream takes it."""
         n = scores.shape[-1]
         sorted_scores, sorted_indices = torch.sort(scores, descending=True, dim=-1)
-        padded = torch.full((scores.shape[0], self.vocab), float("-inf"), dtype=scores.dtype, device=scores.device)
+        padded = torch.full((scores.shape[0], self.vocab), float("-inf"), dtype=scores.dtype,
+                            device=scores.device)
         padded[:, :n] = sorted_scores
         cumulative = torch.cumsum(torch.softmax(padded, dim=-1)[:, :n], dim=-1)
         positions = torch.arange(n, device=scores.device)
@@ -192,7 +194,8 @@ class SemanticScorer:
         """Scores over the head's index space as upstream holds them (the vocabulary for 0.6B)."""
         if self.compact_head or self.full_vocab:
             return scores
-        out = torch.full((scores.shape[0], self.vocab), float("-inf"), dtype=scores.dtype, device=scores.device)
+        out = torch.full((scores.shape[0], self.vocab), float("-inf"), dtype=scores.dtype,
+                         device=scores.device)
         out[:, self.columns.to(scores.device)] = scores
         return out
 
@@ -226,7 +229,8 @@ class DualARGenerator:
         repeated = (previous == normal[:, None]).any(dim=1)
         return torch.where(repeated & scorer.is_semantic(normal), high, normal)
 
-    def _sample_semantic_rows(self, logits: torch.Tensor, rows: list[FrameRow], sampling: RowSampling) -> torch.Tensor:
+    def _sample_semantic_rows(self, logits: torch.Tensor, rows: list[FrameRow],
+                              sampling: RowSampling) -> torch.Tensor:
         """:meth:`_sample_semantic` of rows that each sample on their own (own options, window
         and generator), the filters and softmaxes over all rows at once."""
         scorer, cfg = self.scorer, self.cfg
@@ -236,14 +240,17 @@ class DualARGenerator:
             return greedy
         take = sampling.take
         normal = scorer.sample(take(regular), sampling.generators)
-        high = scorer.sample(scorer.processed(take(logits), take(sampling.top_k), cfg.ras_top_p, cfg.ras_temperature),
+        high = scorer.sample(scorer.processed(take(logits), take(sampling.top_k), cfg.ras_top_p,
+                                              cfg.ras_temperature),
                              sampling.generators)
         windows = [rows[b].previous for b in sampling.sampled]
         if all(w is None for w in windows):
             drawn = normal
         else:
-            previous = torch.cat([w if w is not None else torch.full((1, cfg.ras_window_size), -1, dtype=torch.long,
-                                                                      device=normal.device) for w in windows])
+            previous = torch.cat([w if w is not None
+                                  else torch.full((1, cfg.ras_window_size), -1, dtype=torch.long,
+                                                  device=normal.device)
+                                  for w in windows])
             repeated = (previous == normal[:, None]).any(dim=1)
             drawn = torch.where(repeated & scorer.is_semantic(normal), high, normal)
         return sampling.merge(greedy, drawn)
@@ -289,7 +296,8 @@ class DualARGenerator:
         for step in range(steps):
             active_before = ~finished
             index = self._sample_semantic(scorer.logits(hidden.logits_input), opts, previous, generator)
-            codebooks = self._codebooks(hidden.fast_input, index, lambda logits: _draw_code(logits, opts, generator))
+            codebooks = self._codebooks(hidden.fast_input, index,
+                                        lambda logits: _draw_code(logits, opts, generator))
             token = scorer.token_of(index)
             emitted = active_before & (token != cfg.eos_token_id)
             yield torch.where(emitted[:, None], codebooks, -1), emitted
@@ -302,7 +310,8 @@ class DualARGenerator:
             if bool(finished.all()) or step == steps - 1:  # upstream runs one more slow step, unused
                 break
             column = torch.cat((token[:, None], codebooks), dim=1).unsqueeze(-1)
-            hidden = slow.step(slow.embed(column), (prompt_lengths + step)[:, None], active_before.long()[:, None])
+            hidden = slow.step(slow.embed(column), (prompt_lengths + step)[:, None],
+                               active_before.long()[:, None])
 
     def row(self, prompt: torch.Tensor, opts: SamplingOptions,
             generator: torch.Generator | None) -> Generator[Any, Any, None]:
@@ -331,7 +340,8 @@ class DualARGenerator:
             if not emitted or step == steps - 1:  # upstream runs one more slow step, unused
                 return
             # the next frame's op feeds this one back through the slow AR first
-            row.column, row.position = torch.cat((token[:, None], codebooks), dim=1).unsqueeze(-1), width + step
+            row.column, row.position = (torch.cat((token[:, None], codebooks), dim=1).unsqueeze(-1),
+                                        width + step)
 
     def generate(self, prompt: torch.Tensor, prompt_mask: torch.Tensor, opts: SamplingOptions,
                  generator: torch.Generator | None) -> GenerateOutput:
@@ -351,7 +361,8 @@ class DualARGenerator:
         return GenerateOutput(codes=codes, code_lengths=lengths, finished=finished)
 
 
-def _draw_code(logits: torch.Tensor, opts: SamplingOptions, generator: torch.Generator | None) -> torch.Tensor:
+def _draw_code(logits: torch.Tensor, opts: SamplingOptions,
+               generator: torch.Generator | None) -> torch.Tensor:
     scores = _temperature(legacy_top_k_top_p(logits, opts.top_k, opts.top_p), opts.temperature)
     return exponential_race(scores, generator) if opts.do_sample else scores.argmax(dim=-1)
 
@@ -411,7 +422,8 @@ def _step_slow(gen: DualARGenerator, rows: list[FrameRow]) -> None:
     positions = torch.tensor([[r.position] for r in rows], dtype=torch.long, device=device)
     hidden = slow.step_rows(slow.embed(_cat([r.column for r in rows])), positions, [r.state for r in rows])
     for b, r in enumerate(rows):
-        r.hidden = hidden if len(rows) == 1 else SlowHidden(hidden.logits_input[b:b + 1], hidden.fast_input[b:b + 1])
+        r.hidden = hidden if len(rows) == 1 else SlowHidden(hidden.logits_input[b:b + 1],
+                                                            hidden.fast_input[b:b + 1])
         r.column = None
 
 

@@ -177,7 +177,8 @@ def word_budget_chunks(text: str, budget: int) -> list[str]:
         chunk_end = hard_end
         if start + 1 < hard_end < len(words):
             for marks in (_SENTENCE_BREAKS, _CLAUSE_BREAKS):
-                found = next((i for i in range(hard_end, start + 1, -1) if trimmed[words[i - 1][1] - 1] in marks), None)
+                found = next((i for i in range(hard_end, start + 1, -1)
+                              if trimmed[words[i - 1][1] - 1] in marks), None)
                 if found is not None:
                     chunk_end = found
                     break

@@ -96,10 +96,11 @@ class Audio8LoadedModel(LoadedModel):
         cfg = self.parts.codec.cfg
         books = cfg.num_codebooks
         sizes = torch.tensor([cfg.semantic_codebook_size] + [cfg.residual_codebook_size] * (books - 1))
-        if codes.is_floating_point() or codes.is_complex() or codes.dim() != 2 or codes.shape[0] != books or codes.shape[1] == 0 \
-                or bool((codes < 0).any()) or bool((codes >= sizes[:, None]).any()):
-            raise UsageError(f"{path}: ref_audio_tokens must be ({books}, T) codes of this model's codebooks, "
-                             f"got {tuple(codes.shape)}", hint="encode the reference with this model: "
+        if codes.is_floating_point() or codes.is_complex() or codes.dim() != 2 or codes.shape[0] != books \
+                or codes.shape[1] == 0 or bool((codes < 0).any()) or bool((codes >= sizes[:, None]).any()):
+            raise UsageError(f"{path}: ref_audio_tokens must be ({books}, T) codes of this model's "
+                             f"codebooks, got {tuple(codes.shape)}",
+                             hint="encode the reference with this model: "
                              "`audiocpp codec encode REF.wav --model ... --out voice.prompt`")
         prompt.tensors["ref_audio_tokens"] = codes.to(torch.long)
         return prompt
@@ -107,8 +108,8 @@ class Audio8LoadedModel(LoadedModel):
     def decode_voice_prompt(self, prompt: CodecPrompt) -> AudioBuffer:
         """The codec's decoding of the prompt's codes, as generated frames are decoded."""
         codes = prompt.tensors["ref_audio_tokens"]
-        return AudioBuffer(self.parts.codec.decode(codes[None].to(self.parts.device))[0, 0].to(torch.float32).cpu()
-                           .numpy().copy(),
+        return AudioBuffer(self.parts.codec.decode(codes[None].to(self.parts.device))[0, 0]
+                           .to(torch.float32).cpu().numpy().copy(),
                            self.sample_rate)
 
 
@@ -150,8 +151,8 @@ class Audio8Session(Session):
         for i, item in enumerate(items):
             if not isinstance(item, dict) or not isinstance(item.get("audio"), str) \
                     or not isinstance(item.get("text"), str):
-                raise UsageError(f"multi_reference_cond[{i}] must be an object with string 'audio' and 'text'",
-                                 hint=hint)
+                raise UsageError(f"multi_reference_cond[{i}] must be an object with string 'audio' "
+                                 "and 'text'", hint=hint)
             path = Path(item["audio"]).expanduser()
             if not path.is_file():
                 raise UsageError(f"multi_reference_cond[{i}]: audio file {str(path)!r} does not exist")
@@ -171,7 +172,8 @@ class Audio8Session(Session):
     def _references(self, request: PreparedRequest) -> list[Reference]:
         o = request.options
         if request.voice_prompt is not None:  # what --voice-ref with --reference-text would have encoded
-            return [Reference(request.voice_prompt.ref_text, request.voice_prompt.tensors["ref_audio_tokens"])]
+            return [Reference(request.voice_prompt.ref_text,
+                              request.voice_prompt.tensors["ref_audio_tokens"])]
         if request.voice is not None:
             return [Reference(str(o["reference_text"]), self.encode_reference(request.voice))]
         if o.get("multi_reference_cond"):
@@ -211,7 +213,8 @@ class Audio8Session(Session):
             decoder = StreamingDecoder(self.codec) if request.streaming else None
             finished = False
 
-            def take(frame: torch.Tensor | None, frames: list[torch.Tensor] = frames, pieces: list[np.ndarray] = pieces,
+            def take(frame: torch.Tensor | None, frames: list[torch.Tensor] = frames,
+                     pieces: list[np.ndarray] = pieces,
                      decoder: StreamingDecoder | None = decoder) -> AudioBuffer | None:
                 nonlocal finished
                 if frame is None:
@@ -228,8 +231,8 @@ class Audio8Session(Session):
             if decoder is not None and pending:
                 pieces.append(self._push(decoder, frames[-pending:]))
                 yield AudioBuffer(pieces[-1], rate)
-            codes = torch.stack(frames, dim=1) if frames else torch.zeros((self.model.config.num_codebooks, 0),
-                                                                          dtype=torch.long)
+            codes = (torch.stack(frames, dim=1) if frames
+                     else torch.zeros((self.model.config.num_codebooks, 0), dtype=torch.long))
             if decoder is not None:
                 audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
             else:
@@ -243,14 +246,16 @@ class Audio8Session(Session):
         audio = np.concatenate([b.samples for b in outputs]) if outputs else np.zeros(0, np.float32)
         voice_prompt = request.voice_prompt
         if voice_prompt is None and request.voice is not None:  # the prepared voice, for --voice-prompt-out
-            voice_prompt = self.model.codec_prompt(references[0].codes, str(request.options["reference_text"]))
-        return Synthesis(AudioBuffer(audio, rate), chunks=outputs if len(outputs) > 1 else [], details=details,
-                         voice_prompt=voice_prompt)
+            voice_prompt = self.model.codec_prompt(references[0].codes,
+                                                   str(request.options["reference_text"]))
+        return Synthesis(AudioBuffer(audio, rate), chunks=outputs if len(outputs) > 1 else [],
+                         details=details, voice_prompt=voice_prompt)
 
     def _decode(self, codes: torch.Tensor) -> np.ndarray:
         if codes.shape[1] == 0:
             return np.zeros(0, np.float32)
-        return self.codec.decode(codes[None].to(self.model.parts.device))[0, 0].to(torch.float32).cpu().numpy().copy()
+        return (self.codec.decode(codes[None].to(self.model.parts.device))[0, 0].to(torch.float32).cpu()
+                .numpy().copy())
 
     def _push(self, decoder: StreamingDecoder, frames: list[torch.Tensor]) -> np.ndarray:
         codes = torch.stack(frames, dim=1)[None].to(self.model.parts.device)

@@ -141,7 +141,8 @@ def load_parts(spec: ModelSpec, path: Path, options: dict[str, Any] | None = Non
     # float32 math of engine.nn.bf16_linear where that kernel builds.
     check_module_weights(codec, codec_src, what="Audio8 TTS codec")
     ignore = quantize_linears(codec, codec_src, dtype=torch.float32, device=device)
-    load_module_weights(codec, codec_src, dtype=torch.float32, what="Audio8 TTS codec", ignore=ignore, device=device)
+    load_module_weights(codec, codec_src, dtype=torch.float32, what="Audio8 TTS codec", ignore=ignore,
+                        device=device)
     _materialize(codec, torch.float32)
     codec.to(device)
     raw.release_all()  # the folded weight-norm pairs' pages (the codec holds its own copies)
@@ -154,7 +155,8 @@ def load_parts(spec: ModelSpec, path: Path, options: dict[str, Any] | None = Non
 
 #: Parameters held in float32 whatever the compute dtype: the Falcon-H1 (0.1B) slow AR's Mamba2
 #: SSM parameters and depthwise conv, as upstream computes them and audio.cpp stores them.
-FLOAT32_PARAMETERS = (".mamba.A_log", ".mamba.D", ".mamba.dt_bias", ".mamba.conv1d.weight", ".mamba.conv1d.bias")
+FLOAT32_PARAMETERS = (".mamba.A_log", ".mamba.D", ".mamba.dt_bias", ".mamba.conv1d.weight",
+                      ".mamba.conv1d.bias")
 
 
 def _materialize(module: torch.nn.Module, dtype: torch.dtype) -> None:

@@ -34,7 +34,8 @@ class LMConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LMConfig:
         if d.get("model_type", "qwen3") != "qwen3":
-            raise ModelError(f"OmniVoice's llm_config has model_type {d.get('model_type')!r}; only qwen3 is supported")
+            raise ModelError(f"OmniVoice's llm_config has model_type {d.get('model_type')!r}; "
+                             "only qwen3 is supported")
         if d.get("hidden_act", "silu") != "silu":
             raise ModelError(f"unsupported hidden_act {d.get('hidden_act')!r} in llm_config (expected silu)")
         if d.get("use_sliding_window"):
@@ -92,7 +93,8 @@ class OmniVoiceConfig:
         def get(key: str, default: Any = None) -> Any:
             value = md.get(f"{arch}.{key}", default)
             if value is None:
-                raise ModelError(f"GGUF metadata {arch}.{key} is missing", hint="is this an omnivoice.cpp LM GGUF?")
+                raise ModelError(f"GGUF metadata {arch}.{key} is missing",
+                                 hint="is this an omnivoice.cpp LM GGUF?")
             return value
 
         heads = int(get("attention.head_count"))

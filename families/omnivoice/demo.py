@@ -41,13 +41,15 @@ CODEC_CONFIG = {
                               "num_attention_heads": 2, "intermediate_size": 64, "conv_dim": [16] * 7,
                               "conv_kernel": [10, 3, 3, 3, 3, 2, 2], "conv_stride": [5, 2, 2, 2, 2, 2, 2],
                               "num_conv_pos_embeddings": 16, "num_conv_pos_embedding_groups": 4,
-                              "mask_time_prob": 0.0, "feat_extract_norm": "group", "do_stable_layer_norm": False},
+                              "mask_time_prob": 0.0, "feat_extract_norm": "group",
+                              "do_stable_layer_norm": False},
 }
 PREPROCESSOR = {"feature_extractor_type": "DacFeatureExtractor", "feature_size": 1, "hop_length": 960,
                 "padding_side": "right", "padding_value": 0.0, "return_attention_mask": True,
                 "sampling_rate": 24000}
-TOKENIZER_CONFIG = {"tokenizer_class": "Qwen2Tokenizer", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>",
-                    "unk_token": "<|endoftext|>", "bos_token": None, "add_prefix_space": False,
+TOKENIZER_CONFIG = {"tokenizer_class": "Qwen2Tokenizer", "eos_token": "<|endoftext|>",
+                    "pad_token": "<|endoftext|>", "unk_token": "<|endoftext|>", "bos_token": None,
+                    "add_prefix_space": False,
                     "extra_special_tokens": ["<|im_start|>", "<|im_end|>", "<|denoise|>", "<|lang_start|>",
                                              "<|lang_end|>", "<|instruct_start|>", "<|instruct_end|>",
                                              "<|text_start|>", "<|text_end|>"]}
@@ -120,7 +122,8 @@ def write_demo(folder: Path, seed: int = 0) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer()
     if tokenizer.get_vocab_size() != LLM["vocab_size"]:
-        raise RuntimeError(f"demo tokenizer has {tokenizer.get_vocab_size()} tokens, expected {LLM['vocab_size']}")
+        raise RuntimeError(f"demo tokenizer has {tokenizer.get_vocab_size()} tokens, "
+                           f"expected {LLM['vocab_size']}")
     tokenizer.save(str(folder / "tokenizer.json"))
     (folder / "tokenizer_config.json").write_text(json.dumps(TOKENIZER_CONFIG, indent=2))
     (folder / "config.json").write_text(json.dumps(CONFIG, indent=2))

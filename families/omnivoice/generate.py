@@ -66,7 +66,8 @@ def unmask_schedule(total: int, num_step: int, t_shift: float) -> list[int]:
     return out
 
 
-def gumbel_sample(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
+def gumbel_sample(logits: torch.Tensor, temperature: float,
+                  generator: torch.Generator | None) -> torch.Tensor:
     """``logits / temperature + Gumbel`` (upstream ``_gumbel_sample``)."""
     scaled = logits / temperature
     return scaled + gumbel_noise_like(scaled, generator)

@@ -49,7 +49,8 @@ class Packing:
     block with grouped matrix products and a float32 softmax, skipping padding and masks.
     """
 
-    def __init__(self, lengths: tuple[int, ...], seq_len: int, mask: torch.Tensor, exact: bool = True) -> None:
+    def __init__(self, lengths: tuple[int, ...], seq_len: int, mask: torch.Tensor,
+                 exact: bool = True) -> None:
         self.lengths, self.exact = tuple(lengths), exact
         self.seq_lens = (seq_len,) * len(self.lengths)
         self.row_masks: list[torch.Tensor | None] = []
@@ -107,7 +108,8 @@ class Packing:
             row_mask = self.row_masks[b]
             if row_mask is None:
                 # upstream's layout: (1, S, heads, D) viewed as (1, heads, S, D)
-                outs.append(sdpa(*(t.unsqueeze(0).transpose(1, 2) for t in (qi, ki, vi)), None, scale=scale)[0])
+                outs.append(sdpa(*(t.unsqueeze(0).transpose(1, 2) for t in (qi, ki, vi)), None,
+                                 scale=scale)[0])
                 continue
             padded = []
             for t in (qi, ki, vi):
@@ -132,8 +134,9 @@ def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: 
 
 def decoder_config(cfg: LMConfig) -> DecoderConfig:
     """The Qwen3 block as ``engine.nn.decoder`` describes it (HF names, qk-norm, GQA)."""
-    return DecoderConfig(dim=cfg.hidden_size, n_head=cfg.num_attention_heads, n_kv_head=cfg.num_key_value_heads,
-                         head_dim=cfg.head_dim, intermediate_size=cfg.intermediate_size, norm_eps=cfg.rms_norm_eps,
+    return DecoderConfig(dim=cfg.hidden_size, n_head=cfg.num_attention_heads,
+                         n_kv_head=cfg.num_key_value_heads, head_dim=cfg.head_dim,
+                         intermediate_size=cfg.intermediate_size, norm_eps=cfg.rms_norm_eps,
                          qkv_bias=cfg.attention_bias, o_bias=cfg.attention_bias, qk_norm=True,
                          rope_base=cfg.rope_theta, names=HF_NAMES)
 
@@ -205,7 +208,8 @@ class OmniVoiceLM(nn.Module):
         logits = logits.view(*hidden.shape[:-1], self.cfg.num_audio_codebook, self.cfg.audio_vocab_size)
         return logits.transpose(-3, -2).to(torch.float32)
 
-    def forward(self, input_ids: torch.Tensor, audio_mask: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, audio_mask: torch.Tensor,
+                attention_mask: torch.Tensor) -> torch.Tensor:
         """Upstream's ``OmniVoice.forward(...).logits`` (B, C, S, V) for every position of a
         padded batch (parity tests); every row is kept whole."""
         b, _, s = input_ids.shape

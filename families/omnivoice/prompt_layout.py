@@ -20,7 +20,8 @@ from audiocpp.engine.text.punctuation import add_punctuation
 
 from .languages import LANG_IDS, LANG_NAME_TO_ID
 
-__all__ = ["PromptLayout", "add_punctuation", "build_prompt_layout", "combine_text", "estimate_target_tokens", "resolve_instruct", "resolve_language"]
+__all__ = ["PromptLayout", "add_punctuation", "build_prompt_layout", "combine_text", "estimate_target_tokens",
+           "resolve_instruct", "resolve_language"]
 
 # -- languages ---------------------------------------------------------------------------
 
@@ -41,8 +42,8 @@ def resolve_language(language: str | None) -> str | None:
     hint = f"did you mean {', '.join(repr(c) for c in close)}? " if close else ""
     raise UsageError(
         f"unknown language {language!r}",
-        hint=hint + "use an id (en, zh, ja, de...) or a name (English, Chinese...) from `audiocpp families --json`, "
-        "or leave --language unset to let the model infer it",
+        hint=hint + "use an id (en, zh, ja, de...) or a name (English, Chinese...) "
+        "from `audiocpp families --json`, or leave --language unset to let the model infer it",
     )
 
 
@@ -62,7 +63,8 @@ ACCENTS = frozenset({
     "indian accent", "korean accent", "portuguese accent", "russian accent", "japanese accent",
 })
 DIALECTS = frozenset({
-    "河南话", "陕西话", "四川话", "贵州话", "云南话", "桂林话", "济南话", "石家庄话", "甘肃话", "宁夏话", "青岛话", "东北话",
+    "河南话", "陕西话", "四川话", "贵州话", "云南话", "桂林话", "济南话", "石家庄话",
+    "甘肃话", "宁夏话", "青岛话", "东北话",
 })
 EN_TO_ZH = {en: zh for cat in _PAIRED_CATEGORIES for en, zh in cat.items()}
 ZH_TO_EN = {zh: en for en, zh in EN_TO_ZH.items()}
@@ -218,7 +220,8 @@ def estimate_duration(text: str, ref_text: str, ref_duration: float, low_thresho
     return estimate
 
 
-def estimate_target_tokens(text: str, ref_text: str | None, num_ref_frames: int | None, speed: float = 1.0) -> int:
+def estimate_target_tokens(text: str, ref_text: str | None, num_ref_frames: int | None,
+                           speed: float = 1.0) -> int:
     """Upstream's ``_estimate_target_tokens``: without a reference, "Nice to meet you." = 25 frames."""
     if num_ref_frames is None or not ref_text:
         ref_text, num_ref_frames = "Nice to meet you.", 25
@@ -256,9 +259,10 @@ class PromptLayout:
     num_target: int
 
 
-def build_prompt_layout(tokenizer: Tokenizer, text: str, num_target: int, *, num_codebooks: int, mask_id: int,
-                 ref_text: str | None = None, ref_codes: torch.Tensor | None = None, language: str | None = None,
-                 instruct: str | None = None, denoise: bool = True) -> PromptLayout:
+def build_prompt_layout(tokenizer: Tokenizer, text: str, num_target: int, *, num_codebooks: int,
+                        mask_id: int, ref_text: str | None = None, ref_codes: torch.Tensor | None = None,
+                        language: str | None = None, instruct: str | None = None,
+                        denoise: bool = True) -> PromptLayout:
     """``[<|denoise|>]<|lang_start|>lang<|lang_end|><|instruct_start|>instruct<|instruct_end|>``
     ``<|text_start|>ref_text text<|text_end|>`` + reference codes + masks (upstream
     ``_prepare_inference_inputs``)."""
@@ -266,7 +270,8 @@ def build_prompt_layout(tokenizer: Tokenizer, text: str, num_target: int, *, num
     style += f"<|lang_start|>{language or 'None'}<|lang_end|>"
     style += f"<|instruct_start|>{instruct or 'None'}<|instruct_end|>"
     style_ids = tokenizer.encode(style).ids
-    text_ids = tokenize_with_nonverbal_tags(tokenizer, f"<|text_start|>{combine_text(text, ref_text)}<|text_end|>")
+    text_ids = tokenize_with_nonverbal_tags(tokenizer,
+                                            f"<|text_start|>{combine_text(text, ref_text)}<|text_end|>")
     head = torch.tensor(style_ids + text_ids, dtype=torch.long).unsqueeze(0).expand(num_codebooks, -1)
     parts = [head]
     if ref_codes is not None:

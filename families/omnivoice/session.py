@@ -57,7 +57,8 @@ class OmniVoiceLoadedModel(LoadedModel):
     """The LM (in the default compute dtype) and codec of :class:`OmniVoiceParts`; LMs in other
     compute dtypes are loaded on first use (:meth:`lm_for`)."""
 
-    def __init__(self, spec: ModelSpec, path: Path, load_options: dict[str, Any], parts: OmniVoiceParts) -> None:
+    def __init__(self, spec: ModelSpec, path: Path, load_options: dict[str, Any],
+                 parts: OmniVoiceParts) -> None:
         super().__init__(spec, path, load_options)
         self.parts = parts
         self.lm: OmniVoiceLM = parts.lm
@@ -101,7 +102,8 @@ class OmniVoiceLoadedModel(LoadedModel):
         """What a clone with ``--voice-ref`` prepares (:meth:`OmniVoiceSession.prepare_voice`)."""
         session = self.create_session(Task.CLONE)
         with torch.inference_mode():
-            return session.prepare_voice(audio, reference_text or "", bool(options.get("preprocess_prompt", True)))
+            return session.prepare_voice(audio, reference_text or "",
+                                         bool(options.get("preprocess_prompt", True)))
 
     def decode_voice_prompt(self, prompt: OmniVoicePrompt) -> AudioBuffer:
         """The codec's decoding of the prompt's codes, as a clone's tokens are decoded."""
@@ -141,13 +143,15 @@ class OmniVoiceSession(Session):
             wav = remove_silence(wav, sr, mid_sil=200, lead_sil=100, trail_sil=200)
             if wav.shape[-1] == 0:
                 raise UsageError("the reference audio is empty after silence removal",
-                                 hint="use a reference with speech, or --request-option preprocess_prompt=false")
+                                 hint="use a reference with speech, "
+                                 "or --request-option preprocess_prompt=false")
         hop = model.codec.hop_length
         clip = int(wav.shape[-1] % hop)
         if clip > 0:
             wav = wav[:, :-clip]
         if wav.shape[-1] == 0:
-            raise UsageError(f"the reference audio is shorter than one codec frame ({hop} samples at {sr} Hz)")
+            raise UsageError(f"the reference audio is shorter than one codec frame "
+                             f"({hop} samples at {sr} Hz)")
         with torch.inference_mode():
             audio_in = torch.from_numpy(np.ascontiguousarray(wav)).unsqueeze(0).to(model.device)
             codes = model.codec.encode(audio_in)[0].cpu()
@@ -207,9 +211,10 @@ class OmniVoiceSession(Session):
 
         def run(chunk_text: str, num_target: int, r_text: str | None,
                 r_codes: torch.Tensor | None) -> Generator[Op, Any, torch.Tensor]:
-            prompt = build_prompt_layout(model.tokenizer, chunk_text, num_target, num_codebooks=cfg.num_audio_codebook,
-                                  mask_id=cfg.audio_mask_id, ref_text=r_text, ref_codes=r_codes,
-                                  language=language, instruct=instruct, denoise=bool(opts["denoise"]))
+            prompt = build_prompt_layout(model.tokenizer, chunk_text, num_target,
+                                         num_codebooks=cfg.num_audio_codebook,
+                                         mask_id=cfg.audio_mask_id, ref_text=r_text, ref_codes=r_codes,
+                                         language=language, instruct=instruct, denoise=bool(opts["denoise"]))
             prompts.append(prompt)
             return (yield from self.decoder.generate(prompt, params, generator, request.progress))
 
@@ -226,7 +231,8 @@ class OmniVoiceSession(Session):
                     r_text, r_codes = texts[0], tokens[0]
                 else:
                     r_text, r_codes = ref_text, ref_codes
-                n = estimate_target_tokens(chunk, r_text, r_codes.shape[-1] if r_codes is not None else None, speed)
+                n = estimate_target_tokens(chunk, r_text, r_codes.shape[-1] if r_codes is not None else None,
+                                           speed)
             out = yield from run(chunk, n, r_text, r_codes)
             tokens.append(out)
             lens.append(n)
@@ -242,7 +248,8 @@ class OmniVoiceSession(Session):
                    "prompts": prompts, "language": language, "instruct": instruct}
         if ref_codes is not None:
             details["ref_codes"] = ref_codes.numpy()
-        return Synthesis(audio=audio, chunks=pieces if len(texts) > 1 else [], voice_prompt=voice, details=details)
+        return Synthesis(audio=audio, chunks=pieces if len(texts) > 1 else [], voice_prompt=voice,
+                         details=details)
 
     # -- audio ---------------------------------------------------------------------------------
     def decode(self, tokens: torch.Tensor) -> np.ndarray:

@@ -17,7 +17,8 @@ from tokenizers.models import BPE
 
 #: ``transformers.models.qwen2.tokenization_qwen2.PRETOKENIZE_REGEX``.
 QWEN2_PRETOKENIZE_REGEX = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
 #: The tokens OmniVoice adds to the Qwen tokenizer, in its order.
 OMNIVOICE_SPECIAL_TOKENS = (

@@ -39,7 +39,8 @@ class OmniVoicePrompt:
 
         def bad(why: str) -> UsageError:
             return UsageError(f"{path} is not an OmniVoice voice prompt: {why}",
-                              hint="make one with --voice-ref FILE --reference-text TEXT --voice-prompt-out FILE")
+                              hint="make one with --voice-ref FILE --reference-text TEXT "
+                              "--voice-prompt-out FILE")
 
         from audiocpp.engine.voice_prompt import read_prompt_dict
 
@@ -57,5 +58,6 @@ class OmniVoicePrompt:
             raise bad("ref_text must be a string and ref_rms a number")
         from audiocpp.engine.voice_prompt import prompt_number
 
-        rate, fps = prompt_number(data, "sample_rate", int, path), prompt_number(data, "frame_rate", float, path)
+        rate, fps = (prompt_number(data, "sample_rate", int, path),
+                     prompt_number(data, "frame_rate", float, path))
         return cls(codes.to(torch.long), text, float(rms), sample_rate=rate or None, frame_rate=fps or None)

@@ -170,7 +170,8 @@ def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: Model
         tokenizer = tokenizer_from_gguf(lm_src.metadata, "qwen2")
         sample_rate = codec_cfg.sample_rate
     else:
-        cfg, codec_cfg = parse_configs(_json(weights, "config"), _json(weights, "audio_tokenizer/config.json"),
+        cfg, codec_cfg = parse_configs(_json(weights, "config"),
+                                       _json(weights, "audio_tokenizer/config.json"),
                                        where=str(weights.path))
         tokenizer = load_tokenizer(weights.file("tokenizer_json"))
         pre = weights.files.get("audio_tokenizer/preprocessor_config.json")
@@ -193,4 +194,5 @@ def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: Model
     lm = load_lm(compute, lm_src)
     codec = load_on_meta(lambda: HiggsAudioV2Codec(codec_cfg), codec_source(codec_src), dtype=torch.float32,
                          what="OmniVoice audio tokenizer", device=device)
-    return OmniVoiceParts(cfg, lm, codec.eval(), tokenizer, sample_rate, weights.source_id, device, compute, load_lm)
+    return OmniVoiceParts(cfg, lm, codec.eval(), tokenizer, sample_rate, weights.source_id, device, compute,
+                          load_lm)

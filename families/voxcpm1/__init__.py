@@ -31,7 +31,8 @@ class VoxCPM1Plugin(FamilyPlugin):
         if (found is None or found.strength < STRENGTH_CONFIG) and facts.folder is not None \
                 and isinstance(config, dict) and "architecture" not in config \
                 and isinstance(config.get("lm_config"), dict) and "dit_config" in config:
-            return Evidence(self.name, STRENGTH_CONFIG, "VoxCPM config.json without 'architecture' (upstream: voxcpm)")
+            return Evidence(self.name, STRENGTH_CONFIG,
+                            "VoxCPM config.json without 'architecture' (upstream: voxcpm)")
         return found
 
     def _load(self, path: Path, options: dict[str, Any]) -> LoadedModel:

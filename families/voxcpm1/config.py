@@ -27,10 +27,12 @@ from audiocpp.families.voxcpm2.config import VoxCPMConfig
 PREFIX = "voxcpm"
 
 # Field -> kind ("int", "float", "bool", "str", "ints", "floats") or a nested schema.
-_LOCAL = {"hidden_dim": "int", "ffn_dim": "int", "num_heads": "int", "num_layers": "int", "kv_channels": "int"}
+_LOCAL = {"hidden_dim": "int", "ffn_dim": "int", "num_heads": "int", "num_layers": "int",
+          "kv_channels": "int"}
 SCHEMA: dict[str, Any] = {
     "architecture": "str", "patch_size": "int", "feat_dim": "int", "residual_lm_num_layers": "int",
-    "residual_lm_no_rope": "bool", "scalar_quantization_latent_dim": "int", "scalar_quantization_scale": "int",
+    "residual_lm_no_rope": "bool", "scalar_quantization_latent_dim": "int",
+    "scalar_quantization_scale": "int",
     "max_length": "int", "device": "str", "dtype": "str", "dit_mean_mode": "bool",
     "lm_config": {
         "bos_token_id": "int", "eos_token_id": "int", "hidden_size": "int", "intermediate_size": "int",
@@ -44,8 +46,8 @@ SCHEMA: dict[str, Any] = {
     "encoder_config": dict(_LOCAL),
     "dit_config": {
         **_LOCAL, "dit_mean_mode": "bool",
-        "cfm_config": {"sigma_min": "float", "solver": "str", "t_scheduler": "str", "training_cfg_rate": "float",
-                       "inference_cfg_rate": "float"},
+        "cfm_config": {"sigma_min": "float", "solver": "str", "t_scheduler": "str",
+                       "training_cfg_rate": "float", "inference_cfg_rate": "float"},
     },
     "audio_vae_config": {
         "encoder_dim": "int", "encoder_rates": "ints", "latent_dim": "int", "decoder_dim": "int",
@@ -59,7 +61,8 @@ SCHEMA: dict[str, Any] = {
 _LLAMA_FALLBACKS = {
     "hidden_size": "llama.embedding_length", "num_hidden_layers": "llama.block_count",
     "intermediate_size": "llama.feed_forward_length", "num_attention_heads": "llama.attention.head_count",
-    "num_key_value_heads": "llama.attention.head_count_kv", "rms_norm_eps": "llama.attention.layer_norm_rms_epsilon",
+    "num_key_value_heads": "llama.attention.head_count_kv",
+    "rms_norm_eps": "llama.attention.layer_norm_rms_epsilon",
     "rope_theta": "llama.rope.freq_base", "max_position_embeddings": "llama.context_length",
     "vocab_size": "llama.vocab_size",
 }

@@ -39,8 +39,10 @@ class VoxCPM1Session(VoxCPM2Session):
         prompt = request.voice_prompt
         if prompt is not None:  # what --voice-ref with --reference-text would have encoded
             if "prompt_latents" not in prompt.tensors:
-                raise UsageError("VoxCPM1 clones by prompt continuation: the voice prompt needs its transcript",
-                                 hint="encode the reference with it: `audiocpp codec encode REF.wav --model ... "
+                raise UsageError("VoxCPM1 clones by prompt continuation: "
+                                 "the voice prompt needs its transcript",
+                                 hint="encode the reference with it: "
+                                 "`audiocpp codec encode REF.wav --model ... "
                                  "--reference-text '...' --out voice.prompt`")
             return {"prompt_feats": prompt.tensors["prompt_latents"], "prompt_text": prompt.ref_text}
         if request.voice is None:

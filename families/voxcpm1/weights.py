@@ -69,8 +69,10 @@ STACKS = {
 PREFIXES = {
     "token_embd.": "base_lm.embed_tokens.",
     "locenc.in_proj.": "feat_encoder.in_proj.", "locenc.special_token": "feat_encoder.special_token",
-    "locdit.in_proj.": "feat_decoder.estimator.in_proj.", "locdit.cond_proj.": "feat_decoder.estimator.cond_proj.",
-    "locdit.out_proj.": "feat_decoder.estimator.out_proj.", "locdit.time_mlp.": "feat_decoder.estimator.time_mlp.",
+    "locdit.in_proj.": "feat_decoder.estimator.in_proj.",
+    "locdit.cond_proj.": "feat_decoder.estimator.cond_proj.",
+    "locdit.out_proj.": "feat_decoder.estimator.out_proj.",
+    "locdit.time_mlp.": "feat_decoder.estimator.time_mlp.",
     "locdit.delta_time_mlp.": "feat_decoder.estimator.delta_time_mlp.", "fsq.": "fsq_layer.",
     "proj.enc_to_lm.": "enc_to_lm_proj.", "proj.lm_to_dit.": "lm_to_dit_proj.",
     "proj.res_to_dit.": "res_to_dit_proj.", "proj.fusion_concat.": "fusion_concat_proj.",
@@ -139,7 +141,8 @@ class VoxCPM1Parts(VoxCPM2Parts):
     """:class:`VoxCPM2Parts` whose generator weights go through the VoxCPM1 adapters."""
 
     def model_source(self) -> TensorSource:
-        return lm_source(resolve_weights(self.spec, self.path), build_on_meta(lambda: VoxCPMModel(self.config)))
+        return lm_source(resolve_weights(self.spec, self.path),
+                         build_on_meta(lambda: VoxCPMModel(self.config)))
 
 
 def _config(resolved: ResolvedWeights) -> VoxCPMConfig:
@@ -163,9 +166,10 @@ def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: Model
     cfg = _config(resolved)
     if cfg.architecture != "voxcpm" and resolved.source_id == CPP_SOURCE:
         raise ModelError(  # VoxCPM.cpp's converter also writes VoxCPM2 checkpoints in this layout
-            f"{path} is a VoxCPM.cpp GGUF of a {cfg.architecture!r} model; audiocpp reads VoxCPM.cpp GGUFs of "
-            "VoxCPM1/1.5 only",
-            hint="load the VoxCPM2 snapshot folder, or package it: audiocpp package --spec model_specs/voxcpm2.json "
+            f"{path} is a VoxCPM.cpp GGUF of a {cfg.architecture!r} model; "
+            "audiocpp reads VoxCPM.cpp GGUFs of VoxCPM1/1.5 only",
+            hint="load the VoxCPM2 snapshot folder, or package it: "
+                 "audiocpp package --spec model_specs/voxcpm2.json "
                  "--input FOLDER --type q8_0 --out voxcpm2-q8_0.gguf",
         )
     if cfg.architecture != "voxcpm":
@@ -179,8 +183,8 @@ def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: Model
     model_src = lm_source(resolved, model)
     check_module_weights(model, model_src, what="VoxCPM1 generator")
     shapes = build_on_meta(lambda: AudioVAE(cfg.audio_vae))
-    vae = load_on_meta(lambda: AudioVAE(cfg.audio_vae), vae_source(resolved, cfg, shapes), dtype=torch.float32,
-                       what="AudioVAE", device=device)
+    vae = load_on_meta(lambda: AudioVAE(cfg.audio_vae), vae_source(resolved, cfg, shapes),
+                       dtype=torch.float32, what="AudioVAE", device=device)
     compute = auto_compute_dtype(device, resolved.layout, model_src, gpu_dtype=torch.bfloat16)
     return VoxCPM1Parts(cfg, vae.eval(), tokenizer, spec, Path(path), resolved.source_id, resolved.layout,
                         device, compute)

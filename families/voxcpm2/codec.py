@@ -42,7 +42,8 @@ class CausalConv1d(nn.Conv1d):
 
     def __init__(self, in_ch: int, out_ch: int, kernel_size: int, *, stride: int = 1, dilation: int = 1,
                  groups: int = 1, bias: bool = True, left_pad: int = 0) -> None:
-        super().__init__(in_ch, out_ch, kernel_size, stride=stride, dilation=dilation, groups=groups, bias=bias)
+        super().__init__(in_ch, out_ch, kernel_size, stride=stride, dilation=dilation, groups=groups,
+                         bias=bias)
         self.left_pad = left_pad
 
     def forward(self, x: torch.Tensor, states: States | None = None) -> torch.Tensor:
@@ -112,7 +113,8 @@ class CausalEncoderBlock(nn.Module):
             CausalResidualUnit(input_dim, 3, groups),
             CausalResidualUnit(input_dim, 9, groups),
             Snake1d(input_dim),
-            CausalConv1d(input_dim, output_dim, 2 * stride, stride=stride, left_pad=_stride_pad(stride, version)),
+            CausalConv1d(input_dim, output_dim, 2 * stride, stride=stride,
+                         left_pad=_stride_pad(stride, version)),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -198,7 +200,8 @@ class CausalDecoder(nn.Module):
         output_dim = channels
         for i, stride in enumerate(cfg.decoder_rates):
             input_dim, output_dim = channels // 2**i, channels // 2 ** (i + 1)
-            layers.append(CausalDecoderBlock(input_dim, output_dim, stride, output_dim if cfg.depthwise else 1))
+            layers.append(CausalDecoderBlock(input_dim, output_dim, stride,
+                                             output_dim if cfg.depthwise else 1))
         layers += [Snake1d(output_dim), CausalConv1d(output_dim, 1, 7, left_pad=6), nn.Tanh()]
         self.model = nn.ModuleList(layers)
         self.boundaries = cfg.sr_bin_boundaries
@@ -217,7 +220,8 @@ class CausalDecoder(nn.Module):
         assert self.boundaries is not None
         return bisect.bisect_left(list(self.boundaries), int(sample_rate))
 
-    def forward(self, x: torch.Tensor, sample_rate: int | None = None, states: States | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, sample_rate: int | None = None,
+                states: States | None = None) -> torch.Tensor:
         if self.boundaries is None:
             return _run(self.model, x, states)
         bucket = torch.tensor([self.bucket(sample_rate)], dtype=torch.long, device=x.device)

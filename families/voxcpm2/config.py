@@ -1,10 +1,10 @@
 """Typed configuration of the VoxCPM models, read from upstream's ``config.json``.
 
 One config class serves VoxCPM2 and VoxCPM1/1.5 (the ``voxcpm1`` family): the architectures
-share every block and differ in a handful of switches collected in :class:`Variant`. ``VoxCPMConfig.from_dict``
-applies upstream's per-architecture defaults (``model/voxcpm2.py`` / ``model/voxcpm.py``
-pydantic models) and derives the sub-transformer configs exactly as upstream deep-copies
-``lm_config`` (the encoder, residual LM and DiT inherit the KV heads, rope settings, muP,
+share every block and differ in a handful of switches collected in :class:`Variant`.
+``VoxCPMConfig.from_dict`` applies upstream's per-architecture defaults (``model/voxcpm2.py`` /
+``model/voxcpm.py`` pydantic models) and derives the sub-transformer configs exactly as upstream
+deep-copies ``lm_config`` (the encoder, residual LM and DiT inherit the KV heads, rope settings, muP,
 ``scale_depth`` and ``rms_norm_eps`` of the base LM).
 """
 
@@ -228,7 +228,8 @@ class VoxCPMConfig:
     @classmethod
     def from_dict(cls, raw: dict[str, Any], *, where: str = "config.json") -> VoxCPMConfig:
         if not isinstance(raw, dict):
-            raise ModelError(f"{where} is not a JSON object", hint="the config does not look like a VoxCPM config.json")
+            raise ModelError(f"{where} is not a JSON object",
+                             hint="the config does not look like a VoxCPM config.json")
         with config_errors(where):
             config = cls._parse(raw, where)
         check_config(config, where, may_be_zero=("residual_lm_num_layers",))
@@ -242,10 +243,11 @@ class VoxCPMConfig:
         vae = self.audio_vae
         if self.dit.hidden_dim % 2:
             raise ModelError(f"{where}: dit_config.hidden_dim {self.dit.hidden_dim} must be even "
-                             "(the DiT's sinusoidal time embedding)", hint="the config.json of the checkpoint is malformed")
+                             "(the DiT's sinusoidal time embedding)",
+                             hint="the config.json of the checkpoint is malformed")
         if vae.decoder_dim // 2 ** len(vae.decoder_rates) < 1:
-            raise ModelError(f"{where}: audio_vae_config.decoder_dim {vae.decoder_dim} is too small to halve at "
-                             f"each of its {len(vae.decoder_rates)} upsampling stages",
+            raise ModelError(f"{where}: audio_vae_config.decoder_dim {vae.decoder_dim} is too small to "
+                             f"halve at each of its {len(vae.decoder_rates)} upsampling stages",
                              hint="the config.json of the checkpoint is malformed")
         stacks = {"lm_config": self.lm, "residual LM": self.residual_lm_config(),
                   "encoder_config": self.encoder_lm_config(), "dit_config": self.dit_lm_config()}
@@ -261,7 +263,8 @@ class VoxCPMConfig:
     def _parse(cls, raw: dict[str, Any], where: str) -> VoxCPMConfig:
         arch = str(raw.get("architecture", "voxcpm")).lower()
         if arch not in ("voxcpm", "voxcpm2"):
-            raise ModelError(f"{where}: unsupported VoxCPM architecture {arch!r}", hint="expected voxcpm or voxcpm2")
+            raise ModelError(f"{where}: unsupported VoxCPM architecture {arch!r}",
+                             hint="expected voxcpm or voxcpm2")
         v2 = arch == "voxcpm2"
         lm = _parse_lm(_require(raw, "lm_config", where), where)
         enc = _parse_local(raw.get("encoder_config"), "encoder_config", where)
@@ -274,12 +277,15 @@ class VoxCPMConfig:
             inference_cfg_rate=as_float(cfm_raw.get("inference_cfg_rate", 1.0)),
         )
         if cfm.solver != "euler":
-            raise ModelError(f"{where}: cfm solver {cfm.solver!r} is not supported", hint="upstream only has euler")
+            raise ModelError(f"{where}: cfm solver {cfm.solver!r} is not supported",
+                             hint="upstream only has euler")
         # v2 reads dit_config.dit_mean_mode; v1 reads a top-level dit_mean_mode.
-        mean_mode = as_bool(dit_raw.get("dit_mean_mode", False)) if v2 else as_bool(raw.get("dit_mean_mode", False))
+        mean_mode = (as_bool(dit_raw.get("dit_mean_mode", False)) if v2
+                     else as_bool(raw.get("dit_mean_mode", False)))
         vae = _parse_vae(raw.get("audio_vae_config"), v2, where)
         defaults: dict[str, Any] = (
-            {"patch_size": 4, "residual_lm_num_layers": 8, "scalar_quantization_latent_dim": 512, "max_length": 8192}
+            {"patch_size": 4, "residual_lm_num_layers": 8, "scalar_quantization_latent_dim": 512,
+             "max_length": 8192}
             if v2
             else {"patch_size": 2, "residual_lm_num_layers": 6, "scalar_quantization_latent_dim": 256,
                   "max_length": 4096}
@@ -293,7 +299,8 @@ class VoxCPMConfig:
             audio_vae=vae,
             patch_size=as_int(raw.get("patch_size", defaults["patch_size"])),
             feat_dim=as_int(raw.get("feat_dim", 64)),
-            residual_lm_num_layers=as_int(raw.get("residual_lm_num_layers", defaults["residual_lm_num_layers"])),
+            residual_lm_num_layers=as_int(raw.get("residual_lm_num_layers",
+                                                  defaults["residual_lm_num_layers"])),
             # v1's config has no such key: its residual LM always uses rope.
             residual_lm_no_rope=as_bool(raw.get("residual_lm_no_rope", False)) if v2 else False,
             scalar_quantization_latent_dim=as_int(
@@ -314,15 +321,17 @@ def _require(raw: Any, key: str, where: str) -> Any:
 
 
 _LM_REQUIRED = (
-    "hidden_size", "intermediate_size", "max_position_embeddings", "num_attention_heads", "num_hidden_layers",
-    "num_key_value_heads", "rms_norm_eps", "rope_scaling", "vocab_size", "scale_emb", "scale_depth", "rope_theta",
+    "hidden_size", "intermediate_size", "max_position_embeddings", "num_attention_heads",
+    "num_hidden_layers", "num_key_value_heads", "rms_norm_eps", "rope_scaling", "vocab_size",
+    "scale_emb", "scale_depth", "rope_theta",
 )
 
 
 def _parse_lm(raw: dict[str, Any], where: str) -> MiniCPMConfig:
     missing = [k for k in _LM_REQUIRED if k not in raw]
     if missing:
-        raise ModelError(f"{where}: lm_config lacks {', '.join(missing)}", hint="upstream's MiniCPM4Config requires them")
+        raise ModelError(f"{where}: lm_config lacks {', '.join(missing)}",
+                         hint="upstream's MiniCPM4Config requires them")
     rs = raw["rope_scaling"]
     if not isinstance(rs, dict):
         raise ModelError(f"{where}: lm_config.rope_scaling must be an object")
@@ -378,10 +387,12 @@ def _parse_vae(raw: dict[str, Any] | None, v2: bool, where: str) -> AudioVAEConf
     for f in dataclasses.fields(AudioVAEConfig):
         if f.name == "version" or f.name not in raw:
             continue
-        if not v2 and f.name in ("out_sample_rate", "sr_bin_boundaries", "cond_type", "cond_dim", "cond_out_layer"):
+        if not v2 and f.name in ("out_sample_rate", "sr_bin_boundaries", "cond_type", "cond_dim",
+                                 "cond_out_layer"):
             continue  # v1's AudioVAEConfig has no such fields (pydantic ignores them)
         value = raw[f.name]
-        if f.name in ("encoder_rates", "decoder_rates") or (f.name == "sr_bin_boundaries" and value is not None):
+        if f.name in ("encoder_rates", "decoder_rates") \
+                or (f.name == "sr_bin_boundaries" and value is not None):
             value = as_ints(value)
         values[f.name] = value
     vae = dataclasses.replace(base, **values)

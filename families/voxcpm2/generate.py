@@ -111,7 +111,8 @@ class PatchOp(Op):
             for i, op in enumerate(ops):  # one time grid per CFM solve
                 by_steps.setdefault(op.timesteps, []).append(i)
             for steps, members in by_steps.items():
-                for i, result in zip(members, _sample_patches(ops[0].generator, [ops[i] for i in members], steps)):
+                for i, result in zip(members, _sample_patches(ops[0].generator, [ops[i] for i in members],
+                                                              steps)):
                     out[i] = result
         return out
 
@@ -213,7 +214,8 @@ class VoxCPMGenerator:
             for i in range(max_len):
                 noise = m.feat_decoder.draw_noise(1, cfg.patch_size, dtype=m.dtype, device=m.device,
                                                   generator=generator)
-                patch, embedding, stop = yield PatchOp(self, state, noise, opts.inference_timesteps, opts.cfg_value)
+                patch, embedding, stop = yield PatchOp(self, state, noise, opts.inference_timesteps,
+                                                       opts.cfg_value)
                 run.patches.append(patch[0])
                 state.cond = patch
                 yield patch[0]
@@ -232,7 +234,8 @@ class VoxCPMGenerator:
             self._give_back("residual", res_cache)
 
     @torch.inference_mode()
-    def _prefill(self, prompt: PrefillSequence, base_cache: StaticKVCache, res_cache: StaticKVCache) -> RowState:
+    def _prefill(self, prompt: PrefillSequence, base_cache: StaticKVCache,
+                 res_cache: StaticKVCache) -> RowState:
         """The prompt through both LMs (alone: a prefill is long enough to fill the machine)."""
         m, cfg = self.model, self.config
         dtype = m.dtype
@@ -263,7 +266,8 @@ class VoxCPMGenerator:
             run = yield from relay(self.run(prompt, opts, generator))
             if not opts.retry_badcase or attempts >= limit:
                 break
-            counted = len(run.patches) + (len(run.context) if self.config.variant.prompt_trim == "fixed" else 0)
+            counted = len(run.patches) + (len(run.context) if self.config.variant.prompt_trim == "fixed"
+                                          else 0)
             if counted < prompt.target_length * opts.retry_badcase_ratio_threshold:
                 break
         return self.decode(prompt, run), run, attempts
@@ -278,7 +282,8 @@ class VoxCPMGenerator:
             trim = len(run.context) * cfg.patch_size * cfg.audio_vae.decode_chunk_size
         else:
             has_audio = bool(prompt.audio_mask.any())
-            trim = (cfg.variant.streaming_prefix_len - 1) * cfg.patch_size * cfg.audio_vae.chunk_size if has_audio else 0
+            trim = ((cfg.variant.streaming_prefix_len - 1) * cfg.patch_size * cfg.audio_vae.chunk_size
+                    if has_audio else 0)
         return audio[trim:]
 
     # -- streaming ------------------------------------------------------------------------
@@ -292,7 +297,8 @@ class VoxCPMGenerator:
             if cfg.variant.streaming == "stateful":
                 decoder = self.vae.streaming_decoder()
                 if len(context):
-                    decoder.decode_chunk(_latents(context))  # warm the causal state; output is trimmed offline too
+                    # warm the causal state; output is trimmed offline too
+                    decoder.decode_chunk(_latents(context))
                 step = _stateful(decoder)
             else:
                 step = _window(self.vae, list(context), cfg.variant.streaming_prefix_len,
@@ -317,7 +323,8 @@ def _stateful(decoder: StreamingDecoder) -> Callable[[torch.Tensor], torch.Tenso
     return step
 
 
-def _window(vae: AudioVAE, history: list[torch.Tensor], size: int, patch_samples: int) -> Callable[[torch.Tensor], torch.Tensor]:
+def _window(vae: AudioVAE, history: list[torch.Tensor], size: int,
+            patch_samples: int) -> Callable[[torch.Tensor], torch.Tensor]:
     """v1 streaming: decode the last ``size`` patches statelessly, keep the newest patch's samples."""
 
     def step(patch: torch.Tensor) -> torch.Tensor:
@@ -332,9 +339,11 @@ def raise_too_long(prompt_len: int, capacity: int, generated: int = 0) -> None:
     """The sequence outgrew the model's ``max_length`` (upstream: "KV cache is full")."""
     from audiocpp.engine.errors import UsageError
 
-    what = f"the prompt ({prompt_len} positions)" + (f" plus {generated} generated patches" if generated else "")
+    what = f"the prompt ({prompt_len} positions)" + (f" plus {generated} generated patches"
+                                                     if generated else "")
     raise UsageError(
         f"{what} reached the model's max_length of {capacity} positions",
-        hint="shorten the text (use text_chunk_size for long text), the prompt or reference audio, or lower max_tokens",
+        hint="shorten the text (use text_chunk_size for long text), the prompt or reference audio, "
+        "or lower max_tokens",
     )
 

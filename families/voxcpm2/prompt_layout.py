@@ -106,13 +106,15 @@ class PromptLayoutBuilder:
     def _zeros(self, n: int) -> torch.Tensor:
         return torch.zeros((n, self.patch_size, self.latent_dim), dtype=torch.float32)
 
-    def build(self, text: str, *, reference: torch.Tensor | None = None, prompt_feats: torch.Tensor | None = None,
-              prompt_text: str | None = None) -> PrefillSequence:
-        """``reference`` / ``prompt_feats`` are ``(T, P, D)`` latents; ``prompt_text`` goes with ``prompt_feats``."""
+    def build(self, text: str, *, reference: torch.Tensor | None = None,
+              prompt_feats: torch.Tensor | None = None, prompt_text: str | None = None) -> PrefillSequence:
+        """``reference`` / ``prompt_feats`` are ``(T, P, D)`` latents; ``prompt_text`` goes with
+        ``prompt_feats``."""
         if (prompt_feats is None) != (prompt_text is None):
             raise ValueError("prompt audio and prompt text go together")
         if reference is not None and not self.reference_prefix:
-            raise ValueError("this model has no isolated reference prompt (VoxCPM1): use a continuation prompt")
+            raise ValueError("this model has no isolated reference prompt (VoxCPM1): "
+                             "use a continuation prompt")
         full = (prompt_text + text) if prompt_text is not None else text
         ids = self.tokenizer(full) + [AUDIO_START_TOKEN]
         n_text = len(ids)

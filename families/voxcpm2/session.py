@@ -46,7 +46,8 @@ _DESCRIPTION = re.compile(r"^\s*\(([^()]*)\)")
 
 
 class VoxCPM2LoadedModel(LoadedModel):
-    def __init__(self, spec: ModelSpec, path: Path, load_options: dict[str, Any], parts: VoxCPM2Parts) -> None:
+    def __init__(self, spec: ModelSpec, path: Path, load_options: dict[str, Any],
+                 parts: VoxCPM2Parts) -> None:
         super().__init__(spec, path, load_options)
         self.parts = parts
         self.config = parts.config
@@ -84,7 +85,8 @@ class VoxCPM2LoadedModel(LoadedModel):
         return encode_prompt_audio(vae, torch.from_numpy(np.ascontiguousarray(samples, dtype=np.float32)),
                                    self.config.patch_size, padding)
 
-    def codec_prompt(self, reference: torch.Tensor | None, prompt: torch.Tensor | None, text: str) -> CodecPrompt:
+    def codec_prompt(self, reference: torch.Tensor | None, prompt: torch.Tensor | None,
+                     text: str) -> CodecPrompt:
         """The voice prompt file's content: reference latents (isolated reference) and/or
         continuation latents with their transcript."""
         vae = self.parts.codec
@@ -101,7 +103,8 @@ class VoxCPM2LoadedModel(LoadedModel):
         text = (reference_text or "").strip()
         reference_prefix = self.config.variant.reference_prefix
         return self.codec_prompt(self.encode_latents(audio, "right") if reference_prefix else None,
-                                 self.encode_latents(audio, "left") if text or not reference_prefix else None, text)
+                                 self.encode_latents(audio, "left") if text or not reference_prefix else None,
+                                 text)
 
     def load_voice_prompt(self, path: Path) -> CodecPrompt:
         prompt = CodecPrompt.load(path, family=self.family)
@@ -110,8 +113,9 @@ class VoxCPM2LoadedModel(LoadedModel):
         for name in names:
             t = prompt.tensors[name]
             if not t.is_floating_point() or t.dim() != 3 or tuple(t.shape[1:]) != shape or t.shape[0] == 0:
-                raise UsageError(f"{path}: {name} must be (T, {shape[0]}, {shape[1]}) latents for this model, "
-                                 f"got {tuple(t.shape)}", hint="encode the reference with this model: "
+                raise UsageError(f"{path}: {name} must be (T, {shape[0]}, {shape[1]}) latents "
+                                 f"for this model, got {tuple(t.shape)}",
+                                 hint="encode the reference with this model: "
                                  "`audiocpp codec encode REF.wav --model ... --out voice.prompt`")
             prompt.tensors[name] = t.to(torch.float32)
         if not names:
@@ -142,12 +146,14 @@ class VoxCPM2Session(Session):
     # -- validation -----------------------------------------------------------------------
     def _validate(self, request: PreparedRequest) -> None:
         o = request.options
-        has_prompt_audio, has_prompt_text = o.get("prompt_audio") is not None, o.get("prompt_text") is not None
+        has_prompt_audio, has_prompt_text = (o.get("prompt_audio") is not None,
+                                             o.get("prompt_text") is not None)
         if has_prompt_audio != has_prompt_text:
             raise UsageError(
                 "prompt_audio and prompt_text go together" if has_prompt_audio
                 else "prompt_text needs prompt_audio",
-                hint="continuation cloning needs both: --request-option prompt_audio=FILE prompt_text='its transcript'",
+                hint="continuation cloning needs both: "
+                "--request-option prompt_audio=FILE prompt_text='its transcript'",
             )
         if o.get("reference_text") and has_prompt_audio:
             raise UsageError(
@@ -178,7 +184,8 @@ class VoxCPM2Session(Session):
         if request.voice_prompt is not None or request.voice is None:
             return request.voice_prompt
         text = str(request.options.get("reference_text") or "")
-        return self.model.codec_prompt(parts.get("reference"), parts.get("prompt_feats") if text else None, text)
+        return self.model.codec_prompt(parts.get("reference"), parts.get("prompt_feats") if text else None,
+                                       text)
 
     def _prompt_parts(self, request: PreparedRequest) -> dict[str, Any]:
         o = request.options
@@ -190,7 +197,8 @@ class VoxCPM2Session(Session):
             if voice_prompt.ref_text and "prompt_latents" in voice_prompt.tensors:
                 if o.get("prompt_audio") is not None:
                     raise UsageError("the voice prompt and prompt_audio both give a continuation prompt",
-                                     hint="use a voice prompt encoded without --reference-text, or drop prompt_audio")
+                                     hint="use a voice prompt encoded without --reference-text, "
+                                     "or drop prompt_audio")
                 parts["prompt_feats"] = voice_prompt.tensors["prompt_latents"]
                 parts["prompt_text"] = voice_prompt.ref_text
         if request.voice is not None:
@@ -275,5 +283,5 @@ class VoxCPM2Session(Session):
             details["attempts"].append(attempts)
             request.progress.advance()
         audio = np.concatenate([b.samples for b in outputs]) if outputs else np.zeros(0, np.float32)
-        return Synthesis(AudioBuffer(audio, rate), chunks=outputs if len(outputs) > 1 else [], details=details,
-                         voice_prompt=self._voice_prompt(request, parts))
+        return Synthesis(AudioBuffer(audio, rate), chunks=outputs if len(outputs) > 1 else [],
+                         details=details, voice_prompt=self._voice_prompt(request, parts))

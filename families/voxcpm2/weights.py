@@ -151,7 +151,8 @@ def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: Model
     model_src: TensorSource = adapt(resolved.namespace("weights"), lm_adapters(cfg))
     check_module_weights(build_on_meta(lambda: VoxCPMModel(cfg)), model_src, what="VoxCPM2 generator")
     vae_src: TensorSource = adapt(resolved.namespace("audiovae_weights"), vae_adapters(cfg))
-    vae = load_on_meta(lambda: AudioVAE(cfg.audio_vae), vae_src, dtype=torch.float32, what="AudioVAE", device=device)
+    vae = load_on_meta(lambda: AudioVAE(cfg.audio_vae), vae_src, dtype=torch.float32, what="AudioVAE",
+                       device=device)
     compute = auto_compute_dtype(device, resolved.layout, model_src, gpu_dtype=torch.bfloat16)
     return VoxCPM2Parts(cfg, vae.eval(), tokenizer, spec, Path(path), resolved.source_id, resolved.layout,
                         device, compute)

@@ -14,8 +14,9 @@ GENERATE_KINDS = ("generate", "long_form")
 def request_for(case: dict[str, Any], defaults: dict[str, Any], audio_dir: Path) -> tuple[str, TaskRequest]:
     """(task, request) reproducing a manifest case with our session."""
     o = {**defaults, **case}
-    options: dict[str, Any] = {"do_sample": o["do_sample"], "temperature": o["temperature"], "top_p": o["top_p"],
-                               "top_k": o["top_k"], "max_new_tokens": o["max_new_tokens"],
+    options: dict[str, Any] = {"do_sample": o["do_sample"], "temperature": o["temperature"],
+                               "top_p": o["top_p"], "top_k": o["top_k"],
+                               "max_new_tokens": o["max_new_tokens"],
                                "text_chunk_size": o.get("text_chunk_size", 0)}
     refs = case.get("references", [])
     voice = None
@@ -23,9 +24,11 @@ def request_for(case: dict[str, Any], defaults: dict[str, Any], audio_dir: Path)
         voice = VoiceReference(path=audio_dir / refs[0]["audio"])
         options["reference_text"] = refs[0]["text"]
     elif refs:
-        options["multi_reference_cond"] = json.dumps([{"audio": str(audio_dir / r["audio"]), "text": r["text"]}
+        options["multi_reference_cond"] = json.dumps([{"audio": str(audio_dir / r["audio"]),
+                                                       "text": r["text"]}
                                                       for r in refs])
-    return ("clone" if refs else "tts"), TaskRequest(text=case["text"], seed=o["seed"], voice=voice, options=options)
+    return ("clone" if refs else "tts"), TaskRequest(text=case["text"], seed=o["seed"], voice=voice,
+                                                     options=options)
 
 
 def generate_cases(manifest: dict[str, Any]) -> list[dict[str, Any]]:

@@ -78,7 +78,8 @@ def test_upstream_padded_greedy_batch_gives_our_batch(setup) -> None:
     ref = dict(np.load(root / "goldens" / "batch_greedy.npz"))
     rows = []
     for text in case["texts"]:
-        _, req = request_for({**case, "text": text, "kind": "generate"}, manifest["defaults"], GOLDENS / "audio")
+        _, req = request_for({**case, "text": text, "kind": "generate"}, manifest["defaults"],
+                             GOLDENS / "audio")
         rows.append((model.session("tts"), req))
     results = model.run_batch(rows)
     for i, result in enumerate(results):

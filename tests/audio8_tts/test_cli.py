@@ -24,8 +24,8 @@ REF_TEXT = "This is a tiny test."
 
 def test_tts_matches_the_python_api(tiny_dir: Path, tiny, tmp_path: Path) -> None:
     out = tmp_path / "tts.wav"
-    stdout = cli_ok("--model", tiny_dir, "--text", TEXT, "--seed", "7", *SHORT, "--format", "wav32", "--out", out,
-                    "--metrics")
+    stdout = cli_ok("--model", tiny_dir, "--text", TEXT, "--seed", "7", *SHORT, "--format", "wav32",
+                    "--out", out, "--metrics")
     assert "sample_rate=44100" in stdout and "seed=7" in stdout and "rtf=" in stdout
     audio, rate = read(out)
     assert rate == 44100
@@ -35,11 +35,13 @@ def test_tts_matches_the_python_api(tiny_dir: Path, tiny, tmp_path: Path) -> Non
 
 def test_clone_from_the_package_streaming(tiny_dir: Path, audio_dir: Path, tiny, tmp_path: Path) -> None:
     package = tmp_path / "tiny-f32.gguf"
-    cli_ok("package", "--spec", REPO / "model_specs" / "audio8_tts.json", "--input", tiny_dir, "--out", package)
+    cli_ok("package", "--spec", REPO / "model_specs" / "audio8_tts.json", "--input", tiny_dir,
+           "--out", package)
     out, chunks = tmp_path / "clone.wav", tmp_path / "chunks"
-    proc = run_cli("--task", "clon", "--model", package, "--text", TEXT, "--voice-ref", audio_dir / "ref_24k.wav",
-                   "--reference-text", REF_TEXT, "--seed", "4", *SHORT, "--request-option", "streaming_chunk_frames=3",
-                   "--mode", "streaming", "--out-dir", chunks, "--format", "wav32", "--out", out)
+    proc = run_cli("--task", "clon", "--model", package, "--text", TEXT,
+                   "--voice-ref", audio_dir / "ref_24k.wav", "--reference-text", REF_TEXT, "--seed", "4",
+                   *SHORT, "--request-option", "streaming_chunk_frames=3", "--mode", "streaming",
+                   "--out-dir", chunks, "--format", "wav32", "--out", out)
     assert proc.returncode == 0, proc.stderr
     events = [line for line in proc.stderr.splitlines() if line.startswith("event=audio")]
     files = sorted(chunks.glob("chunk_*.wav"), key=lambda p: int(p.stem.split("_")[1]))
@@ -48,7 +50,8 @@ def test_clone_from_the_package_streaming(tiny_dir: Path, audio_dir: Path, tiny,
     joined = np.concatenate([read(f)[0] for f in files])
     final = read(out)[0]
     assert joined.shape == final.shape
-    api = tiny.session("clon").run(TaskRequest(text=TEXT, seed=4, voice=VoiceReference(path=audio_dir / "ref_24k.wav"),
+    api = tiny.session("clon").run(TaskRequest(text=TEXT, seed=4,
+                                               voice=VoiceReference(path=audio_dir / "ref_24k.wav"),
                                                reference_text=REF_TEXT, options={"max_new_tokens": 12}))
     assert final.shape == api.audio.samples.shape
     assert np.abs(final - api.audio.samples).max() <= 1e-3  # wav16 chunks; streaming vs offline decode
@@ -66,8 +69,8 @@ def _no_traceback(proc) -> None:
 
 def test_clone_without_transcript_is_a_usage_error(tiny_dir: Path, audio_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "x.wav"
-    proc = run_cli("--task", "clon", "--model", tiny_dir, "--text", TEXT, "--voice-ref", audio_dir / "ref_24k.wav",
-                   "--out", out)
+    proc = run_cli("--task", "clon", "--model", tiny_dir, "--text", TEXT,
+                   "--voice-ref", audio_dir / "ref_24k.wav", "--out", out)
     assert proc.returncode == 2, proc.stderr
     assert "transcript" in proc.stderr and "--reference-text" in proc.stderr
     _no_traceback(proc)

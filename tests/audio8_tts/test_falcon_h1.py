@@ -43,8 +43,9 @@ BASE: dict[str, Any] = {
 CONFIGS: dict[str, dict[str, Any]] = {
     "unity": BASE,
     "mup": {**BASE, "mamba_n_groups": 2, "mamba_chunk_size": 8, "mamba_rms_norm": True,
-            "mamba_norm_before_gate": False, "attention_in_multiplier": 0.75, "attention_out_multiplier": 1.25,
-            "key_multiplier": 0.5, "ssm_in_multiplier": 1.5, "ssm_out_multiplier": 0.8,
+            "mamba_norm_before_gate": False, "attention_in_multiplier": 0.75,
+            "attention_out_multiplier": 1.25, "key_multiplier": 0.5, "ssm_in_multiplier": 1.5,
+            "ssm_out_multiplier": 0.8,
             "ssm_multipliers": [0.9, 1.1, 0.7, 1.3, 0.6], "mlp_multipliers": [1.2, 0.85]},
 }
 # transformers' gated Mamba2 norm squeezes a one-token output to (B, dim), which broadcasts
@@ -136,7 +137,8 @@ def batch_inputs(cfg: dict[str, Any], lengths: tuple[int, ...], steps: int, seed
     for b, n in enumerate(lengths):
         ids[b, :, width - n :] = random_ids(cfg, n, seed + b)
         mask[b, width - n :] = 1
-    columns = np.stack([random_ids(cfg, 3 * len(lengths), seed + 10 + s)[:, -len(lengths):].T for s in range(steps)])
+    columns = np.stack([random_ids(cfg, 3 * len(lengths), seed + 10 + s)[:, -len(lengths):].T
+                        for s in range(steps)])
     valid = np.ones((steps, len(lengths)), dtype=np.int64)
     valid[3:, -1] = 0
     return {"ids": ids, "mask": mask, "columns": columns, "valid": valid}
@@ -147,7 +149,8 @@ def inputs() -> dict[str, Any]:
     data: dict[str, Any] = {name: random_ids(CONFIGS[ckpt], total, seed)
                             for seed, (name, ckpt, total, _) in enumerate(SLOW_CASES)}
     for seed, (name, ckpt, total, _) in enumerate(MIXER_CASES):
-        data[name] = np.random.default_rng(50 + seed).standard_normal((1, total, CONFIGS[ckpt]["dim"])).astype(np.float32)
+        data[name] = np.random.default_rng(50 + seed).standard_normal(
+            (1, total, CONFIGS[ckpt]["dim"])).astype(np.float32)
     for seed, (name, ckpt, lengths, steps) in enumerate(BATCH_CASES):
         data[name] = batch_inputs(CONFIGS[ckpt], lengths, steps, 70 + 20 * seed)
     return data
@@ -195,7 +198,8 @@ def run_ours(model: FalconH1SlowAR, ids: np.ndarray, prefill: int) -> dict[str, 
         assert torch.equal(last.logits_input, hidden[:, -1:]) and last.fast_input is last.logits_input
         step_logits, step_hidden = [model.semantic_output(hidden)], [hidden]
         for pos in range(prefill, total):
-            out = model.step(model.embed(x[..., pos : pos + 1]), torch.tensor([[pos]]), torch.ones(1, 1, dtype=torch.long))
+            out = model.step(model.embed(x[..., pos : pos + 1]), torch.tensor([[pos]]),
+                             torch.ones(1, 1, dtype=torch.long))
             step_logits.append(model.semantic_logits(out.logits_input)[:, None])
             step_hidden.append(out.logits_input)
         assert cache.length == total
@@ -212,7 +216,8 @@ def test_checkpoints_load_strictly_in_reference(models, reference) -> None:
 
 
 @pytest.mark.parametrize("name,ckpt,total,prefill", SLOW_CASES)
-def test_prefill_matches_falcon_h1(name: str, ckpt: str, total: int, prefill: int, models, inputs, reference) -> None:
+def test_prefill_matches_falcon_h1(name: str, ckpt: str, total: int, prefill: int, models, inputs,
+                                   reference) -> None:
     ours = run_ours(models[ckpt][0], inputs[name], prefill)
     ref = reference[name]
     assert max_diff(ours["full_logits"], ref["full_logits"]) <= TOL

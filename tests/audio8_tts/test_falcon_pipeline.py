@@ -118,8 +118,8 @@ def test_left_padded_batch_matches_reference(falcon) -> None:
     assert int(mask.sum(-1).min()) < prompt.shape[-1]  # really padded
     opts = SamplingOptions(max_new_tokens=case["max_new_tokens"], temperature=case["temperature"],
                            top_p=case["top_p"], top_k=case["top_k"], do_sample=case["do_sample"])
-    out = DualARGenerator(falcon.model_for(torch.float32)).generate(prompt, mask, opts,
-                                                                     torch.Generator().manual_seed(case["seed"]))
+    out = DualARGenerator(falcon.model_for(torch.float32)).generate(
+        prompt, mask, opts, torch.Generator().manual_seed(case["seed"]))
     assert np.array_equal(out.codes.numpy(), ref["codes"])
     assert out.code_lengths.tolist() == ref["code_lengths"].tolist()
     assert out.finished.tolist() == ref["finished"].tolist()
@@ -137,8 +137,10 @@ def test_streaming_equals_offline(name: str, falcon) -> None:
 
 
 def synth(model, compute_dtype: str = "float32", **options) -> tuple[np.ndarray, np.ndarray]:
-    request = TaskRequest(text="Hello world. This is a test.", seed=7, options={"max_new_tokens": 24, **options})
-    result = model.session("tts", compute_dtype=compute_dtype).run(request)  # float32: packages compared as stored
+    request = TaskRequest(text="Hello world. This is a test.", seed=7,
+                          options={"max_new_tokens": 24, **options})
+    # float32: packages compared as stored
+    result = model.session("tts", compute_dtype=compute_dtype).run(request)
     return result.details["codes"][0], result.audio.samples
 
 
@@ -250,8 +252,8 @@ def test_cli_runs_the_01b(falcon, tmp_path: Path) -> None:
     out = tmp_path / "falcon.wav"
     # one thread, as this process: sampled codes of a random model can flip on thread-count noise
     proc = run_cli("--model", FALCON / "tiny", "--task", "tts", "--text", "Hello world. This is a test.",
-                   "--seed", "7", "--request-option", "max_new_tokens=24", "--session-option", "audio8_tts.threads=1",
-                   "--out", out)
+                   "--seed", "7", "--request-option", "max_new_tokens=24",
+                   "--session-option", "audio8_tts.threads=1", "--out", out)
     assert proc.returncode == 0, proc.stderr
     audio, rate = read_wav(out)
     _, ours = synth(falcon)

@@ -96,8 +96,10 @@ def test_codec_checkpoint_wrappers(wrap: str, tiny_dir: Path, tmp_path: Path, fo
     if wrap == "state_dict":
         state = {"state_dict": state, "epoch": 3}
     else:  # training checkpoints: the generator's keys prefixed, a discriminator beside, RoPE buffers
-        state = {**{f"generator.{k}": v for k, v in state.items()}, "discriminator.conv.weight": torch.ones(2),
-                 "generator.quantizer.pre_module.freqs_cis": torch.ones(4, 2), "generator.causal_mask": torch.ones(2, 2)}
+        state = {**{f"generator.{k}": v for k, v in state.items()},
+                 "discriminator.conv.weight": torch.ones(2),
+                 "generator.quantizer.pre_module.freqs_cis": torch.ones(4, 2),
+                 "generator.causal_mask": torch.ones(2, 2)}
     torch.save(state, folder / "codec.pth")
     codes, audio = synth(plugin.load(folder))
     assert np.array_equal(codes, folder_output[0]) and np.array_equal(audio, folder_output[1])

@@ -50,7 +50,8 @@ def test_goldens_name_the_upstream_commit_and_files(manifest) -> None:
     assert up["files"]["model/audio8_tts_0_6B_preview/modeling_arktts.py"].startswith("10d2af30")
     assert set(up["files"]) == {f"model/audio8_tts_0_6B_preview/{f}" for f in (
         "modeling_arktts.py", "modeling_arktts_codec.py", "processing_arktts.py", "configuration_arktts.py")}
-    ours = [GOLDENS / "manifest.json"] + [p for sub in ("tiny", "audio", "goldens") for p in (GOLDENS / sub).rglob("*")]
+    ours = [GOLDENS / "manifest.json"] + [p for sub in ("tiny", "audio", "goldens")
+                                          for p in (GOLDENS / sub).rglob("*")]
     assert sum(p.stat().st_size for p in ours if p.is_file()) < 4 * 1024 * 1024
     digest = hashlib.sha256((GOLDENS / "tiny" / "codec.pth").read_bytes()).hexdigest()
     assert len(digest) == 64
@@ -84,7 +85,8 @@ def test_prefill_logits_match_upstream_forward(tiny, golden) -> None:
     # upstream's forward scores every position at once (another GEMM shape): equal up to rounding
     assert torch.allclose(full, torch.from_numpy(ref["logits"]), atol=1e-5, rtol=1e-5)
     cfg = tiny.config
-    rows = torch.cat((full[cfg.semantic_begin_id:cfg.semantic_end_id + 1], full[cfg.eos_token_id:cfg.eos_token_id + 1]))
+    rows = torch.cat((full[cfg.semantic_begin_id:cfg.semantic_end_id + 1],
+                      full[cfg.eos_token_id:cfg.eos_token_id + 1]))
     assert torch.allclose(compact, rows, atol=1e-6)
 
 
@@ -98,16 +100,19 @@ def test_generation_matches_upstream(name: str, tiny, manifest, golden, audio_di
         assert np.array_equal(details["prompts"][0], ref["prompt"])
         assert np.array_equal(details["codes"][0], ref["codes"]), "codes differ from upstream"
     else:
-        assert details["chunks"] == case["chunks"] == word_budget_chunks(case["text"], case["text_chunk_size"])
+        assert details["chunks"] == case["chunks"] == word_budget_chunks(case["text"],
+                                                                         case["text_chunk_size"])
         for i in range(len(case["chunks"])):
             assert np.array_equal(details["prompts"][i], ref[f"prompt_{i}"])
-            assert np.array_equal(details["codes"][i], ref[f"codes_{i}"]), f"chunk {i}: codes differ from upstream"
+            assert np.array_equal(details["codes"][i], ref[f"codes_{i}"]), (
+                f"chunk {i}: codes differ from upstream")
     assert result.audio.samples.shape == ref["wav"].shape
     assert cosine(result.audio.samples, ref["wav"]) >= MIN_COSINE
 
 
 @pytest.mark.parametrize("name", ["tts_sampled", "clone_sampled", "long_form"])
-def test_torch_default_kernels_match_upstream_too(name: str, tiny_unpacked, manifest, golden, audio_dir) -> None:
+def test_torch_default_kernels_match_upstream_too(name: str, tiny_unpacked, manifest, golden,
+                                                  audio_dir) -> None:
     """Load option ``packed_linear=false`` (torch's GEMM instead of oneDNN-packed weights)."""
     assert not tiny_unpacked.packed_linear
     ref = golden(name)

@@ -38,7 +38,8 @@ def test_unknown_and_out_of_range_options_are_usage_errors(tiny) -> None:
 
 
 @pytest.mark.parametrize("value,match", [
-    ("not json", "not valid JSON"), ("[]", "non-empty JSON list"), ('[{"audio": 3, "text": "a"}]', "string 'audio'"),
+    ("not json", "not valid JSON"), ("[]", "non-empty JSON list"),
+    ('[{"audio": 3, "text": "a"}]', "string 'audio'"),
     ('[{"audio": "/nonexistent.wav", "text": "a"}]', "does not exist"),
 ])
 def test_multi_reference_cond_errors(value: str, match: str, tiny) -> None:
@@ -63,7 +64,8 @@ def test_reference_codes_are_cached_by_content(tiny, audio_dir) -> None:
     from audiocpp.engine.records import AudioBuffer
     from tests.support import voice_like_signal
 
-    voice = VoiceReference(audio=AudioBuffer(voice_like_signal(99, 9000, 22050), 22050))  # seen by no other test
+    # seen by no other test
+    voice = VoiceReference(audio=AudioBuffer(voice_like_signal(99, 9000, 22050), 22050))
     request = TaskRequest(text=TEXT, seed=1, voice=voice, reference_text="This is a tiny test.",
                           options={"max_new_tokens": 3})
     a = session.run(request)
@@ -85,7 +87,8 @@ def test_word_budget_chunks() -> None:
 
 
 def test_long_text_is_chunked_and_continues_the_previous_turn(tiny) -> None:
-    result = tiny.session("tts").run(TaskRequest(text="One two three. Four five, six seven eight nine ten.", seed=3,
+    result = tiny.session("tts").run(TaskRequest(text="One two three. Four five, six seven eight nine ten.",
+                                                 seed=3,
                                                  options={"text_chunk_size": 20, "max_new_tokens": 4}))
     assert result.details["chunks"] == ["One two three.", "Four five,", "six seven eight nine", "ten."]
     assert len(result.chunks) == 4

@@ -102,9 +102,11 @@ def test_defaults_fill_what_a_line_leaves_out(tmp_path: Path) -> None:
                         options={"num_inference_steps": "8"}, fmt="wav32")
     items = read_manifest(path, SPEC, defaults)
     a, seven, c = items
-    assert (a.task, a.seed, a.voice_ref, a.reference_text) == ("clone", 9, str(default_ref.resolve()), "default text")
+    assert (a.task, a.seed, a.voice_ref, a.reference_text) == ("clone", 9, str(default_ref.resolve()),
+                                                               "default text")
     assert (a.out, a.fmt, a.options) == ("a.wav", "wav32", {"num_inference_steps": "8"})
-    assert (seven.id, seven.task, seven.seed, seven.out, seven.fmt) == ("7", "design", 3, "seven.flac", "flac")
+    assert (seven.id, seven.task, seven.seed, seven.out, seven.fmt) == ("7", "design", 3, "seven.flac",
+                                                                        "flac")
     assert seven.voice_ref is None and seven.reference_text is None  # voice defaults are for clones only
     assert seven.options == {"num_inference_steps": "8", "speed": 1.5}
     assert c.voice_ref == str((tmp_path / "refs" / "v.wav").resolve())  # relative to the manifest's folder
@@ -123,17 +125,20 @@ def test_a_lines_out_picks_the_container_and_format_the_sample_type(tmp_path: Pa
 
 def test_cli_reports_bad_lines_before_running_and_writes_nothing(tmp_path: Path) -> None:
     manifest = tmp_path / "m.jsonl"
-    manifest.write_text('{"id": "a", "text": "fine"}\n{"id": "b", "text": "x", "voice_ref": "gone.wav"}\n{oops\n')
+    manifest.write_text('{"id": "a", "text": "fine"}\n'
+                        '{"id": "b", "text": "x", "voice_ref": "gone.wav"}\n{oops\n')
     out = tmp_path / "out"
     proc = run_cli("batch", manifest, "--family", "omnivoice", "--out-dir", out)
     assert proc.returncode == 2
     assert "has 2 bad lines; nothing was synthesized" in proc.stderr
-    assert "line 2: voice_ref 'gone.wav' does not exist" in proc.stderr and "line 3: not valid JSON" in proc.stderr
+    assert ("line 2: voice_ref 'gone.wav' does not exist" in proc.stderr
+            and "line 3: not valid JSON" in proc.stderr)
     assert "Traceback" not in proc.stderr and not out.exists()
 
 
 def test_check_only_checks(tmp_path: Path) -> None:
-    manifest = write_manifest(tmp_path / "m.jsonl", [{"id": "a", "text": "Hello."}, {"id": "b", "text": "Hi."}])
+    manifest = write_manifest(tmp_path / "m.jsonl",
+                              [{"id": "a", "text": "Hello."}, {"id": "b", "text": "Hi."}])
     proc = run_cli("batch", manifest, "--family", "omnivoice", "--check")
     assert proc.returncode == 0, proc.stderr
     assert "manifest ok: 2 items, 0 distinct voices" in proc.stdout
@@ -163,13 +168,13 @@ def test_ray_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _item(item_id: str, voice: str | None, text: str = "x") -> Item:
-    return Item(id=item_id, line=0, index=0, text=text, task="clone" if voice else "tts", out=f"{item_id}.wav",
-                fmt="wav16", voice_ref=voice)
+    return Item(id=item_id, line=0, index=0, text=text, task="clone" if voice else "tts",
+                out=f"{item_id}.wav", fmt="wav16", voice_ref=voice)
 
 
 def test_dispatch_keeps_a_worker_on_its_voice() -> None:
-    items = [_item("a1", "/a.wav"), _item("n1", None), _item("b1", "/b.wav", "longer"), _item("a2", "/a.wav", "xx"),
-             _item("b2", "/b.wav"), _item("a3", "/a.wav", "xxx")]
+    items = [_item("a1", "/a.wav"), _item("n1", None), _item("b1", "/b.wav", "longer"),
+             _item("a2", "/a.wav", "xx"), _item("b2", "/b.wav"), _item("a3", "/a.wav", "xxx")]
     dispatcher = Dispatcher(items)
     w1, item = dispatcher.next(None)
     assert item.id == "a1"  # clones first, by voice, shortest first

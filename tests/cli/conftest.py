@@ -123,8 +123,8 @@ def demo_prompt(ref_wav: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     from tests.support import run_cli
 
     out = tmp_path_factory.mktemp("cli-prompt") / "me.prompt"
-    proc = run_cli("codec", "encode", ref_wav, "--reference-text", "What I say in the reference", "--out", out,
-                   env=CLI_ENV)
+    proc = run_cli("codec", "encode", ref_wav, "--reference-text", "What I say in the reference",
+                   "--out", out, env=CLI_ENV)
     ok(proc)
     assert "note: no --model given; using the omnivoice demo model" in proc.stderr
     return out

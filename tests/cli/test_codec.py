@@ -64,8 +64,8 @@ def test_codec_errors_are_one_clear_message(demo_dir: Path, ref_wav: Path, tmp_p
     proc = run_cli("codec", "encode", tmp_path / "missing.wav", "--out", tmp_path / "v.prompt", env=CLI_ENV)
     assert proc.returncode == 2 and "does not exist" in proc.stderr
     foreign = tmp_path / "vox.prompt"
-    torch.save({"format_version": 1, "family": "voxcpm2", "ref_text": "", "reference_latents": torch.zeros(2, 2, 4)},
-               foreign)
+    torch.save({"format_version": 1, "family": "voxcpm2", "ref_text": "",
+                "reference_latents": torch.zeros(2, 2, 4)}, foreign)
     proc = run_cli("codec", "decode", foreign, "--model", demo_dir, "--out", out, env=CLI_ENV)
     assert proc.returncode == 2 and "made by voxcpm2" in proc.stderr and not out.exists()
 
@@ -77,6 +77,6 @@ def test_a_prompt_without_transcript_is_refused_for_cloning(demo_dir: Path, demo
     bare = tmp_path / "bare.prompt"
     torch.save(data, bare)
     out = tmp_path / "x.wav"
-    proc = run_cli("--model", demo_dir, "--task", "clon", "--voice-prompt", bare, "--text", "Hi.", "--out", out,
-                   env=CLI_ENV)
+    proc = run_cli("--model", demo_dir, "--task", "clon", "--voice-prompt", bare, "--text", "Hi.",
+                   "--out", out, env=CLI_ENV)
     assert proc.returncode == 2 and "no transcript" in proc.stderr and not out.exists()

@@ -41,7 +41,8 @@ def models(checkpoints: dict[str, Path], _one_thread) -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def short_ref(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("codec-families-ref") / "ref.wav"  # short: the tiny models' context is small
+    # short: the tiny models' context is small
+    path = tmp_path_factory.mktemp("codec-families-ref") / "ref.wav"
     sf.write(path, voice_like_signal(3, 1234, 16000), 16000, subtype="FLOAT")
     return path
 
@@ -60,8 +61,8 @@ def _own_decode(model, data: dict) -> np.ndarray:
 def test_cli_encode_then_decode_is_the_family_decode(family: str, checkpoints, models, short_ref: Path,
                                                      tmp_path: Path) -> None:
     prompt, out = tmp_path / "v.prompt", tmp_path / "back.wav"
-    stdout = ok(run_cli("codec", "encode", short_ref, "--model", checkpoints[family], "--reference-text", TRANSCRIPT,
-                        "--out", prompt, env=CLI_ENV))
+    stdout = ok(run_cli("codec", "encode", short_ref, "--model", checkpoints[family],
+                        "--reference-text", TRANSCRIPT, "--out", prompt, env=CLI_ENV))
     assert f"family={family}" in stdout
     data = read_prompt_dict(prompt)
     model = models[family]
@@ -75,8 +76,8 @@ def test_cli_encode_then_decode_is_the_family_decode(family: str, checkpoints, m
     own = _own_decode(model, data)
     assert rate == model.sample_rate and got.shape == own.shape and float(np.abs(got - own).max()) == 0.0
     if family == "audio8_tts" and "opus" in available_write_formats():  # 44.1 kHz: opus takes 48 kHz
-        proc = run_cli("codec", "decode", prompt, "--model", checkpoints[family], "--out", tmp_path / "x.opus",
-                       env=CLI_ENV)
+        proc = run_cli("codec", "decode", prompt, "--model", checkpoints[family],
+                       "--out", tmp_path / "x.opus", env=CLI_ENV)
         assert "resampling the 44100 Hz audio to 48000 Hz" in ok(proc) + proc.stderr
         assert sf.info(tmp_path / "x.opus").samplerate == 48000
 
@@ -89,7 +90,8 @@ def test_prompt_clones_like_voice_ref_and_is_what_voice_prompt_out_saves(family:
     prompt = tmp_path / "v.prompt"
     encoded.save(prompt)
     session = model.session("clon")
-    by_prompt = session.run(ac.TaskRequest(text="Hello there.", voice_prompt=prompt, seed=2, options=LIMIT[family]))
+    by_prompt = session.run(ac.TaskRequest(text="Hello there.", voice_prompt=prompt, seed=2,
+                                           options=LIMIT[family]))
     by_ref = session.run(ac.TaskRequest(text="Hello there.", voice=ac.VoiceReference(path=short_ref),
                                         reference_text=TRANSCRIPT, seed=2, options=LIMIT[family]))
     assert by_prompt.audio.num_samples > 0 and np.array_equal(by_prompt.audio.samples, by_ref.audio.samples)
@@ -116,7 +118,8 @@ def test_what_each_family_keeps(models, short_ref: Path) -> None:
 
 
 @pytest.mark.parametrize("family", ["voxcpm1", "audio8_tts"])
-def test_a_prompt_without_transcript_is_refused_where_the_family_needs_one(family: str, models, short_ref: Path,
+def test_a_prompt_without_transcript_is_refused_where_the_family_needs_one(family: str, models,
+                                                                          short_ref: Path,
                                                                           tmp_path: Path) -> None:
     model = models[family]
     prompt = tmp_path / "bare.prompt"

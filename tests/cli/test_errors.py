@@ -58,7 +58,8 @@ def test_gguf_with_a_wrong_magic(tmp_path: Path) -> None:
     _assert_clean_failure(proc, out, 1, "not a GGUF file")
 
 
-def test_safetensors_header_that_lies_about_sizes(toy_site: Path, toy_model_dir: Path, tmp_path: Path) -> None:
+def test_safetensors_header_that_lies_about_sizes(toy_site: Path, toy_model_dir: Path,
+                                                  tmp_path: Path) -> None:
     path = toy_model_dir / "model.safetensors"
     raw = path.read_bytes()
     (n,) = struct.unpack("<Q", raw[:8])
@@ -118,10 +119,12 @@ def _wip_family_site(root: Path) -> Path:
     """A family installed with status 'wip' (the toy's spec, marked wip): a module and its dist-info."""
     site = root / "site"
     (site / "wiptone-0.1.dist-info").mkdir(parents=True)
-    (site / "wiptone-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: wiptone\nVersion: 0.1\n")
-    (site / "wiptone-0.1.dist-info" / "entry_points.txt").write_text("[audiocpp.families]\nwiptone = wiptone:plugin\n")
-    spec = json.loads((Path(__file__).parents[1] / "data" / "audiocpp_toyfamily" / "src" / "audiocpp_toyfamily"
-                       / "toytone.json").read_text())
+    (site / "wiptone-0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: wiptone\nVersion: 0.1\n")
+    (site / "wiptone-0.1.dist-info" / "entry_points.txt").write_text(
+        "[audiocpp.families]\nwiptone = wiptone:plugin\n")
+    spec = json.loads((Path(__file__).parents[1] / "data" / "audiocpp_toyfamily" / "src"
+                       / "audiocpp_toyfamily" / "toytone.json").read_text())
     spec.update(family="wiptone", status="wip", status_note="its model code has not landed yet")
     spec.pop("detection", None)
     for row in spec["options"]["request"]:  # the toy's own options are named toytone.*
@@ -129,7 +132,8 @@ def _wip_family_site(root: Path) -> Path:
     (site / "wiptone.json").write_text(json.dumps(spec))
     (site / "wiptone.py").write_text(
         "from pathlib import Path\nfrom audiocpp.engine.plugin import FamilyPlugin\n\n"
-        "class WipPlugin(FamilyPlugin):\n    name = 'wiptone'\n    spec_file = Path(__file__).with_name('wiptone.json')\n\n"
+        "class WipPlugin(FamilyPlugin):\n    name = 'wiptone'\n"
+        "    spec_file = Path(__file__).with_name('wiptone.json')\n\n"
         "plugin = WipPlugin()\n")
     return site
 

@@ -56,7 +56,8 @@ def test_setup_prints_one_line_on_first_run_only(tmp_path: Path) -> None:
     first = setup()
     assert first.returncode == 0, first.stderr
     lines = first.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("[setup] setting up ") and "about a minute" in lines[0], lines
+    assert (len(lines) == 1 and lines[0].startswith("[setup] setting up ")
+            and "about a minute" in lines[0]), lines
     again = setup()  # the stamp is current: silent, as every later bin/audiocpp run
     assert again.returncode == 0 and again.stderr == "", again.stderr
 
@@ -123,10 +124,12 @@ def test_records_have_short_reprs() -> None:
                            metrics=ac.Metrics(wall_s=1.0, audio_s=2.0, seed=3),
                            details={"tokens": np.zeros((8, 5000), np.int64)})
     text = repr(result)
-    assert text == ("TaskResult(task='clone', mode='streaming', audio=AudioBuffer(2.000 s, 24000 Hz, 48000 samples), "
+    assert text == ("TaskResult(task='clone', mode='streaming', "
+                    "audio=AudioBuffer(2.000 s, 24000 Hz, 48000 samples), "
                     "chunks=2, wall_s=1.000, rtf=0.5, seed=3)")
     event = ac.StreamEvent(kind="final", index=2, audio=audio, name="final", result=result)
-    assert repr(event).startswith("StreamEvent(kind='final', index=2, audio=AudioBuffer(2.000 s") and "array" not in repr(event)
+    assert (repr(event).startswith("StreamEvent(kind='final', index=2, audio=AudioBuffer(2.000 s")
+            and "array" not in repr(event))
 
 
 # -- item 6 and 12: inspect's words; packaging the demo says what to expect -------------------------------
@@ -146,7 +149,8 @@ def test_packaging_the_demo_says_random_weights(demo_folder: Path, tmp_path: Pat
     out = tmp_path / "demo-q8_0.gguf"
     stdout = cli_ok("package", "--input", demo_folder, "--type", "q8_0", "--out", out)
     assert out.is_file()
-    assert "demo checkpoint with random weights" in stdout and "Judge quantized packages on a real checkpoint" in stdout
+    assert ("demo checkpoint with random weights" in stdout
+            and "Judge quantized packages on a real checkpoint" in stdout)
     assert "audio cosine about 0.3" in README  # and the README says it where users look first
 
 

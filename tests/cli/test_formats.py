@@ -58,7 +58,8 @@ def test_missing_codec_is_one_error_naming_what_there_is(monkeypatch: pytest.Mon
 
     real = soundfile.available_subtypes
     monkeypatch.setattr(soundfile, "available_subtypes",
-                        lambda major=None: {k: v for k, v in real(major).items() if k not in ("OPUS", "MPEG_LAYER_III")})
+                        lambda major=None: {k: v for k, v in real(major).items()
+                                            if k not in ("OPUS", "MPEG_LAYER_III")})
     assert "mp3" not in available_write_formats() and "wav16" in available_write_formats()
     with pytest.raises(UsageError) as info:
         check_write_format("opus", "--out 'x.opus'")

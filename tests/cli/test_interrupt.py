@@ -19,9 +19,9 @@ def test_sigint_while_streaming_reports_the_chunks_kept(tmp_path: Path) -> None:
     text = " ".join(f"This is sentence number {i} of a long text." for i in range(30))
     env = {k: v for k, v in os.environ.items() if k != "AUDIOCPP_DEBUG"}
     proc = subprocess.Popen(
-        [str(cli_path()), "--family", "omnivoice", "--mode", "streaming", "--text", text, "--out-dir", str(chunks),
-         "--out", str(out), "-r", "audio_chunk_threshold=0", "-r", "audio_chunk_duration=2",
-         "-r", "num_inference_steps=64"],
+        [str(cli_path()), "--family", "omnivoice", "--mode", "streaming", "--text", text,
+         "--out-dir", str(chunks), "--out", str(out), "-r", "audio_chunk_threshold=0",
+         "-r", "audio_chunk_duration=2", "-r", "num_inference_steps=64"],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         preexec_fn=sigint_restored,
     )

@@ -113,7 +113,8 @@ def test_kernels_subcommand_reports_every_kernel() -> None:
     lines = proc.stdout.splitlines()
     assert [line.split(":")[0] for line in lines] == names, proc.stdout
     for line in lines:
-        assert re.fullmatch(r"\w+: (ready \(\d+\.\d s\)|not used on this machine: .+|not built: .+)", line), line
+        assert re.fullmatch(r"\w+: (ready \(\d+\.\d s\)|not used on this machine: .+|not built: .+)",
+                            line), line
     assert proc.returncode == (1 if any(": not built" in line for line in lines) else 0), proc.stderr
 
 

@@ -38,7 +38,8 @@ def test_package_a_folder_then_inspect(setup: tuple[Path, Path], tmp_path: Path)
     proc = run_cli("package", "--spec", spec, "--input", folder, "--type", "q8_0",
                    "--keep-type", "w/layers.*=f16", "--out", out)
     assert proc.returncode == 0, proc.stderr
-    assert "Q8_0" in proc.stdout and "lookup table" in proc.stdout and "--keep-type w/layers.*=f16" in proc.stdout
+    assert ("Q8_0" in proc.stdout and "lookup table" in proc.stdout
+            and "--keep-type w/layers.*=f16" in proc.stdout)
     assert "embedded files: 5" in proc.stdout
     source = open_weights(out)
     assert source.info("w/layers.0.q_proj.weight").dtype == "F16"
@@ -103,7 +104,8 @@ def test_missing_sidecar(setup: tuple[Path, Path], tmp_path: Path) -> None:
     (("--keep-type", "codec"), "pattern=type"),
     (("--keep-type", "nothing/*=f16"), "matches no tensor"),
 ])
-def test_bad_type_options(setup: tuple[Path, Path], tmp_path: Path, args: tuple[str, ...], needle: str) -> None:
+def test_bad_type_options(setup: tuple[Path, Path], tmp_path: Path, args: tuple[str, ...],
+                          needle: str) -> None:
     spec, folder = setup
     out = tmp_path / "m.gguf"
     proc = run_cli("package", "--spec", spec, "--input", folder, *args, "--out", out)

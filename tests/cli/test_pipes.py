@@ -24,7 +24,8 @@ from tests.support import cli_path, run_cli
 TEXT = "The first sentence is here. A second one follows it. Then a third. And the fourth ends it."
 
 
-def test_out_dash_streams_a_wav_that_is_decoded_while_the_process_runs(demo_dir: Path, tmp_path: Path) -> None:
+def test_out_dash_streams_a_wav_that_is_decoded_while_the_process_runs(demo_dir: Path,
+                                                                        tmp_path: Path) -> None:
     chunks = tmp_path / "chunks"
     proc = popen_cli("--model", demo_dir, "--text", TEXT, "--mode", "streaming", "--seed", "3", "--out", "-",
                      "--out-dir", chunks, *CHUNKED)
@@ -115,11 +116,13 @@ def test_offline_out_dash_is_the_file_and_nothing_else(demo_dir: Path, demo, tmp
 
 
 def test_pipe_flag_errors(demo_dir: Path, tmp_path: Path) -> None:
-    proc = run_cli("--model", demo_dir, "--text", "Hi.", "--mode", "streaming", "--out", "-", "--format", "flac")
+    proc = run_cli("--model", demo_dir, "--text", "Hi.", "--mode", "streaming", "--out", "-",
+                   "--format", "flac")
     assert proc.returncode == 2 and "--mode offline" in proc.stderr and proc.stdout == ""
     proc = run_cli("--model", demo_dir, "--text", "Hi.", "--stream-by-line", "--out", tmp_path / "x.wav")
     assert proc.returncode == 2 and "--stream-by-line" in proc.stderr and not (tmp_path / "x.wav").exists()
-    proc = run_cli("--model", demo_dir, "--text", "Hi.", "--sample-rate", "44100", "--out", tmp_path / "x.opus")
+    proc = run_cli("--model", demo_dir, "--text", "Hi.", "--sample-rate", "44100",
+                   "--out", tmp_path / "x.opus")
     assert proc.returncode == 2 and "opus" in proc.stderr and "48000" in proc.stderr
     assert "Traceback" not in proc.stderr
 

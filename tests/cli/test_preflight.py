@@ -47,11 +47,13 @@ def test_out_dir_naming_a_file(empty_model: Path, tmp_path: Path) -> None:
     afile = tmp_path / "afile"
     afile.write_text("keep me")
     out = tmp_path / "x.wav"
-    proc = run_cli("--family", "omnivoice", "--model", empty_model, "--text", "Hi.", "--out-dir", afile, "--out", out)
+    proc = run_cli("--family", "omnivoice", "--model", empty_model, "--text", "Hi.", "--out-dir", afile,
+                   "--out", out)
     _refused(proc, f"--out-dir '{afile}' is a file")
     assert afile.read_text() == "keep me" and not out.exists()
     below = afile / "chunks"
-    proc = run_cli("--family", "omnivoice", "--model", empty_model, "--text", "Hi.", "--out-dir", below, "--out", out)
+    proc = run_cli("--family", "omnivoice", "--model", empty_model, "--text", "Hi.", "--out-dir", below,
+                   "--out", out)
     _refused(proc, "cannot be created", "is a file")
 
 
@@ -96,9 +98,11 @@ def test_out_dir_is_created_only_when_a_chunk_is_written(empty_model: Path, tmp_
 
 # -- item 3: inputs that used to be ignored, the same rules in every family ------------------------
 INPUTS = [
-    ("reference_text_on_tts", ["--task", "tts", "--reference-text", "Hello."], "--reference-text needs --voice-ref"),
+    ("reference_text_on_tts", ["--task", "tts", "--reference-text", "Hello."],
+     "--reference-text needs --voice-ref"),
     ("voice_ref_on_tts", ["--task", "tts", "--voice-ref", "REF"], "task 'tts' takes no reference audio"),
-    ("voice_prompt_on_tts", ["--task", "tts", "--voice-prompt", "PROMPT"], "task 'tts' takes no voice prompt"),
+    ("voice_prompt_on_tts", ["--task", "tts", "--voice-prompt", "PROMPT"],
+     "task 'tts' takes no voice prompt"),
     ("voice_and_prompt", ["--task", "clon", "--voice-ref", "REF", "--voice-prompt", "PROMPT"], "not both"),
     ("format_vs_extension", ["--format", "flac"], "--format flac does not match the extension"),
     ("session_option_prefix", ["--session-option", "compute_dtype=float32"], "lacks its family prefix"),
@@ -127,7 +131,8 @@ def test_ignored_inputs_are_errors_in_every_family(family: str, label: str, args
     assert not out.exists()
 
 
-def test_design_is_refused_before_loading_where_the_family_has_none(empty_model: Path, tmp_path: Path) -> None:
+def test_design_is_refused_before_loading_where_the_family_has_none(empty_model: Path,
+                                                                   tmp_path: Path) -> None:
     proc = run_cli("--family", "voxcpm1", "--model", empty_model, "--task", "design", "--instruct", "calm",
                    "--text", "Hi.", "--out", tmp_path / "x.wav")
     _refused(proc, "voxcpm1 does not support task 'design'", "tts, clon")
@@ -140,8 +145,8 @@ def test_matching_format_and_prefixed_session_option_run(tmp_path: Path) -> None
     assert proc.returncode == 0, proc.stderr
     assert sf.info(str(out)).subtype == "PCM_24"
     odd = tmp_path / "x.audio"  # an extension that implies nothing takes any --format
-    proc = run_cli("--family", "omnivoice", "--text", "Hi.", "--format", "flac", "-r", "num_inference_steps=2",
-                   "--out", odd)
+    proc = run_cli("--family", "omnivoice", "--text", "Hi.", "--format", "flac",
+                   "-r", "num_inference_steps=2", "--out", odd)
     assert proc.returncode == 0, proc.stderr
     assert sf.info(str(odd)).format == "FLAC"
 

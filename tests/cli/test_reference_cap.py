@@ -25,7 +25,8 @@ from audiocpp.engine.spec import load_spec_file
 from tests.support import cli_ok, run_cli
 
 RATE = 16000
-TOY_SPEC = Path(__file__).resolve().parents[1] / "data" / "audiocpp_toyfamily" / "src" / "audiocpp_toyfamily" / "toytone.json"
+TOY_SPEC = (Path(__file__).resolve().parents[1] / "data" / "audiocpp_toyfamily" / "src" / "audiocpp_toyfamily"
+            / "toytone.json")
 
 
 def speech_like(seconds: float, rate: int = RATE) -> np.ndarray:
@@ -90,7 +91,8 @@ def test_every_cloning_spec_declares_the_same_cap() -> None:
 
 def test_long_reference_without_transcript_is_cut_at_a_pause_with_a_warning(model) -> None:
     samples = speech_like(30.0)
-    with pytest.warns(AudiocppWarning, match=r"is 30\.0 s long, over the 20 s cap; using its first 1\d\.\d s"):
+    with pytest.warns(AudiocppWarning,
+                      match=r"is 30\.0 s long, over the 20 s cap; using its first 1\d\.\d s"):
         audio = _clone(model, samples)
     assert 3.0 <= audio.duration <= 15.0
     cut = audio.num_samples
@@ -139,7 +141,8 @@ def test_cli_cuts_a_long_reference_without_transcript_and_warns(tmp_path: Path) 
     out = tmp_path / "x.wav"
     # the tiny model holds 512 positions: a small cap keeps the reference within them
     stdout = cli_ok("--model", ckpt, "--task", "clon", "--voice-ref", ref, "--text", "Hi.", "--seed", "1",
-                    "-r", "max_reference_seconds=1.2", "-r", "max_tokens=4", "-r", "retry_badcase=false", "--out", out)
+                    "-r", "max_reference_seconds=1.2", "-r", "max_tokens=4", "-r", "retry_badcase=false",
+                    "--out", out)
     warning = [ln for ln in stdout.splitlines() if ln.startswith("warning: ")]
     assert len(warning) == 1, stdout
     assert "is 3.0 s long, over the 1.2 s cap; using its first 0.9 s" in warning[0], stdout

@@ -47,7 +47,8 @@ def test_four_cues_land_in_their_slots_with_silence_between(demo_dir: Path, demo
     timeline, rate = sf.read(out, dtype="float32")
     assert rate == 24000 and len(timeline) == round(6.5 * rate)
     cues = read_srt(srt)
-    assert [c.text for c in cues][1:] == ["How are you today, my friend?", "Fine.", "See you soon, my friend."]
+    assert [c.text for c in cues][1:] == ["How are you today, my friend?", "Fine.",
+                                          "See you soon, my friend."]
     assert proc.stderr.count("cue=") == 4
     session = demo.session("tts")
     speech = np.zeros(len(timeline), bool)
@@ -71,17 +72,20 @@ def test_four_cues_land_in_their_slots_with_silence_between(demo_dir: Path, demo
 BAD = {
     "overlap": ("1\n00:00:01,000 --> 00:00:03,000\nOne.\n\n2\n00:00:02,000 --> 00:00:04,000\nTwo.\n",
                 ["cue 2 (line 6): starts at 00:00:02,000, before cue 1 ends at 00:00:03,000"]),
-    "end before start": ("1\n00:00:05,000 --> 00:00:04,000\nOne.\n", ["cue 1 (line 2): ends at 00:00:04,000"]),
+    "end before start": ("1\n00:00:05,000 --> 00:00:04,000\nOne.\n",
+                         ["cue 1 (line 2): ends at 00:00:04,000"]),
     "bad timestamp": ("1\n00:00:01 -> 00:00:02\nOne.\n\n2\n00:00:03,000 --> 00:00:04,000\nTwo.\n",
                       ["cue 1 (line 2): bad timing line '00:00:01 -> 00:00:02'"]),
     "out of order": ("1\n00:00:05,000 --> 00:00:06,000\nOne.\n\n2\n00:00:01,000 --> 00:00:02,000\nTwo.\n",
                      ["cue 2 (line 6): starts at 00:00:01,000, before cue 1 (which starts at 00:00:05,000)"]),
     "no number": ("00:00:01,000 --> 00:00:02,000\nOne.\n", ["cue 1 (line 1): the cue number is missing"]),
     "no text": ("1\n00:00:01,000 --> 00:00:02,000\n<i></i>\n", ["cue 1 (line 1): has no text"]),
-    "minutes": ("7\n00:75:00,000 --> 00:76:00,000\nOne.\n", ["cue 7 (line 2): minutes and seconds must be below 60"]),
+    "minutes": ("7\n00:75:00,000 --> 00:76:00,000\nOne.\n",
+                ["cue 7 (line 2): minutes and seconds must be below 60"]),
     "empty": ("\n\n", ["no cues found"]),
     "several": ("1\n00:00:01,000 --> 00:00:03,000\nOne.\n\n2\n00:00:02,000 --> 00:00:04,000\nTwo.\n\n"
-                "3\nnonsense\nThree.\n", ["has 2 problems", "cue 2 (line 6)", "cue 3 (line 10): bad timing line"]),
+                "3\nnonsense\nThree.\n",
+                ["has 2 problems", "cue 2 (line 6)", "cue 3 (line 10): bad timing line"]),
 }
 
 

@@ -12,7 +12,8 @@ from safetensors.torch import save_file
 from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.spec.validate import builtin_spec_path, validate_spec
 
-LONG_NAME = "encoder.blocks.0.attention.relative_position_bias_table_projection.weight"  # >= 64 bytes with ns/
+# >= 64 bytes with ns/
+LONG_NAME = "encoder.blocks.0.attention.relative_position_bias_table_projection.weight"
 NAME_63 = "w/" + "a" * 54 + ".weight"  # exactly 63 bytes: the longest name kept as is
 NAME_64 = "w/" + "a" * 55 + ".weight"  # 64 bytes: aliased
 

@@ -53,7 +53,8 @@ def _build(seed: int, sr: int, layout: list[tuple[str, float, float]], channels:
     of low noise are appended so the length is not a whole number of milliseconds (when it
     rounds up, pydub pads slices that reach the end with zero frames)."""
     rng = np.random.default_rng(seed)
-    parts = [(_tone if kind == "tone" else _noise)(rng, sr, ms, level, channels) for kind, ms, level in layout]
+    parts = [(_tone if kind == "tone" else _noise)(rng, sr, ms, level, channels)
+             for kind, ms, level in layout]
     parts.append(_noise(rng, sr, 0, -70, channels) if not extra else rng.normal(0, 1e-4, (channels, extra)))
     return np.concatenate(parts, axis=1).astype(np.float32)
 
@@ -95,13 +96,15 @@ CASES: dict[str, tuple[np.ndarray, int]] = {
     "no_silence_16k": (_build(4, 16000, [("tone", 1500, 0.5)]), 16000),
     "all_silent_48k": (_build(5, 48000, [("sil", 1300, -70)]), 48000),
     "short_16k": (_build(6, 16000, [("sil", 40, -80), ("tone", 110, 0.5)], extra=9), 16000),
-    "edges_24k": (_build(7, 24000, [("sil", 1200, -60), ("tone", 600, 0.5), ("sil", 900, -58)], extra=18), 24000),
+    "edges_24k": (_build(7, 24000, [("sil", 1200, -60), ("tone", 600, 0.5), ("sil", 900, -58)], extra=18),
+                  24000),
     "clipped_24k": (_build(8, 24000, [("sil", 200, -70), ("tone", 500, 1.6), ("sil", 400, -70)]), 24000),
 }
 LONG_CASES: dict[str, tuple[np.ndarray, int]] = {
     "long_gaps_24k": (_long(9, [400, 150, 90, 600]), 24000),
     "long_tight_24k": (_long(10, [60, 80]), 24000),  # no gap reaches 100 ms: cut at 15 s
-    "long_early_24k": (_build(12, 24000, [("tone", 1500, 0.4), ("sil", 500, -60), ("tone", 22000, 0.4)]), 24000),
+    "long_early_24k": (_build(12, 24000, [("tone", 1500, 0.4), ("sil", 500, -60), ("tone", 22000, 0.4)]),
+                       24000),
 }
 
 
@@ -120,7 +123,8 @@ def _jobs() -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
         add("dbfs_chunks", [name], [sr, 10])
         seg_len = len(Segment.from_float(x, sr))
         starts = list(range(0, seg_len, 37)) + [seg_len - 1, seg_len, seg_len + 5]
-        add("rms_windows", [name], [sr, starts, [s + w for s, w in zip(starts, [1, 10, 100, 300] * len(starts))]])
+        add("rms_windows", [name],
+            [sr, starts, [s + w for s, w in zip(starts, [1, 10, 100, 300] * len(starts))]])
         for start, end in ((0, 10), (37, 381), (len(Segment.from_float(x, sr)) - 3, 10**6), (250, 120)):
             add("slice", [name], [sr, start, end])
         for kw in ({"min_silence_len": 300, "silence_thresh": -50, "seek_step": 10},
@@ -129,7 +133,8 @@ def _jobs() -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
                    {"min_silence_len": 1000, "silence_thresh": -16, "seek_step": 1}):
             add("detect_silence", [name], [sr], **kw)
             add("detect_nonsilent", [name], [sr], **kw)
-        for kw in ({"silence_threshold": -50.0, "chunk_size": 10}, {"silence_threshold": -40.0, "chunk_size": 10},
+        for kw in ({"silence_threshold": -50.0, "chunk_size": 10},
+                   {"silence_threshold": -40.0, "chunk_size": 10},
                    {"silence_threshold": -50.0, "chunk_size": 7}):
             add("detect_leading_silence", [name], [sr], **kw)
             add("detect_trailing_silence", [name], [sr], **kw)
@@ -138,7 +143,8 @@ def _jobs() -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
                    {"min_silence_len": 200, "silence_thresh": -45, "keep_silence": False, "seek_step": 10},
                    {"min_silence_len": 150, "silence_thresh": -50, "keep_silence": 50, "seek_step": 1}):
             add("split_on_silence", [name], [sr], **kw)
-        for kw in ({"lead_sil": 100, "trail_sil": 300}, {"lead_sil": 0, "trail_sil": 0, "silence_threshold": -40}):
+        for kw in ({"lead_sil": 100, "trail_sil": 300},
+                   {"lead_sil": 0, "trail_sil": 0, "silence_threshold": -40}):
             add("remove_silence_edges", [name], [sr], **kw)
         for kw in ({}, {"mid_sil": 200, "lead_sil": 100, "trail_sil": 200},
                    {"mid_sil": 500, "lead_sil": 100, "trail_sil": 100}, {"mid_sil": 0}):
@@ -289,7 +295,8 @@ def test_cases_exercise_every_branch(upstream: dict[str, Any]) -> None:
     results = upstream["results"]
     nonsilent = [v for k, v in results.items() if k.startswith("detect_nonsilent")]
     assert any(len(v) >= 4 for v in nonsilent) and any(v == [] for v in nonsilent)
-    trims = {k: _expected(upstream, k).shape[-1] for k in results if k.startswith("trim_long_audio") and "long" in k}
+    trims = {k: _expected(upstream, k).shape[-1] for k in results
+             if k.startswith("trim_long_audio") and "long" in k}
     assert len(set(trims.values())) >= 3, trims
     lead = [v for k, v in results.items() if k.startswith("detect_leading_silence")]
     assert len(set(lead)) >= 5

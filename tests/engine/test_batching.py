@@ -75,7 +75,8 @@ def _clear_groups():
 # -- run_batch and stream_batch --------------------------------------------------------------------
 def test_ops_of_rows_run_in_groups_and_rows_leave_when_done(toy_model) -> None:
     session = counting(toy_model)
-    requests = [TaskRequest(text="ab", seed=10), TaskRequest(text="abcd", seed=20), TaskRequest(text="abcdef", seed=30)]
+    requests = [TaskRequest(text="ab", seed=10), TaskRequest(text="abcd", seed=20),
+                TaskRequest(text="abcdef", seed=30)]
     results = session.run_batch(requests)
     assert [r.details["value"] for r in results] == [12, 24, 36]
     assert GROUPS == [3, 3, 2, 2, 1, 1]  # the two-step row leaves after step 2, the four-step one after 4
@@ -193,7 +194,8 @@ def test_requests_within_the_window_start_together(toy_model) -> None:
         first = batcher.submit(TaskRequest(text="abc", seed=1), session=session)
         time.sleep(0.05)
         second = batcher.submit(TaskRequest(text="abc", seed=2), session=session)
-        assert first.result(timeout=30).details["value"] == 4 and second.result(timeout=30).details["value"] == 5
+        assert (first.result(timeout=30).details["value"] == 4
+                and second.result(timeout=30).details["value"] == 5)
         assert GROUPS == [2, 2, 2]
         assert first.result().metrics.queued_s >= 0.2
     finally:
@@ -259,8 +261,8 @@ def test_threads_submitting_at_once_each_get_their_own_result(toy_model) -> None
     results: dict[int, float] = {}
 
     def worker(i: int) -> None:
-        results[i] = batcher.submit(TaskRequest(text="x" * (i + 1), seed=100 * i), session=session).result(30).details[
-            "value"]
+        results[i] = batcher.submit(TaskRequest(text="x" * (i + 1), seed=100 * i),
+                                    session=session).result(30).details["value"]
 
     try:
         threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]

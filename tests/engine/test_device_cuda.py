@@ -28,7 +28,8 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
-def run(path: Path, family: str, device: str, request: TaskRequest, compute_dtype: str = "float32", task="tts"):
+def run(path: Path, family: str, device: str, request: TaskRequest, compute_dtype: str = "float32",
+        task="tts"):
     from audiocpp.engine import load
 
     model = load(path, family=family, load_options={"device": device})
@@ -54,8 +55,8 @@ def package(folder: Path, family: str, kind: str, root: Path) -> Path:
 
     out = root / f"{family}-{kind}.gguf"
     if not out.exists():
-        package_from_cli(out=out, inputs=[str(folder)], spec=None, family=family, weight_type=kind, keep_types=[],
-                         overwrite=False)
+        package_from_cli(out=out, inputs=[str(folder)], spec=None, family=family, weight_type=kind,
+                         keep_types=[], overwrite=False)
     return out
 
 
@@ -68,7 +69,8 @@ def test_audio8_float32_on_cuda_equals_the_cpu(do_sample: bool) -> None:
 
 
 def test_voxcpm2_float32_on_cuda_equals_the_cpu(voxcpm2_tiny: Path) -> None:
-    request = TaskRequest(text=TEXT, seed=7, options={"min_tokens": 6, "max_tokens": 6, "retry_badcase": False})
+    request = TaskRequest(text=TEXT, seed=7,
+                          options={"min_tokens": 6, "max_tokens": 6, "retry_badcase": False})
     cpu, gpu = (run(voxcpm2_tiny, "voxcpm2", d, request) for d in ("cpu", "cuda"))
     a, b = cpu.details["latents"][0], gpu.details["latents"][0]
     assert a.shape == b.shape and np.abs(a - b).max() < 1e-3 * max(1.0, np.abs(a).max())
@@ -86,7 +88,8 @@ def test_gpu_defaults_and_quantized_packages_run_close(tmp_path: Path, voxcpm2_t
     from audiocpp.engine import load
     from audiocpp.engine.nn.quantized import Int8Linear
 
-    request = TaskRequest(text=TEXT, seed=7, options={"min_tokens": 6, "max_tokens": 6, "retry_badcase": False})
+    request = TaskRequest(text=TEXT, seed=7,
+                          options={"min_tokens": 6, "max_tokens": 6, "retry_badcase": False})
     reference = run(voxcpm2_tiny, "voxcpm2", "cpu", request)
     q8 = package(voxcpm2_tiny, "voxcpm2", "q8_0", tmp_path)
     model = load(q8, family="voxcpm2", load_options={"device": "cuda"})

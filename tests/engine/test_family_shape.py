@@ -19,7 +19,8 @@ IMPORT = re.compile(r"^\s*(?:from|import)\s+audiocpp\.families\.(\w+)", re.MULTI
 def _classes(path: Path) -> dict[str, list[str]]:
     """Top-level classes of a module -> the names of their bases."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    return {node.name: [ast.unparse(b) for b in node.bases] for node in tree.body if isinstance(node, ast.ClassDef)}
+    return {node.name: [ast.unparse(b) for b in node.bases] for node in tree.body
+            if isinstance(node, ast.ClassDef)}
 
 
 def _functions(path: Path) -> set[str]:
@@ -42,7 +43,8 @@ def test_family_folder_has_the_shape(name: str) -> None:
     missing = [f for f in required if not (folder / f).is_file()]
     assert not missing, f"{name} lacks {missing} (docs/adding-a-family.md)"
     assert "load_parts" in _functions(folder / "weights.py")
-    assert any(c.endswith("Parts") for c in _classes(folder / "weights.py")), f"{name}: weights.py has no <Family>Parts"
+    assert any(c.endswith("Parts") for c in _classes(folder / "weights.py")), (
+        f"{name}: weights.py has no <Family>Parts")
     session = _classes(folder / "session.py")
     assert any(c.endswith("LoadedModel") for c in session), f"{name}: session.py has no <Family>LoadedModel"
     assert any(c.endswith("Session") for c in session), f"{name}: session.py has no <Family>Session"

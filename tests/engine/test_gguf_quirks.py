@@ -54,7 +54,8 @@ def ggml_rewrite(src: Path, dst: Path, overrides: dict[str, Any] | None = None) 
         vtype = field.types[0]
         sub = field.types[1] if vtype == gguf.GGUFValueType.ARRAY and key not in overrides else None
         value = overrides.pop(key, values[key])
-        writer.add_key_value(key, value.tolist() if isinstance(value, np.ndarray) else value, vtype, sub_type=sub)
+        writer.add_key_value(key, value.tolist() if isinstance(value, np.ndarray) else value, vtype,
+                             sub_type=sub)
     assert not overrides, f"keys not in {src.name}: {sorted(overrides)}"
     for t in reader.tensors:
         ne = ggml_dims(tuple(int(d) for d in t.shape))
@@ -78,7 +79,8 @@ def test_ggml_rewrite_drops_trailing_unit_dims(tmp_path: Path) -> None:
                  writer.close):
         step()
     out = GGUFFile(ggml_rewrite(src, tmp_path / "out.gguf"))
-    assert {n: t.torch_shape for n, t in out.tensors.items()} == {"alpha": (4, 1), "conv": (2, 7), "plain": (3, 32)}
+    assert {n: t.torch_shape for n, t in out.tensors.items()} == {"alpha": (4, 1), "conv": (2, 7),
+                                                                  "plain": (3, 32)}
     assert out.metadata["quirk.pairs"] == [["a", "b"], ["c", "d"]]
     assert np.array_equal(out.raw("alpha").view(np.float32), np.arange(4, dtype=np.float32))
 
@@ -155,7 +157,8 @@ def _unfold_pos_conv(path: Path) -> None:
     save_file(state, str(path), metadata={"format": "pt"})
 
 
-def test_omnivoice_codec_rewritten_by_ggml_loads(omnivoice_cpp_files: dict[str, Path], tmp_path: Path) -> None:
+def test_omnivoice_codec_rewritten_by_ggml_loads(omnivoice_cpp_files: dict[str, Path],
+                                                 tmp_path: Path) -> None:
     """omnivoice.cpp's ``quantize`` output keeps the codec's Snake alphas as (C, 1) and the last
     decoder conv as (C, 7): the codec loads and the audio is the folder's."""
     files = omnivoice_cpp_files

@@ -38,7 +38,8 @@ def test_inspect_package(tmp_path: Path) -> None:
 
 
 def test_inspect_plain_gguf(tmp_path: Path) -> None:
-    path = write_gguf(tmp_path / "lm.gguf", {"blk.0.w": np.ones((2, 32), np.float32), "t": np.ones(2, np.float16)},
+    path = write_gguf(tmp_path / "lm.gguf",
+                      {"blk.0.w": np.ones((2, 32), np.float32), "t": np.ones(2, np.float16)},
                       arch="omnivoice-lm")
     info = inspect_path(path, "omnivoice", spec("omnivoice"))
     assert info.format == "gguf" and info.num_tensors == 2 and info.namespaces == {}

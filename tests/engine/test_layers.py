@@ -28,7 +28,8 @@ def test_the_checks_catch_a_cycle_and_each_upward_import() -> None:
 
 def test_type_only_imports_are_not_edges(tmp_path) -> None:
     module = tmp_path / "m.py"
-    module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from audiocpp.engine import b\n"
+    module.write_text("from typing import TYPE_CHECKING\n"
+                      "if TYPE_CHECKING:\n    from audiocpp.engine import b\n"
                       "def f():\n    from audiocpp.engine import c\n")
     known = {"audiocpp.engine", "audiocpp.engine.b", "audiocpp.engine.c"}
     assert layer_report.imports("audiocpp.engine.a", module, known) == {"audiocpp.engine.c"}

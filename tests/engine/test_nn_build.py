@@ -47,14 +47,16 @@ class Net(nn.Module):
 
 def weights(dtype: torch.dtype = torch.bfloat16) -> dict[str, torch.Tensor]:
     gen = torch.Generator().manual_seed(0)
-    return {"lin.weight": torch.randn(2, 3, generator=gen).to(dtype), "lin.bias": torch.randn(2, generator=gen).to(dtype),
+    return {"lin.weight": torch.randn(2, 3, generator=gen).to(dtype),
+            "lin.bias": torch.randn(2, generator=gen).to(dtype),
             "table": torch.arange(4)}
 
 
 @pytest.mark.parametrize("name, dtype", [
     (None, torch.float32), ("", torch.float32), ("float32", torch.float32), ("fp32", torch.float32),
-    ("float", torch.float32), ("bfloat16", torch.bfloat16), ("bf16", torch.bfloat16), ("BF16", torch.bfloat16),
-    ("float16", torch.float16), ("fp16", torch.float16), ("half", torch.float16), (torch.float16, torch.float16),
+    ("float", torch.float32), ("bfloat16", torch.bfloat16), ("bf16", torch.bfloat16),
+    ("BF16", torch.bfloat16), ("float16", torch.float16), ("fp16", torch.float16), ("half", torch.float16),
+    (torch.float16, torch.float16),
 ])
 def test_torch_dtype(name, dtype) -> None:
     assert torch_dtype(name) is dtype
@@ -86,7 +88,8 @@ def test_load_on_meta_names_missing_and_unexpected_tensors() -> None:
     src = weights()
     del src["lin.bias"]
     src["extra"] = torch.zeros(1)
-    with pytest.raises(ModelError, match="test net weights.*missing from the weights: lin.bias.*unexpected.*extra"):
+    with pytest.raises(ModelError,
+                       match="test net weights.*missing from the weights: lin.bias.*unexpected.*extra"):
         load_on_meta(Net, DictSource(src), what="test net")
 
 

@@ -29,7 +29,8 @@ def test_extra_padding_completes_the_last_stride() -> None:
 
 
 def test_causal_outputs_do_not_depend_on_the_future() -> None:
-    seq = nn.Sequential(CausalConv1d(3, 4, 7, dilation=3), ResidualUnit(4, 9), CausalConvTranspose1d(4, 2, 8, 4))
+    seq = nn.Sequential(CausalConv1d(3, 4, 7, dilation=3), ResidualUnit(4, 9),
+                        CausalConvTranspose1d(4, 2, 8, 4))
     _randomize(seq)
     x = torch.randn(1, 3, 40)
     with torch.no_grad():
@@ -40,8 +41,8 @@ def test_causal_outputs_do_not_depend_on_the_future() -> None:
 
 
 def test_streaming_equals_offline() -> None:
-    seq = nn.Sequential(CausalConv1d(3, 4, 7, dilation=1), ResidualUnit(4, 3), CausalConvTranspose1d(4, 4, 4, 2),
-                        ResidualUnit(4, 9), CausalConv1d(4, 1, 7))
+    seq = nn.Sequential(CausalConv1d(3, 4, 7, dilation=1), ResidualUnit(4, 3),
+                        CausalConvTranspose1d(4, 4, 4, 2), ResidualUnit(4, 9), CausalConv1d(4, 1, 7))
     _randomize(seq)
     x = torch.randn(1, 3, 37)
     with torch.no_grad():
@@ -60,7 +61,8 @@ def test_fused_snake_is_bit_identical_to_the_reference_snake() -> None:
     torch.manual_seed(0)
     x, alpha = torch.randn(2, 5, 3001) * 3, torch.rand(1, 5, 1) + 0.1
     assert torch.equal(snake(x, alpha), activations.snake(x, alpha))
-    assert torch.equal(snake(x[..., :7].reshape(2, 5, 7, 1), alpha), activations.snake(x[..., :7].reshape(2, 5, 7, 1), alpha))
+    assert torch.equal(snake(x[..., :7].reshape(2, 5, 7, 1), alpha),
+                       activations.snake(x[..., :7].reshape(2, 5, 7, 1), alpha))
 
 
 def test_centred_residual_unit_keeps_length() -> None:

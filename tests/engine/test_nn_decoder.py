@@ -30,7 +30,8 @@ CONFIGS = {
 }
 
 
-def _reference(layers: nn.ModuleList, cfg: DecoderConfig, x: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
+def _reference(layers: nn.ModuleList, cfg: DecoderConfig, x: torch.Tensor,
+               key_mask: torch.Tensor) -> torch.Tensor:
     """The plain full-sequence forward: causal & padding mask, positions cumsum(mask) - 1."""
     b, t, _ = x.shape
     positions = key_mask.long().cumsum(-1).sub(1).clamp_min(0)
@@ -112,5 +113,6 @@ def test_grouped_step_matches_sdpa_math_backend() -> None:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     with sdpa_kernel(SDPBackend.MATH):
-        ref = F.scaled_dot_product_attention(q, k[:, :, :6].repeat_interleave(2, 1), v[:, :, :6].repeat_interleave(2, 1))
+        ref = F.scaled_dot_product_attention(q, k[:, :, :6].repeat_interleave(2, 1),
+                                             v[:, :, :6].repeat_interleave(2, 1))
     assert torch.allclose(got, ref, atol=1e-6)

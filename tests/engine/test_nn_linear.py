@@ -1,6 +1,7 @@
 """engine.nn.linear: the one function that picks a linear layer (linear_for) follows its table for
 every storage, device and kernel; the walkers built on it (quantize_linears, fast_linears) give the
-layers and numbers of those built by hand, bit for bit; keep_quantized adds the many-row layers only where the Q8_0 kernel runs."""
+layers and numbers of those built by hand, bit for bit; keep_quantized adds the many-row layers only
+where the Q8_0 kernel runs."""
 
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ def test_blocks_without_the_kernel_take_int4_or_int8(monkeypatch, tmp_path: Path
 
 def test_blocks_off_the_cpu_take_int8(tmp_path: Path) -> None:
     meta = nn.Linear(64, 64, bias=False, device="meta")
-    layer = linear.linear_for(meta, blocks=_source(tmp_path).blocks("w.weight"), device="meta", dtype=torch.float16)
+    layer = linear.linear_for(meta, blocks=_source(tmp_path).blocks("w.weight"), device="meta",
+                              dtype=torch.float16)
     assert isinstance(layer, quantized.Int8Linear) and layer.qweight.device.type == "meta"
     assert layer.scale.dtype == torch.float16
 
@@ -104,12 +106,14 @@ def test_quantize_linears_replaces_matching_layers_only(tmp_path: Path) -> None:
     tensors = {"a.weight": rng.standard_normal((64, 64)).astype(np.float32),
                "a.bias": rng.standard_normal(64).astype(np.float32),
                "b.weight": rng.standard_normal((64, 64)).astype(np.float32)}
-    source = open_weights(write_gguf(tmp_path / "m.gguf", tensors, types={"a.weight": "Q8_0", "b.weight": "Q8_0"}))
+    source = open_weights(write_gguf(tmp_path / "m.gguf", tensors,
+                                     types={"a.weight": "Q8_0", "b.weight": "Q8_0"}))
     with torch.device("meta"):
         net = nn.Module()
         net.a, net.b = nn.Linear(64, 64), nn.Linear(64, 64, bias=False)
     done = linear.quantize_linears(net, source, ("a",), dtype=torch.bfloat16)
-    assert done == ["a.weight"] and isinstance(net.a, quantized.QUANTIZED_LAYERS) and isinstance(net.b, nn.Linear)
+    assert (done == ["a.weight"] and isinstance(net.a, quantized.QUANTIZED_LAYERS)
+            and isinstance(net.b, nn.Linear))
     same = linear.block_linear(source.blocks("a.weight"), CPU, torch.bfloat16)
     assert type(same) is type(net.a)
     x = torch.randn(3, 64).to(torch.bfloat16)

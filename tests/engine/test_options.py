@@ -30,7 +30,8 @@ def test_defaults_are_filled_and_typed(omnivoice) -> None:
 
 
 def test_strings_from_the_cli_are_parsed(omnivoice) -> None:
-    opts = resolve_options(omnivoice, "request", {"num_inference_steps": "16", "denoise": "false", "t_shift": "0.2"})
+    opts = resolve_options(omnivoice, "request",
+                           {"num_inference_steps": "16", "denoise": "false", "t_shift": "0.2"})
     assert opts["num_inference_steps"] == 16
     assert opts["denoise"] is False
     assert opts["t_shift"] == pytest.approx(0.2)

@@ -101,7 +101,8 @@ def inputs() -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize("wtype", ["f32", "f16", "bf16", "q8_0", "q4_0"])
-def test_round_trip_every_type(wtype: str, folder: Path, inputs: dict[str, torch.Tensor], tmp_path: Path) -> None:
+def test_round_trip_every_type(wtype: str, folder: Path, inputs: dict[str, torch.Tensor],
+                               tmp_path: Path) -> None:
     spec = make_spec()
     plan = plan_from_spec(spec, {MODEL_INPUT: folder})
     out = tmp_path / f"pkg-{wtype}.gguf"
@@ -134,7 +135,8 @@ def test_round_trip_every_type(wtype: str, folder: Path, inputs: dict[str, torch
 
 def test_layout_metadata_and_files(folder: Path, inputs: dict[str, torch.Tensor], tmp_path: Path) -> None:
     spec = make_spec()
-    spec_text = json.dumps(json.loads(json.dumps(spec.model_dump(mode="json", by_alias=True, exclude_unset=True))))
+    spec_text = json.dumps(json.loads(json.dumps(spec.model_dump(mode="json", by_alias=True,
+                                                                 exclude_unset=True))))
     plan = plan_from_spec(spec, {MODEL_INPUT: folder}, spec_json=spec_text)
     out = tmp_path / "pkg.gguf"
     write_package(plan, out, "q8_0")
@@ -271,7 +273,8 @@ def test_a_failing_tensor_leaves_no_file_and_keeps_the_old_output(tmp_path: Path
 
 def test_memory_plan_without_spec_and_extra_metadata(tmp_path: Path) -> None:
     plan = PackagePlan(family="anything", namespaces={"m": MemorySource({"x.weight": torch.randn(2, 32)})},
-                       files={"notes.txt": b"hi"}, metadata={"anything.answer": 42, "anything.tags": ["a", "b"]})
+                       files={"notes.txt": b"hi"},
+                      metadata={"anything.answer": 42, "anything.tags": ["a", "b"]})
     out = tmp_path / "x.gguf"
     write_package(plan, out, "f16")
     meta = GGUFFile(out).metadata

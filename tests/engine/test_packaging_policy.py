@@ -42,7 +42,8 @@ def test_decisions(name: str, shape: tuple[int, ...], dtype: str, q8: T, f16: T,
     assert policy("f16").decide(name, shape, dtype).ggml_type == f16
     assert policy("bf16").decide(name, shape, dtype).ggml_type == bf16
     f32 = policy("f32").decide(name, shape, dtype).ggml_type
-    assert f32 == (q8 if q8 in (T.I8, T.I16, T.I32, T.I64) else T.F16 if name.startswith("w/half.") else T.F32)
+    assert f32 == (q8 if q8 in (T.I8, T.I16, T.I32, T.I64)
+                   else T.F16 if name.startswith("w/half.") else T.F32)
 
 
 def test_q4_0_follows_the_same_rules() -> None:

@@ -75,12 +75,13 @@ from audiocpp.engine.plugin_api import (  # noqa: F401  - the import itself is t
 V1 = {
     "CANONICAL_REQUEST_OPTIONS", "PLUGIN_API_VERSION", "AudioBuffer", "AudiocppError", "AudiocppWarning",
     "AudioError", "Cast", "CodecPrompt", "Drop", "Evidence", "FamilyPlugin", "FamilyUnavailableError",
-    "FoldWeightNorm", "Fuse", "Keep", "LoadedModel", "Metrics", "Mode", "ModelError", "ModelInfo", "ModelSpec",
-    "Op", "OptionSpec", "PackagePlan", "PathFacts", "PerDtype", "Permute", "PreparedRequest", "Progress", "Rename",
-    "Reshape", "ResolvedWeights", "Session", "SpecError", "Split", "StreamEvent", "Synthesis", "Synthesize", "Task",
-    "TaskRequest", "TaskResult", "TensorInfo", "TensorSource", "Transform", "Transpose", "UsageError",
-    "VoicePrompt", "VoiceReference", "adapt", "build_on_meta", "cache_dir", "chunk_text", "load_module_weights",
-    "load_on_meta", "open_weights", "relay", "resolve_weights", "torch_dtype",
+    "FoldWeightNorm", "Fuse", "Keep", "LoadedModel", "Metrics", "Mode", "ModelError", "ModelInfo",
+    "ModelSpec", "Op", "OptionSpec", "PackagePlan", "PathFacts", "PerDtype", "Permute", "PreparedRequest",
+    "Progress", "Rename", "Reshape", "ResolvedWeights", "Session", "SpecError", "Split", "StreamEvent",
+    "Synthesis", "Synthesize", "Task", "TaskRequest", "TaskResult", "TensorInfo", "TensorSource", "Transform",
+    "Transpose", "UsageError", "VoicePrompt", "VoiceReference", "adapt", "build_on_meta", "cache_dir",
+    "chunk_text", "load_module_weights", "load_on_meta", "open_weights", "relay", "resolve_weights",
+    "torch_dtype",
 }
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "adding-a-family.md"
 
@@ -95,12 +96,13 @@ def test_every_name_is_the_engines_own_object() -> None:
     for name, module in api._WHERE.items():
         home = importlib.import_module(f"audiocpp.engine.{module}")
         assert getattr(api, name) is getattr(home, name), name
-    assert FamilyPlugin.__module__ == "audiocpp.engine.plugin" and Synthesis.__module__ == "audiocpp.engine.records"
+    assert (FamilyPlugin.__module__ == "audiocpp.engine.plugin"
+            and Synthesis.__module__ == "audiocpp.engine.records")
 
 
 def test_importing_it_does_not_import_torch() -> None:
-    code = ("import sys; from audiocpp.engine.plugin_api import FamilyPlugin, ModelError, ModelSpec, PLUGIN_API_VERSION; "
-            "print('torch' in sys.modules)")
+    code = ("import sys; from audiocpp.engine.plugin_api import FamilyPlugin, ModelError, ModelSpec, "
+            "PLUGIN_API_VERSION; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 

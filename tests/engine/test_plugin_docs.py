@@ -22,9 +22,11 @@ def test_every_listing_is_the_toy_file_it_names() -> None:
     assert listings, "no file listings found"
     for path, body in listings.items():
         assert (TOY / path).is_file(), f"the docs list {path}, which the toy family does not have"
-        assert body == (TOY / path).read_text(encoding="utf-8"), f"the listing of {path} differs from the file"
+        assert body == (TOY / path).read_text(encoding="utf-8"), (
+            f"the listing of {path} differs from the file")
 
 
 def test_every_file_of_the_toy_distribution_is_listed() -> None:
-    files = {p.relative_to(TOY).as_posix() for p in TOY.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    files = {p.relative_to(TOY).as_posix() for p in TOY.rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts}
     assert files == set(_listings())

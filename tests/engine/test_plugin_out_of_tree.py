@@ -14,7 +14,8 @@ import soundfile as sf
 
 from tests.support import run_cli
 
-TOY_SPEC = Path(__file__).resolve().parents[1] / "data" / "audiocpp_toyfamily" / "src" / "audiocpp_toyfamily" / "toytone.json"
+TOY_SPEC = (Path(__file__).resolve().parents[1] / "data" / "audiocpp_toyfamily" / "src" / "audiocpp_toyfamily"
+            / "toytone.json")
 
 
 def _env(*sites: Path, cache: Path | None = None) -> dict[str, str]:
@@ -71,15 +72,17 @@ def test_family_options_come_from_its_own_spec(toy_site: Path, toy_model_dir: Pa
     help_text = run_cli("--family", "toytone", "--help", env=_env(toy_site)).stdout
     assert "toytone.gain" in help_text and "pitch" in help_text and "slowdown" in help_text
     out = tmp_path / "x.wav"
-    proc = run_cli("--model", toy_model_dir, "--text", "hi", "--request-option", "toytone.gain=3", "--out", out,
-                   env=_env(toy_site))
+    proc = run_cli("--model", toy_model_dir, "--text", "hi", "--request-option", "toytone.gain=3",
+                   "--out", out, env=_env(toy_site))
     assert proc.returncode == 2 and "above the maximum 1" in proc.stderr
     # The family's own request options carry its prefix; a bare name is not an option of it.
     proc = run_cli("--model", toy_model_dir, "--text", "hi", "--request-option", "gain=0.3", "--out", out,
                    env=_env(toy_site))
-    assert proc.returncode == 2 and "no request option 'gain'" in proc.stderr and "toytone.gain" in proc.stderr
+    assert (proc.returncode == 2 and "no request option 'gain'" in proc.stderr
+            and "toytone.gain" in proc.stderr)
     # --language is the canonical request option 'language': this spec does not declare it.
-    proc = run_cli("--model", toy_model_dir, "--text", "hi", "--language", "en", "--out", out, env=_env(toy_site))
+    proc = run_cli("--model", toy_model_dir, "--text", "hi", "--language", "en", "--out", out,
+                   env=_env(toy_site))
     assert proc.returncode == 2 and "no request option 'language'" in proc.stderr
     assert not out.exists()
 
@@ -89,8 +92,8 @@ def test_family_options_come_from_its_own_spec(toy_site: Path, toy_model_dir: Pa
 def test_loaded_and_run_from_the_cli(toy_site: Path, toy_model_dir: Path, tmp_path: Path) -> None:
     out, chunks = tmp_path / "toy.wav", tmp_path / "chunks"
     proc = run_cli("--model", toy_model_dir, "--text", "hello plugin world", "--mode", "streaming",
-                   "--seed", "3", "--metrics", "--load-option", "slowdown=2", "--out", out, "--out-dir", chunks,
-                   env=_env(toy_site))
+                   "--seed", "3", "--metrics", "--load-option", "slowdown=2", "--out", out,
+                   "--out-dir", chunks, env=_env(toy_site))
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("event=audio") == 3
     assert "rtf=" in proc.stdout and "seed=3" in proc.stdout and "num_chunks=3" in proc.stdout
@@ -100,7 +103,8 @@ def test_loaded_and_run_from_the_cli(toy_site: Path, toy_model_dir: Path, tmp_pa
     assert sorted(p.name for p in chunks.iterdir()) == ["chunk_0.wav", "chunk_1.wav", "chunk_2.wav"]
 
 
-def test_options_of_every_scope_reach_the_session(toy_site: Path, toy_model_dir: Path, tmp_path: Path) -> None:
+def test_options_of_every_scope_reach_the_session(toy_site: Path, toy_model_dir: Path,
+                                                  tmp_path: Path) -> None:
     def render(*flags: str) -> tuple:
         out = tmp_path / f"{len(list(tmp_path.iterdir()))}.wav"
         proc = run_cli("--model", toy_model_dir, "--text", "abc", "--seed", "1", *flags, "--out", out,
@@ -120,17 +124,19 @@ def test_options_of_every_scope_reach_the_session(toy_site: Path, toy_model_dir:
 
 def test_demo_model_without_model(toy_site: Path, tmp_path: Path) -> None:
     out = tmp_path / "demo.wav"
-    proc = run_cli("--family", "toytone", "--text", "hi there", "--out", out, env=_env(toy_site, cache=tmp_path))
+    proc = run_cli("--family", "toytone", "--text", "hi there", "--out", out,
+                   env=_env(toy_site, cache=tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert "toytone demo model" in proc.stderr
     assert sf.info(str(out)).frames == len("hithere") * 320  # the demo's config: 0.02 s a character
     assert (tmp_path / "demo" / "toytone-0.1.0" / "model.safetensors").is_file()
 
 
-def test_missing_file_hint_names_the_plugins_own_spec(toy_site: Path, toy_model_dir: Path, tmp_path: Path) -> None:
+def test_missing_file_hint_names_the_plugins_own_spec(toy_site: Path, toy_model_dir: Path,
+                                                      tmp_path: Path) -> None:
     (toy_model_dir / "model.safetensors").unlink()
-    proc = run_cli("--family", "toytone", "--model", toy_model_dir, "--text", "hi", "--out", tmp_path / "x.wav",
-                   env=_env(toy_site))
+    proc = run_cli("--family", "toytone", "--model", toy_model_dir, "--text", "hi",
+                   "--out", tmp_path / "x.wav", env=_env(toy_site))
     assert proc.returncode == 1 and "model.safetensors" in proc.stderr
     assert str(toy_site / "audiocpp_toyfamily" / "toytone.json") in proc.stderr
     assert "model_specs/toytone.json" not in proc.stderr
@@ -138,10 +144,11 @@ def test_missing_file_hint_names_the_plugins_own_spec(toy_site: Path, toy_model_
 
 # -- packages --------------------------------------------------------------------------------------
 
-def test_packaged_then_used_with_and_without_the_plugin(toy_site: Path, toy_model_dir: Path, tmp_path: Path) -> None:
+def test_packaged_then_used_with_and_without_the_plugin(toy_site: Path, toy_model_dir: Path,
+                                                        tmp_path: Path) -> None:
     package = tmp_path / "toy-f32.gguf"
-    proc = run_cli("package", "--family", "toytone", "--input", toy_model_dir, "--type", "f32", "--out", package,
-                   env=_env(toy_site))
+    proc = run_cli("package", "--family", "toytone", "--input", toy_model_dir, "--type", "f32",
+                   "--out", package, env=_env(toy_site))
     assert proc.returncode == 0, proc.stderr
     # Without the plugin installed the package still describes itself through its embedded spec.
     proc = run_cli("inspect", package, "--json")
@@ -157,11 +164,14 @@ def test_packaged_then_used_with_and_without_the_plugin(toy_site: Path, toy_mode
     out = tmp_path / "x.wav"
     proc = run_cli("--model", package, "--text", "hi", "--out", out)
     assert proc.returncode == 1, proc.stderr
-    assert "is a package of family 'toytone', which is not installed (pip install audiocpp-toyfamily)" in proc.stderr
+    assert ("is a package of family 'toytone', which is not installed (pip install audiocpp-toyfamily)"
+            in proc.stderr)
     # Another family named on the command line: it says whose package it is.
-    proc = run_cli("--family", "omnivoice", "--model", package, "--text", "hi", "--out", out, env=_env(toy_site))
+    proc = run_cli("--family", "omnivoice", "--model", package, "--text", "hi", "--out", out,
+                   env=_env(toy_site))
     assert proc.returncode == 2
-    assert "is a package of family 'toytone', not 'omnivoice'" in proc.stderr and "--family toytone" in proc.stderr
+    assert ("is a package of family 'toytone', not 'omnivoice'" in proc.stderr
+            and "--family toytone" in proc.stderr)
     # With the plugin, the package runs like the folder did: the same samples.
     from_folder, from_package = tmp_path / "folder.wav", tmp_path / "package.wav"
     for model, wav in ((toy_model_dir, from_folder), (package, from_package)):
@@ -215,7 +225,8 @@ plugin = FailPlugin()
 '''
 
 
-def test_a_run_that_fails_part_way_leaves_no_chunks(toy_site: Path, toy_model_dir: Path, tmp_path: Path) -> None:
+def test_a_run_that_fails_part_way_leaves_no_chunks(toy_site: Path, toy_model_dir: Path,
+                                                    tmp_path: Path) -> None:
     site = _site(tmp_path, "failtone", FAILTONE, _toy_spec("failtone", detection={}))
     env = _env(toy_site, site)
     out, chunks = tmp_path / "x.wav", tmp_path / "new" / "chunks"
@@ -265,7 +276,8 @@ def test_a_plugin_with_a_broken_spec_is_named_by_synthesis(toy_site: Path, toy_m
     assert "cannot tell which family" in proc.stderr
     assert "installed but failed to load: brokentone" in proc.stderr
     assert "'gain' is not a canonical request option name" in proc.stderr
-    proc = run_cli("--family", "brokentone", "--model", toy_model_dir, "--text", "hi", "--out", out, env=_env(site))
+    proc = run_cli("--family", "brokentone", "--model", toy_model_dir, "--text", "hi", "--out", out,
+                   env=_env(site))
     assert proc.returncode == 2 and "brokentone' is installed but its plugin failed to load" in proc.stderr
     # A package of that family names it too.
     package = tmp_path / "toy.gguf"
@@ -299,8 +311,8 @@ print(json.dumps({"family": model.family, "rate": result.audio.sample_rate, "see
 
 def test_python_api(toy_site: Path, toy_model_dir: Path) -> None:
     env = {**os.environ, **_env(toy_site)}
-    proc = subprocess.run([sys.executable, "-c", PYTHON_API, str(toy_model_dir)], capture_output=True, text=True,
-                          env=env, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", PYTHON_API, str(toy_model_dir)], capture_output=True,
+                          text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.splitlines()[-1])
     assert got["family"] == "toytone" and got["rate"] == 16000 and got["seed"] == 7

@@ -111,7 +111,8 @@ def test_int4_linear_computes_with_q4_0_exactly(tmp_path: Path) -> None:
     source = open_weights(write_gguf(tmp_path / "q4.gguf", TENSORS, types={"a.weight": "Q4_0"}))
     blocks = source.blocks("a.weight")
     layer = qnn.Int4Linear.from_blocks(blocks)  # where the VNNI kernel is missing
-    assert sum(b.numel() * b.element_size() for b in layer.buffers()) < 64 * 128  # 4 bits + scales, < 1 byte each
+    # 4 bits + scales, < 1 byte each
+    assert sum(b.numel() * b.element_size() for b in layer.buffers()) < 64 * 128
     x = torch.randn(5, 128).to(torch.bfloat16)
     reference = x.float() @ source.get("a.weight").t()
     assert float((layer(x).float() - reference).norm() / reference.norm()) < 1e-2

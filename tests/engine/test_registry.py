@@ -42,7 +42,8 @@ def test_listing_imports_no_model_code_and_no_torch() -> None:
     code = (
         "import sys; from audiocpp.engine import registry; "
         "fams = registry.families(); [p.spec for p in fams.values()]; "
-        "heavy = [m for m in sys.modules if m == 'torch' or (m.startswith('audiocpp.families.') and m.count('.') > 2)]; "
+        "heavy = [m for m in sys.modules if m == 'torch' "
+        "or (m.startswith('audiocpp.families.') and m.count('.') > 2)]; "
         "print(heavy)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

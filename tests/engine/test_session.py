@@ -91,5 +91,6 @@ def test_unreadable_voice_reference_is_an_audio_error(toy_model, tmp_path: Path)
     fake.write_text("this is not audio")
     with pytest.raises(AudioError):
         toy_model.session("tts").read_voice(VoiceReference(path=fake))
-    with pytest.raises(UsageError, match="task 'tts' takes no reference audio"):  # the toy family does not clone
+    # the toy family does not clone
+    with pytest.raises(UsageError, match="task 'tts' takes no reference audio"):
         toy_model.session("tts").run(TaskRequest(text="x", voice=VoiceReference(path=fake)))

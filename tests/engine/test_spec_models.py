@@ -24,7 +24,8 @@ from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.spec.validate import schema_problems
 
 SPEC_DIR = Path(str(resources.files("audiocpp.model_specs")))
-TOY = Path(__file__).resolve().parents[1] / "data" / "audiocpp_toyfamily" / "src" / "audiocpp_toyfamily" / "toytone.json"
+TOY = (Path(__file__).resolve().parents[1] / "data" / "audiocpp_toyfamily" / "src" / "audiocpp_toyfamily"
+       / "toytone.json")
 SHIPPED = sorted(p for p in SPEC_DIR.glob("*.json") if p.name != "schema.json")
 
 Path_ = tuple[Any, ...]

@@ -64,7 +64,8 @@ CHUNK_CASES = [
     ("你好，世界。今天天气很好！我们去公园吧。", 14, ["你好，世界。今天天气很好！", "我们去公园吧。"]),
     ("「你好。」他说。", 5, ["「你好。」", "他说。"]),
     ("今天天气很好我们去公园散步吧", 5, ["今天天气很", "好我们去公", "园散步吧"]),
-    ("One two three, four five six, seven eight nine.", 20, ["One two three,", "four five six,", "seven eight nine."]),
+    ("One two three, four five six, seven eight nine.", 20,
+     ["One two three,", "four five six,", "seven eight nine."]),
     ("alpha beta gamma delta epsilon", 12, ["alpha beta", "gamma delta", "epsilon"]),
     ("abcdefghij", 4, ["abcd", "efgh", "ij"]),
     ("e\u0301" * 5, 3, ["e\u0301"] * 5),
@@ -94,13 +95,15 @@ def test_chunk_text_rejects_bad_budget() -> None:
 
 
 def test_split_sentences() -> None:
-    assert split_sentences("Dr. No is here. Really?! Yes… 好。好") == ["Dr. No is here.", "Really?!", "Yes…", "好。", "好"]
+    assert split_sentences("Dr. No is here. Really?! Yes… 好。好") == ["Dr. No is here.", "Really?!", "Yes…",
+                                                                    "好。", "好"]
 
 
 # --------------------------------------------------------------------------- properties
 
 _ALPHABET = (list("abcdefghij") * 6 + list("ABC") + [" "] * 14 + list(".,;:!?…") * 2 + ["\n", "\t"]
-             + list("\"'“”()「」") + list("你好世界天气") * 3 + list("。，！？、；") + ["e\u0301", "3.14", "Dr.", "e.g."])
+             + list("\"'“”()「」") + list("你好世界天气") * 3 + list("。，！？、；")
+             + ["e\u0301", "3.14", "Dr.", "e.g."])
 
 
 def _random_text(rng: random.Random) -> str:

@@ -44,7 +44,8 @@ def _cases() -> list[dict[str, Any]]:
                 cases.append({"fn": "chunk", "text": text, "chunk_len": chunk_len, "min_chunk_len": min_len})
     rng = random.Random(7)
     for _ in range(600):
-        text = "".join(rng.choice(_ALPHABET + ["Mr.", "No.", "vs.", "Sept.", "fig.", "i.e.", "」", "》", "】"])
+        text = "".join(rng.choice(_ALPHABET + ["Mr.", "No.", "vs.", "Sept.", "fig.", "i.e.", "」", "》",
+                                               "】"])
                        for _ in range(rng.randint(0, 120)))
         cases.append({"fn": "chunk", "text": text, "chunk_len": rng.randint(1, 60),
                       "min_chunk_len": rng.choice([None, rng.randint(0, 15)])})

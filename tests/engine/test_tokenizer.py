@@ -90,7 +90,8 @@ def test_gguf_round_trip_matches_transformers(style: str, folders: dict[str, Pat
         assert ids(rebuilt, text) == want, (text, ref.convert_ids_to_tokens(want))
         assert rebuilt.decode(want, skip_special_tokens=False) == ref.decode(want, skip_special_tokens=False)
         if style == "llama_bpe":  # qwen2 GGUFs carry no token types: which added tokens are special is lost
-            assert rebuilt.decode(want, skip_special_tokens=True) == ref.decode(want, skip_special_tokens=True)
+            assert (rebuilt.decode(want, skip_special_tokens=True)
+                    == ref.decode(want, skip_special_tokens=True))
 
 
 @pytest.mark.parametrize("style", STYLES)
@@ -202,7 +203,8 @@ def test_llama_bos_eos_flags(folders: dict[str, Path], tmp_path: Path) -> None:
                                    "tokenizer.ggml.add_eos_token": True}, "llama_bpe")
     body = ids(plain, "Hello world.")
     assert flagged.encode("Hello world.").ids == [1, *body, 2]
-    assert flagged.encode("Hello world.").ids[1:] == reference(folders["llama_bpe"]).encode("Hello world.")[1:] + [2]
+    assert (flagged.encode("Hello world.").ids[1:]
+            == reference(folders["llama_bpe"]).encode("Hello world.")[1:] + [2])
 
 
 def test_qwen2_class_of_transformers_agrees(folders: dict[str, Path]) -> None:

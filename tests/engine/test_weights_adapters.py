@@ -50,7 +50,8 @@ class DictSource(TensorSource):
 
     def info(self, name: str) -> TensorInfo:
         t = self.tensors[name]
-        return TensorInfo(name, tuple(t.shape), {torch.float32: "F32", torch.float16: "F16"}.get(t.dtype, "I64"))
+        return TensorInfo(name, tuple(t.shape),
+                          {torch.float32: "F32", torch.float16: "F16"}.get(t.dtype, "I64"))
 
     def get(self, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
         self.reads.append(name)
@@ -64,7 +65,8 @@ def _src(**tensors: torch.Tensor) -> DictSource:
 
 def test_rename_mapping_regex_function_and_collisions() -> None:
     src = _src(blk__0__w=torch.ones(2), blk__1__w=torch.zeros(2), out=torch.ones(1))
-    a = adapt(src, [Rename({"out": "head.weight"}), Rename(r"^blk\.(\d+)\.", r"layers.\1."), Rename(str.upper)])
+    a = adapt(src, [Rename({"out": "head.weight"}), Rename(r"^blk\.(\d+)\.", r"layers.\1."),
+                    Rename(str.upper)])
     assert a.names() == ["LAYERS.0.W", "LAYERS.1.W", "HEAD.WEIGHT"]
     assert torch.equal(a.get("LAYERS.1.W"), torch.zeros(2)) and a.metadata == {"k": 1}
     with pytest.raises(ModelError, match="both become 'x'"):
@@ -102,7 +104,8 @@ def test_fold_weight_norm_matches_torch(style: str, kind: str) -> None:
     with torch.no_grad():
         for p in wn.parameters():
             p.add_(torch.randn_like(p) * 0.1)
-    wn(torch.randn(2, 6) if kind == "linear" else torch.randn(1, wn.in_channels, 8))  # refresh the hook's weight
+    # refresh the hook's weight
+    wn(torch.randn(2, 6) if kind == "linear" else torch.randn(1, wn.in_channels, 8))
     state = {f"vae.block.{k}": v.detach().clone() for k, v in wn.state_dict().items()}
     state["other.weight_g"] = torch.ones(1)  # unpaired and outside the prefix: left alone
     folded = adapt(DictSource(state), [FoldWeightNorm(prefix="vae.", dim=dim)])
@@ -144,7 +147,8 @@ def test_split_fused_qkv_and_fuse_back() -> None:
                               sizes=(4, 2, 2))])
     assert split.names() == [f"layers.{i}.{p}.weight" for i in (0, 1) for p in "qkv"]
     assert split.info("layers.0.k.weight").shape == (2, 8)
-    assert torch.equal(split.get("layers.0.q.weight"), q) and torch.equal(split.get("layers.1.v.weight"), v + 1)
+    assert (torch.equal(split.get("layers.0.q.weight"), q)
+            and torch.equal(split.get("layers.1.v.weight"), v + 1))
     src.reads.clear()
     for i in (0, 1):
         for part in "qkv":
@@ -177,7 +181,8 @@ def test_synthesize_constants_and_computed() -> None:
     assert s.info("x.weight") == TensorInfo("x.weight", (4,), "F32")
     assert torch.equal(s.get("eye"), torch.eye(3)) and torch.equal(s.get("z"), torch.zeros(2, 2))
     assert torch.equal(s.get("o"), torch.ones(2)) and torch.equal(s.get("f"), torch.full((2,), 7.0))
-    assert torch.equal(s.get("double_a"), torch.full((3,), 4.0)) and torch.equal(s.get("a"), torch.full((3,), 2.0))
+    assert (torch.equal(s.get("double_a"), torch.full((3,), 4.0))
+            and torch.equal(s.get("a"), torch.full((3,), 2.0)))
     assert s.info("c").dtype == "I64" and s.get("x.weight", torch.float16).dtype == torch.float16
     replaced = adapt(src, [Synthesize("a", torch.zeros(3))])
     assert torch.equal(replaced.get("a"), torch.zeros(3))
@@ -186,7 +191,8 @@ def test_synthesize_constants_and_computed() -> None:
 def test_transform_and_cast() -> None:
     src = _src(w=torch.arange(6.0).reshape(2, 3))
     t = adapt(src, [Transform("w", lambda x: x.flip(0), shape=lambda s: s), Cast("w", torch.float16)])
-    assert t.info("w").dtype == "F16" and torch.equal(t.get("w", torch.float32), torch.arange(6.0).reshape(2, 3).flip(0))
+    assert t.info("w").dtype == "F16" and torch.equal(t.get("w", torch.float32),
+                                                      torch.arange(6.0).reshape(2, 3).flip(0))
     lazyless = adapt(src, [Transform("w", lambda x: x.sum(0))])
     assert lazyless.info("w").shape == (3,)
 

@@ -37,8 +37,9 @@ def _write_raw(path: Path, name: str, raw: np.ndarray, qtype: GGMLQuantizationTy
 def test_float_types_round_trip_exactly_and_keep_their_dtype(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     a = rng.standard_normal((3, 5, 8)).astype(np.float32)
-    path = write_gguf(tmp_path / "f.gguf", {"f32": a, "f16": a.astype(np.float16), "f64": a.astype(np.float64),
-                                             "bf16": a}, types={"bf16": "BF16"})
+    path = write_gguf(tmp_path / "f.gguf", {"f32": a, "f16": a.astype(np.float16),
+                                            "f64": a.astype(np.float64), "bf16": a},
+                      types={"bf16": "BF16"})
     src = open_weights(path)
     assert isinstance(src, GGUFSource) and src.format == "gguf"
     assert src.info("f32").shape == (3, 5, 8) and src.info("f32").dtype == "F32"
@@ -95,7 +96,8 @@ def test_every_dequantizable_type_matches_gguf_on_random_blocks(tmp_path: Path, 
     qtype = GGMLQuantizationType[kind]
     block, type_size = GGML_QUANT_SIZES[qtype]
     rows, blocks_per_row = 3, 2
-    raw = (np.random.default_rng(2).integers(0, 256, (rows, blocks_per_row * type_size)) & 0xBF).astype(np.uint8)
+    raw = (np.random.default_rng(2).integers(0, 256, (rows, blocks_per_row * type_size))
+           & 0xBF).astype(np.uint8)
     src = open_weights(_write_raw(tmp_path / "k.gguf", "w", raw, qtype))
     assert src.info("w").shape == (rows, blocks_per_row * block)
     got = src.get("w")

@@ -85,7 +85,8 @@ def test_ignore_globs_and_adapters(tmp_path: Path) -> None:
 
 def test_dtype_conversion(tmp_path: Path) -> None:
     state = _reference()
-    src = open_weights(_save(tmp_path, {k: (v.half() if v.is_floating_point() else v) for k, v in state.items()}))
+    src = open_weights(_save(tmp_path, {k: (v.half() if v.is_floating_point() else v)
+                                        for k, v in state.items()}))
     net = Net()
     load_module_weights(net, src)  # F16 storage into a float32 module: cast on copy
     assert net.proj.weight.dtype == torch.float32

@@ -66,7 +66,8 @@ def test_logical_names_and_exact_shapes(package: Path) -> None:
     assert src.gguf.tensors["codec/conv.weight"].torch_shape == (8, 12)  # stored flattened
     assert src.info("codec/qconv.weight").dtype == "Q8_0"
     q = src.get("codec/qconv.weight")
-    assert q.dtype == torch.float32 and float((q - torch.from_numpy(tensors["codec/qconv.weight"])).abs().max()) < 0.05
+    assert (q.dtype == torch.float32
+            and float((q - torch.from_numpy(tensors["codec/qconv.weight"])).abs().max()) < 0.05)
     assert src.get("codec/steps").dtype == torch.int64
 
 
@@ -111,7 +112,8 @@ def test_embedded_spec(package: Path, tmp_path: Path) -> None:
 
 
 def test_package_detected_by_architecture_without_names(tmp_path: Path) -> None:
-    src = open_weights(write_gguf(tmp_path / "a.gguf", {"weights/a": np.ones(2, np.float32)}, arch="audiocpp"))
+    src = open_weights(write_gguf(tmp_path / "a.gguf", {"weights/a": np.ones(2, np.float32)},
+                                  arch="audiocpp"))
     assert isinstance(src, PackageSource) and src.namespaces() == ["weights"]
 
 

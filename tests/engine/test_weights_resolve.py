@@ -52,7 +52,8 @@ def test_omnivoice_hf_folder(tmp_path: Path) -> None:
     assert r.namespaces["weights"].names() == ["llm.embed.weight"]
     assert r.namespace("audio_tokenizer_weights").names() == ["quantizer.codebook"]
     assert r.files["config"] == folder / "config.json" == r.file("config.json")
-    assert r.files["audio_tokenizer/preprocessor_config.json"] == folder / "audio_tokenizer/preprocessor_config.json"
+    assert (r.files["audio_tokenizer/preprocessor_config.json"]
+            == folder / "audio_tokenizer/preprocessor_config.json")
     assert "chat_template" not in r.files
     (folder / "chat_template.jinja").write_text("{{ x }}")
     assert resolve_weights(spec("omnivoice"), folder).files["chat_template"] == folder / "chat_template.jinja"
@@ -69,7 +70,8 @@ def test_missing_required_file_or_weights_is_named(tmp_path: Path) -> None:
     assert "hf_folder" in str(err.value) and "hint:" in str(err.value)
     (folder / "tokenizer_config.json").write_text("{}")
     (folder / "audio_tokenizer" / "model.safetensors").unlink()
-    with pytest.raises(ModelError, match=r"weights file 'audio_tokenizer/model.safetensors' \(audio_tokenizer_weights\)"):
+    with pytest.raises(ModelError,
+                       match=r"weights file 'audio_tokenizer/model.safetensors' \(audio_tokenizer_weights\)"):
         resolve_weights(spec("omnivoice"), folder)
 
 
@@ -100,7 +102,8 @@ def test_omnivoice_package(tmp_path: Path) -> None:
     assert r.family == "omnivoice" and json.loads(r.model_spec_json) == {"family": "omnivoice"}
     assert r.metadata["general.architecture"] == "audiocpp"
     weights = r.namespaces["weights"]
-    assert weights.names() == ["llm.embed.weight", "scale"] and weights.info("llm.embed.weight").dtype == "Q8_0"
+    assert (weights.names() == ["llm.embed.weight", "scale"]
+            and weights.info("llm.embed.weight").dtype == "Q8_0")
     assert weights.info("scale").shape == ()
     assert r.namespaces["audio_tokenizer_weights"].get("conv.weight").shape == (2, 3, 4)
     assert r.files["config"].read_text() == json.dumps({"name": "config.json"})
@@ -151,7 +154,8 @@ def test_voxcpm2_folder(tmp_path: Path, vae: str) -> None:
     r = resolve_weights(spec("voxcpm2"), voxcpm_folder(tmp_path / "VoxCPM2", vae))
     assert r.source_id == "hf_folder"
     assert r.namespaces["audiovae_weights"].format == ("pytorch" if vae == "pth" else "safetensors")
-    assert sorted(r.namespaces["audiovae_weights"].names()) == ["encoder.block.weight_g", "encoder.block.weight_v"]
+    assert sorted(r.namespaces["audiovae_weights"].names()) == ["encoder.block.weight_g",
+                                                                "encoder.block.weight_v"]
     assert "special_tokens_map" not in r.files
 
 

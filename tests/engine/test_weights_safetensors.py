@@ -72,7 +72,8 @@ def test_unaligned_offsets_are_read_correctly(tmp_path: Path) -> None:
 def test_gaps_between_tensors_are_refused_with_the_file_named(tmp_path: Path) -> None:
     """Our header checks pass; the safetensors library refuses a gap before the first tensor."""
     header = {"x": {"dtype": "F32", "shape": [3], "data_offsets": [4, 16]}}
-    src = open_weights(_raw_file(tmp_path / "gap.safetensors", header, bytes(4) + np.arange(3, dtype=np.float32).tobytes()))
+    src = open_weights(_raw_file(tmp_path / "gap.safetensors", header,
+                                 bytes(4) + np.arange(3, dtype=np.float32).tobytes()))
     with pytest.raises(ModelError) as err:
         src.get("x")
     assert "gap.safetensors is not a valid safetensors file" in str(err.value) and "offset" in str(err.value)

@@ -23,7 +23,8 @@ from tokenizers import (
 from tokenizers.models import BPE
 
 QWEN2_REGEX = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"""
+    r""" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
 OMNIVOICE_SPECIALS = ["<|denoise|>", "<|lang_start|>", "<|lang_end|>", "<|instruct_start|>",
                       "<|instruct_end|>", "<|text_start|>", "<|text_end|>"]
@@ -54,7 +55,8 @@ CORPUS = [
     "Straße naïve garçon ÉLÈVE",
     "e\u0301 composed vs é",  # NFC matters for qwen2
     "<|text_start|>Hello<|text_end|>",
-    "<|lang_start|>en<|lang_end|><|instruct_start|>female, low pitch<|instruct_end|><|text_start|>你好<|text_end|>",
+    "<|lang_start|>en<|lang_end|><|instruct_start|>female, low pitch<|instruct_end|>"
+    "<|text_start|>你好<|text_end|>",
     "before<|endoftext|>after <|im_start|> x <|im_end|>",
     "<think>plan</think> answer",
     "<|audio_start|>",

@@ -48,8 +48,8 @@ def write_gguf(path: Path, tensors: Mapping[str, np.ndarray], *, arch: str = "te
 
 def write_package(path: Path, tensors: Mapping[str, np.ndarray], *, files: Mapping[str, bytes] | None = None,
                   legacy_files: bool = False, spec: Mapping | None = None, family: str | None = None,
-                  flatten: Mapping[str, tuple[int, ...]] | None = None, types: Mapping[str, str] | None = None,
-                  weight_type: str = "orig") -> Path:
+                  flatten: Mapping[str, tuple[int, ...]] | None = None,
+                  types: Mapping[str, str] | None = None, weight_type: str = "orig") -> Path:
     """An audio.cpp-layout package. ``tensors`` maps logical names (``ns/name``) to arrays in
     PyTorch shape; ``flatten`` stores a tensor in another physical shape (conv weight as 2-D);
     scalars are stored as ``[1]``; long or duplicated physical names become ``_audiocpp.<i>``."""
@@ -91,7 +91,8 @@ def write_package(path: Path, tensors: Mapping[str, np.ndarray], *, files: Mappi
     writer.add_array("audiocpp.tensor_names", logical)
     writer.add_key_value("audiocpp.tensor_ranks", ranks, GGUFValueType.ARRAY, sub_type=GGUFValueType.INT32)
     if shapes:
-        writer.add_key_value("audiocpp.tensor_shapes", shapes, GGUFValueType.ARRAY, sub_type=GGUFValueType.INT64)
+        writer.add_key_value("audiocpp.tensor_shapes", shapes, GGUFValueType.ARRAY,
+                             sub_type=GGUFValueType.INT64)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

@@ -39,9 +39,11 @@ def scalar(vtype: int, value: Any) -> bytes:
 @st.composite
 def _scalar_value(draw: st.DrawFn, vtype: int) -> bytes:
     if vtype in (F32, F64):
-        return scalar(vtype, draw(st.floats(allow_nan=True, allow_infinity=True, width=32 if vtype == F32 else 64)))
+        return scalar(vtype, draw(st.floats(allow_nan=True, allow_infinity=True,
+                                            width=32 if vtype == F32 else 64)))
     lo, hi = _RANGE[vtype]
-    return scalar(vtype, draw(st.one_of(st.integers(lo, hi), st.sampled_from([v for v in INTERESTING if lo <= v <= hi]))))
+    return scalar(vtype, draw(st.one_of(st.integers(lo, hi),
+                                        st.sampled_from([v for v in INTERESTING if lo <= v <= hi]))))
 
 
 @st.composite
@@ -95,8 +97,8 @@ def _alignment(draw: st.DrawFn) -> bytes:
     return _kv("general.alignment", vtype, draw(_scalar_value(vtype)))
 
 
-GGML_TYPES = (0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28,
-              29, 30, 34, 35, 39)
+GGML_TYPES = (0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
+              28, 29, 30, 34, 35, 39)
 #: ggml types with their (block, bytes per block), for tensors that are valid before a lie
 VALID_TYPES = {0: (1, 4), 1: (1, 2), 30: (1, 2), 24: (1, 1), 26: (1, 4), 27: (1, 8), 8: (32, 34), 2: (32, 18),
                12: (256, 144), 14: (256, 210)}
@@ -125,7 +127,8 @@ def _tensor_info(draw: st.DrawFn, tensor: tuple[str, list[int], int, int], offse
     n_dims = len(ne)
     name_bytes = gguf_string(name)
     if lie == 0:
-        ne = [draw(st.one_of(st.integers(0, 64), st.sampled_from(INTERESTING))) for _ in range(draw(st.integers(0, 9)))]
+        ne = [draw(st.one_of(st.integers(0, 64), st.sampled_from(INTERESTING)))
+              for _ in range(draw(st.integers(0, 9)))]
         n_dims = draw(st.one_of(st.just(len(ne)), st.sampled_from([5, 8, 9, 2**32 - 1])))
     elif lie == 1:
         ggml = draw(st.one_of(st.sampled_from(GGML_TYPES), st.integers(0, 2**32 - 1)))
@@ -163,7 +166,8 @@ def gguf_files(draw: st.DrawFn, extra_kvs: Any = None) -> bytes:
     head = b"GGUF" + u32(version) + u64(n_tensors) + u64(n_kv) + b"".join(kvs) + b"".join(infos)
     pad = (-len(head)) % 32
     data_len = offset + (draw(st.sampled_from([-1, -31, 7, 64])) if lie == 5 else 0)
-    return head + b"\0" * pad + draw(st.binary(max_size=64)).ljust(max(0, data_len), b"\x01")[:max(0, data_len)]
+    return (head + b"\0" * pad
+            + draw(st.binary(max_size=64)).ljust(max(0, data_len), b"\x01")[:max(0, data_len)])
 
 
 # -- package keys ---------------------------------------------------------------------------------
@@ -175,8 +179,8 @@ def _num_array(item: int, values: list[Any]) -> bytes:
     return u32(item) + u64(len(values)) + b"".join(scalar(item, v) for v in values)
 
 
-NAMES = st.one_of(st.sampled_from(["t0", "t1", "weights/a", "../etc/passwd", "/abs", "a/../../b", "a\\..\\b", "",
-                                   ".", "a//b", "a\0b", "x" * 300, "_audiocpp.0", "con", "a/b/c/d.json"]),
+NAMES = st.one_of(st.sampled_from(["t0", "t1", "weights/a", "../etc/passwd", "/abs", "a/../../b", "a\\..\\b",
+                                   "", ".", "a//b", "a\0b", "x" * 300, "_audiocpp.0", "con", "a/b/c/d.json"]),
                   st.text(max_size=40))
 
 
@@ -217,10 +221,11 @@ def package_kvs(draw: st.DrawFn, found: list[tuple[str, list[int], int, int]]) -
             item = U64
             if not draw(st.integers(0, 2)):
                 item = draw(st.sampled_from([U64, I64, I32, F32]))
-                offs = draw(st.lists(st.one_of(st.integers(-4, 40), st.sampled_from(INTERESTING)), max_size=6))
+                offs = draw(st.lists(st.one_of(st.integers(-4, 40), st.sampled_from(INTERESTING)),
+                                     max_size=6))
             kvs.append(_kv("audiocpp.embedded_files.offsets", ARRAY, _num_array(item, offs)))
-            kvs.append(_kv("audiocpp.embedded_files.data", ARRAY, _num_array(draw(st.sampled_from([U8, U8, I8, U32])),
-                                                                              list(data))))
+            kvs.append(_kv("audiocpp.embedded_files.data", ARRAY,
+                           _num_array(draw(st.sampled_from([U8, U8, I8, U32])), list(data))))
         elif draw(st.booleans()):
             kind, body = draw(value())
             kvs.append(_kv("audiocpp.embedded_files.contents", kind, body))
@@ -229,10 +234,13 @@ def package_kvs(draw: st.DrawFn, found: list[tuple[str, list[int], int, int]]) -
             kvs.append(_kv("audiocpp.embedded_files.contents", ARRAY, _str_array(texts)))
     if draw(st.booleans()):
         version_type = draw(st.sampled_from([U32, U32, I32, STRING]))
-        version = gguf_string("1") if version_type == STRING else scalar(version_type, draw(st.sampled_from([1, 1, 0, 2])))
+        version = (gguf_string("1") if version_type == STRING
+                   else scalar(version_type, draw(st.sampled_from([1, 1, 0, 2]))))
         kvs.append(_kv("audiocpp.model_spec.version", version_type, version))
-        kvs.append(_kv("audiocpp.model_spec.family", STRING, gguf_string(draw(st.sampled_from(["omnivoice", "", "x"])))))
-        spec = draw(st.one_of(st.sampled_from(['{"family": "omnivoice"}', "[]", "{", '{"a": ' * 50, "null", "1e999",
-                                               '{"family": 1}', "9" * 5000, "[" * 5000]), st.text(max_size=30)))
+        kvs.append(_kv("audiocpp.model_spec.family", STRING,
+                       gguf_string(draw(st.sampled_from(["omnivoice", "", "x"])))))
+        spec = draw(st.one_of(st.sampled_from(['{"family": "omnivoice"}', "[]", "{", '{"a": ' * 50, "null",
+                                               "1e999", '{"family": 1}', "9" * 5000, "[" * 5000]),
+                              st.text(max_size=30)))
         kvs.append(_kv("audiocpp.model_spec.json", STRING, gguf_string(spec)))
     return kvs

@@ -23,7 +23,8 @@ def _field(value: int, width: int) -> bytes:
 
 @st.composite
 def _edit(draw: st.DrawFn, size: int) -> tuple[str, int, object]:
-    kind = draw(st.sampled_from(("flip", "set", "field", "delete", "duplicate", "random", "truncate", "insert")))
+    kind = draw(st.sampled_from(("flip", "set", "field", "delete", "duplicate", "random", "truncate",
+                                 "insert")))
     pos = draw(st.integers(0, max(0, size - 1)))
     if kind == "flip":
         return kind, pos, 1 << draw(st.integers(0, 7))

@@ -63,7 +63,8 @@ def package_seeds() -> dict[str, bytes]:
         "codec/steps": np.arange(6, dtype=np.int64),
     }
     files = {"config.json": b'{"model_type": "x"}', "sub/tokenizer.json": b'{"version": "1.0"}', "empty": b""}
-    spec = json.loads(Path(__file__).resolve().parents[2].joinpath("model_specs", "omnivoice.json").read_text())
+    spec = json.loads(Path(__file__).resolve().parents[2].joinpath("model_specs", "omnivoice.json")
+                      .read_text())
     out = {}
     out["blob"] = write_package(_ROOT / "blob.gguf", tensors, files=files, spec=spec,
                                 flatten={"codec/conv.weight": (4, 6), "codec/qconv.weight": (2, 32)},
@@ -129,7 +130,8 @@ def audio_seeds() -> dict[str, bytes]:
 @cache
 def spec_texts() -> dict[str, str]:
     folder = Path(__file__).resolve().parents[2] / "model_specs"
-    return {p.stem: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.json")) if p.stem != "schema"}
+    return {p.stem: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.json"))
+            if p.stem != "schema"}
 
 
 def seed_dir() -> Path:

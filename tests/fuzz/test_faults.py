@@ -58,7 +58,8 @@ def run_limited(args: list[str | Path], disk: Path, *, size_kb: int, read_only: 
         options = f"size={size_kb}k" + (",ro" if read_only else "")
         command = ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
                    f'mount -t tmpfs -o {options} tmpfs "$0" && exec "$@"', str(disk), *command]
-        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, stdin=subprocess.DEVNULL)
+        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
     if read_only:
         pytest.skip("no user namespaces here to mount a read-only folder")
 
@@ -165,7 +166,8 @@ def test_a_killed_package_leaves_no_partial_file(tmp_path: Path, demo: Path, sig
     else:  # SIGTERM (`kill`) and Ctrl-C run the cleanup: the temporary file is removed
         assert left == [], left
         assert proc.returncode == (143 if sig == signal.SIGTERM else 130), (proc.returncode, stderr)
-        assert stderr.strip().splitlines()[-1] == ("terminated" if sig == signal.SIGTERM else "interrupted"), stderr
+        assert stderr.strip().splitlines()[-1] == ("terminated" if sig == signal.SIGTERM
+                                                   else "interrupted"), stderr
     if sig != signal.SIGKILL:
         return
     # the same command then succeeds (the stale hidden file does not get in the way) and reads back whole
@@ -188,8 +190,10 @@ cli.main(["package"])
 """
 
 
-@pytest.mark.parametrize(("sig", "code", "line"), [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")])
-def test_a_signal_whose_exception_native_code_swallowed_still_ends_as_the_signal(sig: signal.Signals, code: int,
+@pytest.mark.parametrize(("sig", "code", "line"),
+                         [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")])
+def test_a_signal_whose_exception_native_code_swallowed_still_ends_as_the_signal(sig: signal.Signals,
+                                                                               code: int,
                                                                                line: str) -> None:
     """safetensors' reader turned the KeyboardInterrupt / SIGTERM raised inside it into a ValueError
     (found by the kill test, 1 run in ~20): the CLI ends as the signal, not as an internal error."""
@@ -242,6 +246,7 @@ def test_a_model_file_truncated_while_mapped_is_an_error_not_a_crash(tmp_path: P
         save_file(tensors, str(path))
     else:
         torch.save({k: torch.from_numpy(v) for k, v in tensors.items()}, path)
-    proc = subprocess.run([sys.executable, "-c", TRUNCATE, str(path)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", TRUNCATE, str(path)], capture_output=True, text=True,
+                          timeout=300)
     assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr[-2000:])  # -7 would be SIGBUS
     assert "changed while it was in use" in proc.stdout, proc.stdout

@@ -35,19 +35,22 @@ def wav_files(draw: st.DrawFn) -> bytes:
     tag = lie(st.sampled_from([1, 3, 0xFFFE]), st.sampled_from([0, 2, 0x55, 65535]))
     channels = lie(st.integers(1, 2), st.sampled_from([0, 3, 8, 255, 256, 1024, 65535]))
     rate = lie(st.sampled_from([8000, 16000, 44100]), st.sampled_from(INTERESTING))
-    bits = lie(st.just(32) if tag == 3 else st.sampled_from([8, 16, 24, 32]), st.sampled_from([0, 1, 12, 64, 65535]))
+    bits = lie(st.just(32) if tag == 3 else st.sampled_from([8, 16, 24, 32]),
+               st.sampled_from([0, 1, 12, 64, 65535]))
     align = lie(st.just(channels * bits // 8), st.sampled_from([0, 1, 3, 65535]))
     byte_rate = rate * align
     fmt = struct.pack("<HHIIHH", tag, channels, rate % 2**32, byte_rate % 2**32, align % 2**16, bits)
     if tag == 0xFFFE:
-        fmt += struct.pack("<HHI", 22, bits, 3) + b"\x01\x00\x00\x00\x00\x00\x10\x00\x80\x00\x00\xaa\x00\x38\x9b\x71"
+        fmt += (struct.pack("<HHI", 22, bits, 3)
+                + b"\x01\x00\x00\x00\x00\x00\x10\x00\x80\x00\x00\xaa\x00\x38\x9b\x71")
     body = draw(st.binary(max_size=256))
     data_size = lie(st.just(len(body)), st.sampled_from(INTERESTING))
     fmt_size = lie(st.just(len(fmt)), st.sampled_from(INTERESTING))
     chunks = b"fmt " + struct.pack("<I", fmt_size % 2**32) + fmt
     if draw(st.booleans()):  # an extra chunk before the data
         extra = draw(st.binary(max_size=16))
-        chunks += b"LIST" + struct.pack("<I", draw(st.one_of(st.just(len(extra)), st.sampled_from(INTERESTING))) % 2**32) \
+        chunks += b"LIST" + struct.pack("<I", draw(st.one_of(st.just(len(extra)),
+                                                             st.sampled_from(INTERESTING))) % 2**32) \
             + extra
     chunks += b"data" + struct.pack("<I", data_size % 2**32) + body
     riff = lie(st.just(len(chunks) + 4), st.sampled_from(INTERESTING))
@@ -63,7 +66,8 @@ def flac_files(draw: st.DrawFn) -> bytes:
     rate = draw(st.one_of(st.just(16000), st.just(16000), st.integers(0, 2**20 - 1)))
     channels = draw(st.one_of(st.just(2), st.just(2), st.just(2), st.integers(1, 8)))
     bits = draw(st.one_of(st.just(16), st.just(16), st.just(16), st.integers(4, 32)))
-    total = draw(st.one_of(st.just(600), st.integers(0, 2**36 - 1), st.sampled_from([0, 2**36 - 1, 2**32, 2**30])))
+    total = draw(st.one_of(st.just(600), st.integers(0, 2**36 - 1),
+                           st.sampled_from([0, 2**36 - 1, 2**32, 2**30])))
     packed = (rate << 44) | ((channels - 1) << 41) | ((bits - 1) << 36) | total
     data[info + 10:info + 18] = packed.to_bytes(8, "big")
     return bytes(data)

@@ -24,8 +24,9 @@ from .test_fuzz_gguf import read_everything
 
 JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.sampled_from(INTERESTING),
                          st.floats(allow_nan=False), st.text(max_size=8))
-JSON = st.recursive(JSON_SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                          st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+JSON = st.recursive(JSON_SCALARS,
+                    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                            st.dictionaries(st.text(max_size=6), inner, max_size=3)),
                     max_leaves=8)
 DTYPES = ("F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U8", "BOOL", "F8_E4M3", "F8_E5M2", "U16",
           "U32", "U64", "Q8", "", "f32")
@@ -38,25 +39,30 @@ def safetensors_files(draw: st.DrawFn) -> bytes:
     for i in range(draw(st.integers(0, 4))):
         dtype = draw(st.sampled_from(DTYPES))
         shape = draw(st.lists(st.integers(0, 4), max_size=3))
-        size = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4}.get(dtype, 2 if "16" in dtype else 1)
+        size = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4}.get(
+            dtype, 2 if "16" in dtype else 1)
         count = 1
         for d in shape:
             count *= d
-        entry: dict[str, object] = {"dtype": dtype, "shape": shape, "data_offsets": [data_len, data_len + count * size]}
+        entry: dict[str, object] = {"dtype": dtype, "shape": shape,
+                                    "data_offsets": [data_len, data_len + count * size]}
         data_len += count * size
         lie = draw(st.integers(0, 7))
         if lie == 0:
             entry[draw(st.sampled_from(["dtype", "shape", "data_offsets"]))] = draw(JSON)
         elif lie == 1:
-            entry["shape"] = draw(st.lists(st.one_of(st.integers(-2, 8), st.sampled_from(INTERESTING)), max_size=4))
+            entry["shape"] = draw(st.lists(st.one_of(st.integers(-2, 8), st.sampled_from(INTERESTING)),
+                                           max_size=4))
         elif lie == 2:
-            entry["data_offsets"] = draw(st.lists(st.one_of(st.integers(-2, 64), st.sampled_from(INTERESTING)),
+            entry["data_offsets"] = draw(st.lists(st.one_of(st.integers(-2, 64),
+                                                            st.sampled_from(INTERESTING)),
                                                   max_size=3))
         elif lie == 3:
             del entry[draw(st.sampled_from(["dtype", "shape", "data_offsets"]))]
         header[draw(st.one_of(st.just(f"t{i}"), st.text(max_size=6)))] = entry if lie != 4 else draw(JSON)
     if draw(st.booleans()):
-        header["__metadata__"] = draw(st.one_of(st.dictionaries(st.text(max_size=5), st.text(max_size=5)), JSON))
+        header["__metadata__"] = draw(st.one_of(st.dictionaries(st.text(max_size=5), st.text(max_size=5)),
+                                                JSON))
     text = json.dumps(header)
     special = draw(st.integers(0, 9))
     if special == 0:
@@ -69,7 +75,8 @@ def safetensors_files(draw: st.DrawFn) -> bytes:
     length = len(raw)
     if draw(st.integers(0, 5)) == 0:
         length = draw(st.sampled_from(INTERESTING))
-    data = draw(st.binary(max_size=32)).ljust(data_len, b"\x01")[: max(0, data_len + draw(st.sampled_from([0, 0, 0, -1, 3])))]
+    data = draw(st.binary(max_size=32)).ljust(data_len, b"\x01")[
+        : max(0, data_len + draw(st.sampled_from([0, 0, 0, -1, 3])))]
     return struct.pack("<Q", length) + raw + data
 
 

@@ -28,10 +28,12 @@ from .harness import Broken, check, fuzz_settings
 from .mutate import mutated
 
 FAMILIES = ["omnivoice", "voxcpm2", "voxcpm1", "audio8_tts"]
-OPTION_NAMES = ["seed", "speed", "num_step", "guidance_scale", "denoise", "max_tokens", "instruct", "language",
-                "codec", "device", "compute_dtype", "threads", "max_reference_seconds", "prompt_audio", "x", ""]
-VALUES = st.one_of(st.text(max_size=12), st.sampled_from(["1", "-1", "0", "1e999", "nan", "~nosuchuser/x", "a\0b",
-                                                           "9" * 5000, "true", "bf16", "a,b", "", "/"]))
+OPTION_NAMES = ["seed", "speed", "num_step", "guidance_scale", "denoise", "max_tokens", "instruct",
+                "language", "codec", "device", "compute_dtype", "threads", "max_reference_seconds",
+                "prompt_audio", "x", ""]
+VALUES = st.one_of(st.text(max_size=12),
+                   st.sampled_from(["1", "-1", "0", "1e999", "nan", "~nosuchuser/x", "a\0b", "9" * 5000,
+                                    "true", "bf16", "a,b", "", "/"]))
 
 
 @contextlib.contextmanager
@@ -158,7 +160,8 @@ def command_lines(draw: st.DrawFn, files: dict[str, Path], out_dir: Path) -> lis
     if draw(st.integers(0, 3)) == 0:
         argv += ["--voice-prompt", str(files["prompt"])]
     if draw(st.integers(0, 3)) == 0:
-        argv += ["--format", draw(st.sampled_from(["wav16", "flac", "ogg", "mp3", "opus", "pcm16", "wav8", ""]))]
+        argv += ["--format", draw(st.sampled_from(["wav16", "flac", "ogg", "mp3", "opus", "pcm16", "wav8",
+                                                   ""]))]
     if draw(st.integers(0, 3)) == 0:
         argv += ["--mode", draw(st.sampled_from(["offline", "streaming", "x"]))]
     if draw(st.integers(0, 4)) == 0:

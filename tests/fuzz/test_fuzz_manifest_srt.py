@@ -19,13 +19,13 @@ from audiocpp.engine.spec import load_spec_file
 from .harness import REPO, check, fuzz_settings
 from .mutate import INTERESTING, mutated
 
-FIELDS = ("id", "text", "task", "voice_ref", "reference_text", "voice", "instruct", "language", "seed", "options",
-          "out")
+FIELDS = ("id", "text", "task", "voice_ref", "reference_text", "voice", "instruct", "language", "seed",
+          "options", "out")
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.sampled_from(INTERESTING),
                     st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12),
-                    st.sampled_from(["", "tts", "clon", "clone", "design", "~nosuchuser/x.wav", "a\0b", "../x.wav",
-                                     "/etc/passwd", "x.wav", "x.flac", "x.mp3", ".hidden.wav", "manifest.jsonl",
-                                     "a/b.wav", "a" * 300, "1" * 5000, "seed", "en"]))
+                    st.sampled_from(["", "tts", "clon", "clone", "design", "~nosuchuser/x.wav", "a\0b",
+                                     "../x.wav", "/etc/passwd", "x.wav", "x.flac", "x.mp3", ".hidden.wav",
+                                     "manifest.jsonl", "a/b.wav", "a" * 300, "1" * 5000, "seed", "en"]))
 PATHS = st.sampled_from(["~nosuchuser/x.wav", "~/x.wav", "a\0b.wav", "../x.wav", "/etc/passwd", "/", "", ".",
                          "x.wav", "a" * 5000 + ".wav", "/proc/self/mem", "/dev/zero", "\u202ex.wav"])
 JSON = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
@@ -39,8 +39,9 @@ def manifest_line(draw: st.DrawFn) -> str:
     if kind == 0:
         return draw(st.text(max_size=40))
     if kind == 1:
-        return draw(st.sampled_from(["[" * 50_000, "9" * 5000, '{"id": ' + "1" * 5000 + ', "text": "x"}', "null",
-                                     "{}", '{"id": "a", "text": "x"} trailing', '{"id": "a"' + ', "id": "b"' * 3 + "}"]))
+        return draw(st.sampled_from(["[" * 50_000, "9" * 5000, '{"id": ' + "1" * 5000 + ', "text": "x"}',
+                                     "null", "{}", '{"id": "a", "text": "x"} trailing',
+                                     '{"id": "a"' + ', "id": "b"' * 3 + "}"]))
     line: dict[str, Any] = {"id": draw(st.one_of(st.integers(0, 9), st.text(min_size=1, max_size=4))),
                             "text": draw(st.text(min_size=1, max_size=20))}
     for _ in range(draw(st.integers(0, 3))):
@@ -57,7 +58,8 @@ def manifest_line(draw: st.DrawFn) -> str:
 
 @cache
 def specs() -> list:
-    return [load_spec_file(REPO / "model_specs" / f"{name}.json") for name in ("omnivoice", "voxcpm2", "audio8_tts")]
+    return [load_spec_file(REPO / "model_specs" / f"{name}.json")
+            for name in ("omnivoice", "voxcpm2", "audio8_tts")]
 
 
 @given(st.lists(manifest_line(), min_size=0, max_size=6), st.sampled_from([0, 1, 2]), st.booleans())
@@ -90,7 +92,8 @@ def srt_texts(draw: st.DrawFn) -> str:
         return draw(mutated({"srt": SRT_SEED.encode()}, max_edits=4))[1].decode("utf-8", "replace")
     cues = []
     for i in range(draw(st.integers(0, 5))):
-        number = draw(st.one_of(st.just(str(i + 1)), st.sampled_from(["", "x", "²", "١", "1" * 5000, "-1", "01", "³"])))
+        number = draw(st.one_of(st.just(str(i + 1)),
+                                st.sampled_from(["", "x", "²", "١", "1" * 5000, "-1", "01", "³"])))
         timing = f"{draw(TIMES)} {draw(st.sampled_from(['-->', '->', '-- >', '→']))} {draw(TIMES)}"
         text = draw(st.text(max_size=20))
         cues.append(f"{number}\n{timing}\n{text}")

@@ -22,8 +22,9 @@ from .mutate import INTERESTING
 
 JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.sampled_from(INTERESTING),
                          st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12))
-JSON = st.recursive(JSON_SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                          st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+JSON = st.recursive(JSON_SCALARS,
+                    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                            st.dictionaries(st.text(max_size=8), inner, max_size=3)),
                     max_leaves=10)
 
 
@@ -95,9 +96,10 @@ def shipped_specs() -> list[ModelSpec]:
 RAW = st.one_of(
     st.text(max_size=30),
     st.sampled_from(["~nosuchuser", "~nosuchuser/x.wav", "a\0b", "9" * 5000, "1e999", "nan", "a,~x,b"]),
-    st.sampled_from(["", " ", "1", "-1", "0x10", "1e999", "-1e999", "nan", "inf", "1_000", "١٢٣", "²", "True", "on",
-                     "~", "~nosuchuser/x", "~/x", "a\0b", "/", ".", "..", "a,b,,c", ",", "9" * 5000, "1" * 400 + ".5",
-                     "float32", "BF16", " fp16 ", "2**63", str(2**63), str(-(2**63) - 1), "\u202e1"]),
+    st.sampled_from(["", " ", "1", "-1", "0x10", "1e999", "-1e999", "nan", "inf", "1_000", "١٢٣", "²", "True",
+                     "on", "~", "~nosuchuser/x", "~/x", "a\0b", "/", ".", "..", "a,b,,c", ",", "9" * 5000,
+                     "1" * 400 + ".5", "float32", "BF16", " fp16 ", "2**63", str(2**63), str(-(2**63) - 1),
+                     "\u202e1"]),
 )
 PY = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.binary(max_size=4),
                st.lists(st.one_of(st.text(max_size=4), st.floats(), st.integers()), max_size=4), JSON, RAW)

@@ -22,11 +22,12 @@ from audiocpp.engine.text import add_punctuation, chunk_text, chunk_text_punctua
 from . import seeds
 from .harness import check, fuzz_settings
 
-ODD = ("\u200b", "\u200c", "\u200d", "\u200e", "\u200f", "\u202a", "\u202b", "\u202e", "\u2066", "\u2069", "\ufeff",
-       "\u0301", "\u0308", "\u20e3", "\ufe0f", "\U0001f3fb", "\U0001f469", "\U0001f9d1", "\u0627", "\u05d0",
-       "\u4e2d", "\u3002", "\uff0c", "\u2026", "\u00a0", "\u3000", "\u2028", "\u2029", "\x00", "\x1b", "\x7f",
-       "\r", "\n", "\t", ".", "!", "?", ",", ";", ":", "-", "\u2014", "\"", "'", "(", ")", "[", "]", "\u300c",
-       "Mr.", "e.g.", "U.S.A.", " ", "  ", "[laughter]", "<|im_end|>", "<s>", "\U0010ffff", "\ufffd")
+ODD = ("\u200b", "\u200c", "\u200d", "\u200e", "\u200f", "\u202a", "\u202b", "\u202e", "\u2066", "\u2069",
+       "\ufeff", "\u0301", "\u0308", "\u20e3", "\ufe0f", "\U0001f3fb", "\U0001f469", "\U0001f9d1", "\u0627",
+       "\u05d0", "\u4e2d", "\u3002", "\uff0c", "\u2026", "\u00a0", "\u3000", "\u2028", "\u2029", "\x00",
+       "\x1b", "\x7f", "\r", "\n", "\t", ".", "!", "?", ",", ";", ":", "-", "\u2014", "\"", "'", "(", ")",
+       "[", "]", "\u300c", "Mr.", "e.g.", "U.S.A.", " ", "  ", "[laughter]", "<|im_end|>", "<s>",
+       "\U0010ffff", "\ufffd")
 TEXT = st.one_of(
     st.text(st.characters(blacklist_categories=("Cs",)), max_size=200),
     st.lists(st.one_of(st.sampled_from(ODD), st.text(max_size=4)), max_size=60).map("".join),
@@ -86,8 +87,9 @@ def test_chunking_any_text(text: str, budget: int, minimum: int) -> None:
 BIG = 1_000_000
 
 
-@given(st.one_of(TEXT.filter(bool), st.sampled_from(["字.", "a", "\u0301", "a.", "👩\u200d", "Mr. ", "\n", " ",
-                                                      "a, ", "字", "- ", "[laughter]", "\u202e", "\x00"])),
+@given(st.one_of(TEXT.filter(bool),
+                 st.sampled_from(["字.", "a", "\u0301", "a.", "👩\u200d", "Mr. ", "\n", " ", "a, ", "字",
+                                  "- ", "[laughter]", "\u202e", "\x00"])),
        st.sampled_from([1, 7, 80, 300]))
 @fuzz_settings("text_big")
 def test_megabyte_texts(unit: str, budget: int) -> None:
@@ -101,7 +103,8 @@ def test_megabyte_texts(unit: str, budget: int) -> None:
 def tokenizer_folders() -> dict[str, Path]:
     from tests.engine.tokenizer_builders import build_llama, build_qwen2
 
-    return {"qwen2": build_qwen2(seeds.seed_dir() / "qwen2"), "llama_bpe": build_llama(seeds.seed_dir() / "llama")}
+    return {"qwen2": build_qwen2(seeds.seed_dir() / "qwen2"),
+            "llama_bpe": build_llama(seeds.seed_dir() / "llama")}
 
 
 @cache
@@ -140,7 +143,8 @@ def test_tokenizers_take_any_text(text: str) -> None:
 
 
 VALUES = st.one_of(st.none(), st.booleans(), st.integers(-5, 2**40), st.text(max_size=6),
-                   st.lists(st.one_of(st.text(max_size=4), st.integers(0, 9), st.lists(st.text(max_size=3), max_size=3)),
+                   st.lists(st.one_of(st.text(max_size=4), st.integers(0, 9),
+                                      st.lists(st.text(max_size=3), max_size=3)),
                             max_size=5), st.floats())
 
 
@@ -154,7 +158,8 @@ def test_tokenizer_from_lying_gguf_keys(style: str, data: st.DataObject) -> None
 
     keys = dict(gguf_keys(style))
     for _ in range(data.draw(st.integers(1, 2))):
-        key = data.draw(st.sampled_from(sorted(keys) + ["tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token"]))
+        key = data.draw(st.sampled_from(sorted(keys) + ["tokenizer.ggml.add_bos_token",
+                                                        "tokenizer.ggml.add_eos_token"]))
         kind = data.draw(st.integers(0, 3))
         if kind == 0:
             keys[key] = data.draw(VALUES)

@@ -36,14 +36,16 @@ def tensors(draw: st.DrawFn, like: tuple[int, ...] | None = None) -> torch.Tenso
     else:
         shape = draw(st.lists(st.integers(0, 9), max_size=4))
     g = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))
-    values = torch.randint(-3, 2000, shape, generator=g) if shape else torch.tensor(draw(st.integers(-5, 5000)))
+    values = (torch.randint(-3, 2000, shape, generator=g) if shape
+              else torch.tensor(draw(st.integers(-5, 5000))))
     if draw(st.integers(0, 5)) == 0 and values.numel():
         values.view(-1)[0] = draw(st.sampled_from([-(2**40), 2**40, -1, 2**31]))
     return values.to(dtype)
 
 
 VALUES = st.one_of(st.none(), st.booleans(), st.integers(-(2**64), 2**64), st.floats(), st.text(max_size=20),
-                   st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+                   st.lists(st.integers(), max_size=3),
+                   st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
 
 
 @st.composite
@@ -66,7 +68,8 @@ def prompt_dicts(draw: st.DrawFn, family: str, shapes: dict[str, tuple[int, ...]
         elif kind == 2:
             data.pop(key, None)
         else:
-            data[key] = draw(st.sampled_from([1, 2, "1", 1.0, True, None, "omnivoice", "voxcpm2", "audio8_tts"]))
+            data[key] = draw(st.sampled_from([1, 2, "1", 1.0, True, None, "omnivoice", "voxcpm2",
+                                              "audio8_tts"]))
     buf = io.BytesIO()
     torch.save(data, buf)
     return buf.getvalue()

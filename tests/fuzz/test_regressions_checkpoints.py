@@ -25,13 +25,17 @@ def _safetensors(header: str, data: bytes = b"") -> bytes:
 
 SAFETENSORS = {
     # a list as dtype: `[] in dict` is a TypeError
-    "list dtype": (_safetensors('{"t": {"dtype": [], "shape": [], "data_offsets": [0, 8]}}', b"\1" * 8), "dtype"),
+    "list dtype": (_safetensors('{"t": {"dtype": [], "shape": [], "data_offsets": [0, 8]}}', b"\1" * 8),
+                   "dtype"),
     # 1e999 is infinity: int(inf) is an OverflowError
-    "infinite dim": (_safetensors('{"t": {"dtype": "F32", "shape": [1e999], "data_offsets": [0, 0]}}'), "integers"),
-    "infinite offset": (_safetensors('{"t": {"dtype": "F32", "shape": [], "data_offsets": [1e999, 8]}}', b"\1" * 8),
+    "infinite dim": (_safetensors('{"t": {"dtype": "F32", "shape": [1e999], "data_offsets": [0, 0]}}'),
+                     "integers"),
+    "infinite offset": (_safetensors('{"t": {"dtype": "F32", "shape": [], "data_offsets": [1e999, 8]}}',
+                                     b"\1" * 8),
                         "integers"),
     # 5000 digits: ValueError from int() (not a JSONDecodeError)
-    "huge number": (_safetensors('{"t": {"dtype": "F32", "shape": [' + "9" * 5000 + '], "data_offsets": [0, 8]}}'),
+    "huge number": (_safetensors('{"t": {"dtype": "F32", "shape": [' + "9" * 5000
+                                 + '], "data_offsets": [0, 8]}}'),
                     "not valid JSON"),
     # 20 000 open brackets: RecursionError
     "deep header": (_safetensors("[" * 20_000), "not valid JSON"),

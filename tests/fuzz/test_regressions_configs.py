@@ -52,7 +52,8 @@ CASES: dict[str, tuple[Callable[[], dict[str, Any]], Callable[[dict[str, Any]], 
     "omnivoice": (lambda: json.loads((get_family("omnivoice").demo_model_path() / "config.json").read_text()),
                   _omnivoice),
     "voxcpm2": (_voxcpm2_config, _voxcpm2),
-    "audio8_tts": (lambda: json.loads((REPO / "tests/data/audio8_tts/tiny/config.json").read_text()), _audio8),
+    "audio8_tts": (lambda: json.loads((REPO / "tests/data/audio8_tts/tiny/config.json").read_text()),
+                   _audio8),
 }
 
 

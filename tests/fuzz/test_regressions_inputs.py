@@ -55,7 +55,8 @@ def test_complex_codes_are_refused(tmp_path: Path, tiny_models: dict[str, Any]) 
     """``codes < 0`` is not implemented for complex tensors (NotImplementedError)."""
     for family in ("omnivoice", "audio8_tts"):
         model = tiny_models[family]
-        books = model.parts.codec.cfg.num_codebooks if family == "audio8_tts" else model.cfg.num_audio_codebook
+        books = (model.parts.codec.cfg.num_codebooks if family == "audio8_tts"
+                 else model.cfg.num_audio_codebook)
         path = _prompt(tmp_path / f"{family}.prompt", family=family, ref_rms=0.1,
                        ref_audio_tokens=torch.ones(books, 4, dtype=torch.complex64))
         with pytest.raises(UsageError, match="ref_audio_tokens"):
@@ -98,7 +99,8 @@ def test_manifest_lines_that_break_json_loads(tmp_path: Path) -> None:
         '{"id": "a", "text": "x", "seed": ' + "1" * 5000 + "}",
         "[" * 50_000,
         '{"id": "b", "text": "x", "task": "clon", "reference_text": "hi", "voice_ref": "~nosuchuser0/x.wav"}',
-        '{"id": "c", "text": "x", "task": "clon", "reference_text": "hi", "voice_ref": "' + "a" * 5000 + '.wav"}',
+        '{"id": "c", "text": "x", "task": "clon", "reference_text": "hi", "voice_ref": "' + "a" * 5000
+        + '.wav"}',
     ]))
     with pytest.raises(UsageError, match="has 4 bad lines") as caught:
         read_manifest(path, spec, Defaults())

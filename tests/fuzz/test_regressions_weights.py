@@ -50,11 +50,13 @@ CASES = {
                                    numbers("audiocpp.embedded_files.data", g.U8, [1, 2, 3])]), "outside"),
     "float file offsets": (gguf([PACKAGE, strings("audiocpp.embedded_files.names", ["a"]),
                                  numbers("audiocpp.embedded_files.offsets", g.F32, [0.5, 2.5]),
-                                 numbers("audiocpp.embedded_files.data", g.U8, [1, 2, 3])]), "are both required"),
+                                 numbers("audiocpp.embedded_files.data", g.U8, [1, 2, 3])]),
+                           "are both required"),
     # a NUL in an embedded file name: ValueError from the file system
     "NUL in a file name": (gguf([PACKAGE, strings("audiocpp.embedded_files.names", ["a\0b"]),
                                  numbers("audiocpp.embedded_files.offsets", g.U64, [0, 2]),
-                                 numbers("audiocpp.embedded_files.data", g.U8, [1, 2, 3])]), "control characters"),
+                                 numbers("audiocpp.embedded_files.data", g.U8, [1, 2, 3])]),
+                           "control characters"),
     # "a" and "a/b": a file where a folder must go (was blamed on the cache folder)
     "file and folder": (gguf([PACKAGE, strings("audiocpp.embedded_files.names", ["a", "a/b"]),
                               numbers("audiocpp.embedded_files.offsets", g.U64, [0, 1, 2]),
@@ -75,7 +77,8 @@ CASES = {
                         string("audiocpp.model_spec.json", "[" * 5000)]), "not valid JSON"),
     "spec deep but parseable": (gguf([PACKAGE, kv("audiocpp.model_spec.version", g.U32, u32(1)),
                                       string("audiocpp.model_spec.family", "x"),
-                                      string("audiocpp.model_spec.json", "[" * 500 + "]" * 500)]), "deeper than"),
+                                      string("audiocpp.model_spec.json", "[" * 500 + "]" * 500)]),
+                                "deeper than"),
 }
 
 
@@ -101,7 +104,8 @@ def test_detection_takes_odd_metadata_and_configs(tmp_path: Path) -> None:
     folder = tmp_path / "folder"
     folder.mkdir()
     for text, words in (("[1, 2]", "not a JSON object"), ("9" * 5000, "not valid JSON"),
-                        ("[" * 100_000, "not valid JSON"), ('{"architectures": 7, "model_type": []}', "cannot tell")):
+                        ("[" * 100_000, "not valid JSON"),
+                        ('{"architectures": 7, "model_type": []}', "cannot tell")):
         (folder / "config.json").write_text(text)
         with pytest.raises(ModelError, match=words):
             detect(folder)
@@ -123,7 +127,8 @@ def test_a_gguf_truncated_after_opening_is_an_error_not_a_crash(tmp_path: Path) 
 
     from tests.engine.weights_builders import write_gguf
 
-    path = write_gguf(tmp_path / "cut.gguf", {"a": np.ones((64, 64), np.float32), "b": np.ones(8, np.float32)})
+    path = write_gguf(tmp_path / "cut.gguf",
+                      {"a": np.ones((64, 64), np.float32), "b": np.ones(8, np.float32)})
     source = open_weights(path)
     with open(path, "r+b") as fh:
         fh.truncate(600)

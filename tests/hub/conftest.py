@@ -36,7 +36,8 @@ def demo_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
 
     folder = tmp_path_factory.mktemp("demo") / "omnivoice"
     write_demo(folder)
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
 
 
 @pytest.fixture(scope="session")
@@ -73,7 +74,8 @@ class HubEnv:
 
     def popen(self, *args: str | Path, extra: dict[str, str] | None = None) -> subprocess.Popen[str]:
         return subprocess.Popen([str(cli_path()), *map(str, args)], env={**self.vars, **(extra or {})},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                               text=True)
 
 
 @pytest.fixture()

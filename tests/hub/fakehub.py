@@ -58,8 +58,10 @@ class Logged:
 
 @dataclass
 class Faults:
-    truncate_once: dict[tuple[str, str], int] = field(default_factory=dict)  # (repo, file) -> bytes sent, once
-    stall: dict[tuple[str, str], threading.Event] = field(default_factory=dict)  # send half, wait for the event
+    # (repo, file) -> bytes sent, once
+    truncate_once: dict[tuple[str, str], int] = field(default_factory=dict)
+    # send half, wait for the event
+    stall: dict[tuple[str, str], threading.Event] = field(default_factory=dict)
     status: dict[tuple[str, str], int] = field(default_factory=dict)  # answer GET with this status
     corrupt: set[tuple[str, str]] = field(default_factory=set)  # flip bytes, keep the size
 
@@ -87,7 +89,8 @@ class FakeHub:
         self.server.shutdown()
         self.server.server_close()
 
-    def add_repo(self, repo_id: str, files: dict[str, bytes], *, tags: dict[str, dict[str, bytes]] | None = None,
+    def add_repo(self, repo_id: str, files: dict[str, bytes], *,
+                 tags: dict[str, dict[str, bytes]] | None = None,
                  private: bool = False, gated: bool = False) -> Repo:
         """A repo whose ``main`` holds ``files``; each tag names another commit."""
         commits: dict[str, dict[str, bytes]] = {}
@@ -119,7 +122,8 @@ class FakeHub:
 
     def downloaded(self) -> list[str]:
         """Files fetched with GET (path in the repo), in request order."""
-        return [e.path.split("/resolve/", 1)[1].split("/", 1)[1] for e in self.requests("resolve") if e.method == "GET"]
+        return [e.path.split("/resolve/", 1)[1].split("/", 1)[1] for e in self.requests("resolve")
+                if e.method == "GET"]
 
     def clear_log(self) -> None:
         with self._lock:
@@ -179,7 +183,8 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         if repo.gated and not api and not self._authorized(repo):
             status = 403 if self.headers.get("Authorization") else 401
-            self._error(status, "GatedRepo", f"Access to model {repo_id} is restricted. You must have access to "
+            self._error(status, "GatedRepo",
+                        f"Access to model {repo_id} is restricted. You must have access to "
                         "it and be authenticated to access it. Please log in.")
             return None
         return repo
@@ -196,7 +201,8 @@ class _Handler(BaseHTTPRequestHandler):
             if blobs:
                 entry.update(size=len(data), blobId=git_blob_id(data))
                 if name.endswith(LFS_SUFFIXES):
-                    entry["lfs"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "pointerSize": 134}
+                    entry["lfs"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                                    "pointerSize": 134}
             siblings.append(entry)
         self._json({"_id": "0" * 24, "id": repo.repo_id, "modelId": repo.repo_id, "sha": sha,
                     "private": repo.private, "gated": "auto" if repo.gated else False, "disabled": False,
@@ -223,9 +229,11 @@ class _Handler(BaseHTTPRequestHandler):
                                     "size": 0, "path": folder})
                 if not recursive:
                     continue
-            entry: dict[str, object] = {"type": "file", "oid": git_blob_id(data), "size": len(data), "path": name}
+            entry: dict[str, object] = {"type": "file", "oid": git_blob_id(data), "size": len(data),
+                                        "path": name}
             if name.endswith(LFS_SUFFIXES):
-                entry["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
+                entry["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data),
+                                "pointerSize": 134}
             entries.append(entry)
         self._json(entries)
 

@@ -33,9 +33,11 @@ def test_repo_id_downloads_the_family_files_once(env: HubEnv, demo_files: dict[s
     out = fields(first.stdout)
     path = Path(out["path"])
     assert path.parent == env.cache / "models--org--tiny" / "snapshots"  # the standard HF cache layout
-    assert path.name == out["commit"] and (env.cache / "models--org--tiny" / "refs" / "main").read_text() == out["commit"]
+    assert (path.name == out["commit"]
+            and (env.cache / "models--org--tiny" / "refs" / "main").read_text() == out["commit"])
     assert _snapshot_files(path) == OMNIVOICE_FILES == set(env.hub.downloaded())
-    assert int(out["downloaded_bytes"]) == int(out["size_bytes"]) == sum(len(demo_files[f]) for f in OMNIVOICE_FILES)
+    assert int(out["downloaded_bytes"]) == int(out["size_bytes"]) == sum(len(demo_files[f])
+                                                                         for f in OMNIVOICE_FILES)
     for rel in OMNIVOICE_FILES:
         assert (path / rel).read_bytes() == demo_files[rel]
     assert "downloading org/tiny: 7 file(s)" in first.stderr
@@ -122,7 +124,8 @@ def test_killed_download_resumes_with_the_missing_files(env: HubEnv, demo_files:
     assert (path / "model.safetensors").read_bytes() == demo_files["model.safetensors"]
 
 
-def test_failed_file_is_a_clear_error_and_a_rerun_completes(env: HubEnv, demo_files: dict[str, bytes]) -> None:
+def test_failed_file_is_a_clear_error_and_a_rerun_completes(env: HubEnv,
+                                                            demo_files: dict[str, bytes]) -> None:
     env.hub.add_repo("org/flaky", demo_files)
     env.hub.faults.status[("org/flaky", "audio_tokenizer/model.safetensors")] = 500
     assert_fails(env.run("download", "org/flaky"), 1, "org/flaky", "run the same command again")
@@ -138,7 +141,8 @@ def test_damaged_download_fails_its_checksum(env: HubEnv, demo_files: dict[str, 
     env.hub.faults.corrupt.add(("org/damaged", "model.safetensors"))
     env.hub.faults.corrupt.add(("org/damaged", "config.json"))
     proc = env.run("download", "org/damaged")
-    assert_fails(proc, 1, "2 file(s) of org/damaged failed their checksum", "model.safetensors", "run the command again")
+    assert_fails(proc, 1, "2 file(s) of org/damaged failed their checksum", "model.safetensors",
+                 "run the command again")
     assert not list(env.cache.glob("models--org--damaged/snapshots/*/model.safetensors"))
     env.hub.faults.corrupt.clear()
     again = env.run("download", "org/damaged")
@@ -185,7 +189,8 @@ def test_repo_matching_no_family_names_them_and_what_it_holds(env: HubEnv) -> No
 def test_several_gguf_files_need_a_file_name(env: HubEnv) -> None:
     files = {"m-q8_0.gguf": os.urandom(1000), "m-f16.gguf": os.urandom(2000), "README.md": b"two"}
     env.hub.add_repo("org/ggufs", files)
-    assert_fails(env.run("download", "org/ggufs"), 2, "several GGUF files", "m-q8_0.gguf", "org/ggufs/m-f16.gguf")
+    assert_fails(env.run("download", "org/ggufs"), 2, "several GGUF files", "m-q8_0.gguf",
+                 "org/ggufs/m-f16.gguf")
     proc = env.run("download", "org/ggufs/m-q8_0.gguf")
     assert proc.returncode == 0, proc.stderr
     path = Path(fields(proc.stdout)["path"])

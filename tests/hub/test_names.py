@@ -12,8 +12,8 @@ from audiocpp.engine import hub
 from audiocpp.engine.errors import FamilyUnavailableError, ModelError, UsageError
 from audiocpp.engine.registry import get_family
 
-OMNIVOICE = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
-             "audio_tokenizer/config.json", "audio_tokenizer/model.safetensors",
+OMNIVOICE = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+             "chat_template.jinja", "audio_tokenizer/config.json", "audio_tokenizer/model.safetensors",
              "audio_tokenizer/preprocessor_config.json", "README.md", ".gitattributes", "assets/demo.png"]
 VOXCPM2 = ["config.json", "model.safetensors", "audiovae.pth", "tokenizer.json", "tokenizer_config.json",
            "special_tokens_map.json", "tokenization_voxcpm2.py", "README.md", ".gitattributes"]
@@ -26,7 +26,8 @@ def _listing(files: list[str]) -> hub.Listing:
 
 
 def _plan(repo: str, files: list[str], **kw) -> hub.Plan:
-    return hub._plan(hub.ModelRef(repo, repo), _listing(files), kw.get("family"), kw.get("runnable_only", False))
+    return hub._plan(hub.ModelRef(repo, repo), _listing(files), kw.get("family"),
+                     kw.get("runnable_only", False))
 
 
 def test_local_paths_stay_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,13 +64,15 @@ def test_names_parse_as_packages_repos_files_and_revisions() -> None:
 
 
 @pytest.mark.parametrize("layout,families,files", [
-    (OMNIVOICE, ("omnivoice",), {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-                                 "chat_template.jinja", "audio_tokenizer/config.json",
-                                 "audio_tokenizer/model.safetensors", "audio_tokenizer/preprocessor_config.json"}),
+    (OMNIVOICE, ("omnivoice",), {"config.json", "model.safetensors", "tokenizer.json",
+                                 "tokenizer_config.json", "chat_template.jinja",
+                                 "audio_tokenizer/config.json", "audio_tokenizer/model.safetensors",
+                                 "audio_tokenizer/preprocessor_config.json"}),
     (VOXCPM2, ("voxcpm1", "voxcpm2"), {"config.json", "model.safetensors", "audiovae.pth", "tokenizer.json",
                                        "tokenizer_config.json", "special_tokens_map.json"}),
-    (VOXCPM_05B, ("voxcpm1", "voxcpm2"), {"config.json", "pytorch_model.bin", "audiovae.pth", "tokenizer.json",
-                                          "tokenizer_config.json", "special_tokens_map.json"}),
+    (VOXCPM_05B, ("voxcpm1", "voxcpm2"), {"config.json", "pytorch_model.bin", "audiovae.pth",
+                                          "tokenizer.json", "tokenizer_config.json",
+                                          "special_tokens_map.json"}),
 ], ids=["omnivoice", "voxcpm2", "voxcpm-0.5b"])
 def test_a_repo_id_fetches_only_the_files_its_family_reads(layout, families, files) -> None:
     plan = _plan("org/x", layout)
@@ -105,10 +108,12 @@ def test_family_filter_and_package_plans() -> None:
 
 def test_a_family_that_cannot_run_is_refused_before_any_download(monkeypatch: pytest.MonkeyPatch) -> None:
     plugin = get_family("voxcpm2")
-    monkeypatch.setattr(plugin, "spec", plugin.spec.model_copy(update={"status": "wip", "status_note": "not yet"}))
+    monkeypatch.setattr(plugin, "spec",
+                        plugin.spec.model_copy(update={"status": "wip", "status_note": "not yet"}))
     with pytest.raises(FamilyUnavailableError, match="not yet"):
         _plan("org/x", VOXCPM2, family="voxcpm2", runnable_only=True)
-    assert _plan("org/x", VOXCPM2, family="voxcpm2").families == ("voxcpm2",)  # `audiocpp download` may fetch it
+    # `audiocpp download` may fetch it
+    assert _plan("org/x", VOXCPM2, family="voxcpm2").families == ("voxcpm2",)
     monkeypatch.setattr(hub, "_listing", lambda *a: pytest.fail("the hub was asked"))
     with pytest.raises(FamilyUnavailableError, match="not yet"):
         hub.fetch(hub.ModelRef("voxcpm2_safetensors", "openbmb/VoxCPM2", package="voxcpm2_safetensors",

@@ -65,20 +65,22 @@ def test_package_id_resolves_to_its_repo_and_its_files(env: HubEnv, demo_files: 
 
 def test_package_id_fetches_only_the_package_files(env: HubEnv) -> None:
     files = {"config.json": b'{"model_type": "arktts"}', "model.safetensors": os.urandom(5000),
-             "codec.pth": os.urandom(3000), "tokenizer.json": b'{"model": {}}', "tokenizer_config.json": b"{}",
-             "README.md": b"audio8", "onnx/model.onnx": os.urandom(2000), "modeling_arktts.py": b"# remote code"}
+             "codec.pth": os.urandom(3000), "tokenizer.json": b'{"model": {}}',
+             "tokenizer_config.json": b"{}", "README.md": b"audio8", "onnx/model.onnx": os.urandom(2000),
+             "modeling_arktts.py": b"# remote code"}
     env.hub.add_repo("Audio8/Audio8-TTS-Preview-0.6b", files)
     proc = env.run("download", "audio8_tts_preview_0_6b", "--json")
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
     assert info["repo"] == "Audio8/Audio8-TTS-Preview-0.6b" and info["package"] == "audio8_tts_preview_0_6b"
-    assert sorted(env.hub.downloaded()) == sorted(info["files"]) == ["codec.pth", "config.json", "model.safetensors",
-                                                                      "tokenizer.json", "tokenizer_config.json"]
+    assert sorted(env.hub.downloaded()) == sorted(info["files"]) == [
+        "codec.pth", "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
 
 
 def test_download_list_shows_sizes_and_what_is_cached(env: HubEnv, demo_files: dict[str, bytes]) -> None:
     env.hub.add_repo("k2-fsa/OmniVoice", _repo_with_extras(demo_files))
-    env.hub.add_repo("Audio8/Audio8-TTS-Preview-0.1b", {"config.json": b"{}", "model.safetensors": b"x" * 1000,
+    env.hub.add_repo("Audio8/Audio8-TTS-Preview-0.1b", {"config.json": b"{}",
+                                                        "model.safetensors": b"x" * 1000,
                                                         "codec.pth": b"y" * 500, "tokenizer.json": b"{1}",
                                                         "tokenizer_config.json": b"{2}"})
     assert env.run("download", "audio8_tts_preview_0_1b").returncode == 0
@@ -91,11 +93,13 @@ def test_download_list_shows_sizes_and_what_is_cached(env: HubEnv, demo_files: d
     assert rows["omnivoice_safetensors"]["cached"] is False
     assert rows["omnivoice_safetensors"]["size_bytes"] == sum(len(demo_files[f]) for f in OMNIVOICE_FILES)
     assert rows["audio8_tts_preview_0_6b"]["size_bytes"] is None  # not on this hub: unknown
-    assert rows["omnivoice_q8_0"]["downloadable"] is False and rows["omnivoice_q8_0"]["source"].startswith("converter")
+    assert (rows["omnivoice_q8_0"]["downloadable"] is False
+            and rows["omnivoice_q8_0"]["source"].startswith("converter"))
     text = env.run("download", "--list", extra={"HF_HUB_OFFLINE": "1"}).stdout
     line = next(row for row in text.splitlines() if row.startswith("audio8_tts_preview_0_1b "))
     assert "1.5 KB" in line and " yes " in line and "hf:Audio8/Audio8-TTS-Preview-0.1b" in line
-    assert next(row for row in text.splitlines() if row.startswith("omnivoice_safetensors ")).split()[2] == "?"
+    assert next(row for row in text.splitlines()
+                if row.startswith("omnivoice_safetensors ")).split()[2] == "?"
 
 
 def test_published_package_gguf_runs_by_name(env: HubEnv, demo_dir: Path, reference_wav: bytes,
@@ -138,7 +142,8 @@ def test_python_api_loads_names_and_keeps_local_paths(env: HubEnv, demo_files: d
     (work / "org").mkdir(parents=True)
     (work / "org" / "tiny").symlink_to(demo_dir, target_is_directory=True)
     env.hub.clear_log()
-    local = subprocess.run([python, "-c", script, "org/tiny"], env={**env.vars, "HF_ENDPOINT": "http://127.0.0.1:9"},
+    local = subprocess.run([python, "-c", script, "org/tiny"],
+                           env={**env.vars, "HF_ENDPOINT": "http://127.0.0.1:9"},
                            cwd=work, capture_output=True, text=True, timeout=600)
     assert local.returncode == 0, local.stderr
     assert local.stdout == run.stdout and env.hub.requests() == []

@@ -67,9 +67,11 @@ def test_batch_takes_a_hub_name(env: HubEnv, demo_files: dict[str, bytes], refer
                                 tmp_path: Path) -> None:
     env.hub.add_repo("org/tiny", _repo_with_extras(demo_files))
     manifest = tmp_path / "items.jsonl"
-    manifest.write_text("".join(json.dumps({"id": f"item{i}", "text": TEXT, "seed": SEED}) + "\n" for i in range(2)))
+    manifest.write_text("".join(json.dumps({"id": f"item{i}", "text": TEXT, "seed": SEED}) + "\n"
+                                for i in range(2)))
     out = tmp_path / "out"
-    proc = env.run("batch", manifest, "--out-dir", out, "--model", "org/tiny", "--workers", "1", "--no-progress")
+    proc = env.run("batch", manifest, "--out-dir", out, "--model", "org/tiny", "--workers", "1",
+                   "--no-progress")
     assert proc.returncode == 0, proc.stderr
     assert fields(proc.stdout)["done"] == "2"
     assert set(env.hub.downloaded()) == OMNIVOICE_FILES

@@ -77,8 +77,8 @@ def cases(refs: dict[str, Path], prompt_file: Path) -> list[dict[str, Any]]:
         {"name": "clone_raw", **clone,
          "config": {**GREEDY, "preprocess_prompt": False, "postprocess_output": False, "denoise": False}},
         {"name": "clone_sampled", **clone, "ref_audio": ref16, "seed": 14, "config": {"num_step": 8}},
-        {"name": "clone_prompt", "text": "This is a test.", "language": "en", "voice_prompt_in": str(prompt_file),
-         "config": GREEDY},
+        {"name": "clone_prompt", "text": "This is a test.", "language": "en",
+         "voice_prompt_in": str(prompt_file), "config": GREEDY},
         {"name": "long_auto", "text": LONG_TEXT, "seed": 15, "config": {"num_step": 4}},
         {"name": "long_clone", "text": MEDIUM_TEXT, "ref_audio": ref24, "ref_text": "Hello world.",
          "config": {**GREEDY, "audio_chunk_threshold": 3.0, "audio_chunk_duration": 2.0}},
@@ -96,8 +96,10 @@ def batch_cases(refs: dict[str, Path]) -> list[dict[str, Any]]:
         {"text": "Hello world.", "language": "English", "instruct": "male, elderly", "duration": 1.0},
     ]
     clones = [
-        {"text": "This is a test.", "language": "en", "ref_audio": str(refs["ref24k"]), "ref_text": "Hello world"},
-        {"text": "A second, longer sentence to say.", "ref_audio": str(refs["ref16k"]), "ref_text": "Hello there"},
+        {"text": "This is a test.", "language": "en", "ref_audio": str(refs["ref24k"]),
+         "ref_text": "Hello world"},
+        {"text": "A second, longer sentence to say.", "ref_audio": str(refs["ref16k"]),
+         "ref_text": "Hello there"},
     ]
     return [{"name": "batch_greedy", "batch": voiced, "config": GREEDY},
             {"name": "batch_clone", "batch": clones, "config": GREEDY}]

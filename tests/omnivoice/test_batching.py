@@ -55,7 +55,8 @@ def test_every_case_in_one_batch_gives_its_lone_result(ov_model, rows, alone) ->
 
 def test_rows_joining_a_running_batch(ov_model, rows, alone) -> None:
     picked = [0, 4, 8, 10, 12]  # greedy, design, clone, sampled clone, long-form
-    join_while_running(ov_model, [rows[i] for i in picked], tokens, alone=[alone[i] for i in picked], gap_s=0.02)
+    join_while_running(ov_model, [rows[i] for i in picked], tokens, alone=[alone[i] for i in picked],
+                       gap_s=0.02)
 
 
 def test_streaming_and_offline_rows_in_one_batch(ov_model, rows, alone) -> None:

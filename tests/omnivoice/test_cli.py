@@ -53,7 +53,8 @@ def test_tts_design_and_detection(demo_snapshot, tmp_path):
     assert "rtf=" in stdout and "seed=3" in stdout
     design = tmp_path / "d.flac"
     ok(run_cli("--family", "omnivoice", "--task", "design", "--model", demo_snapshot, "--text", "Hello.",
-               "--instruct", "female, low pitch, british accent", "--language", "English", "--out", design, *FAST))
+               "--instruct", "female, low pitch, british accent", "--language", "English", "--out", design,
+               *FAST))
     assert sf.info(design).samplerate == 24000
 
 
@@ -63,8 +64,8 @@ def test_clone_with_voice_prompt_out_and_in(demo_snapshot, ref_wav, tmp_path):
                         "--reference-text", "Hello world", "--text", "This is a test.", "--seed", "5",
                         "--voice-prompt-out", prompt, "--out", a, *FAST))
     assert f"voice_prompt_out={prompt}" in stdout and prompt.is_file()
-    ok(run_cli("--model", demo_snapshot, "--task", "clon", "--voice-prompt", prompt, "--text", "This is a test.",
-               "--seed", "5", "--out", b, *FAST))
+    ok(run_cli("--model", demo_snapshot, "--task", "clon", "--voice-prompt", prompt,
+               "--text", "This is a test.", "--seed", "5", "--out", b, *FAST))
     assert np.array_equal(sf.read(a)[0], sf.read(b)[0])
 
 
@@ -78,8 +79,8 @@ def test_streaming_events_and_chunk_files(demo_snapshot, tmp_path):
     assert len(events) > 1
     assert sorted(p.name for p in chunks.iterdir()) == sorted(f"chunk_{i}.wav" for i in range(len(events)))
     offline = tmp_path / "offline"
-    ok(run_cli("--model", demo_snapshot, "--text", MEDIUM_TEXT, "--out", tmp_path / "o.wav", "--out-dir", offline,
-               "-r", "audio_chunk_threshold=3", "-r", "audio_chunk_duration=2", *FAST))
+    ok(run_cli("--model", demo_snapshot, "--text", MEDIUM_TEXT, "--out", tmp_path / "o.wav",
+               "--out-dir", offline, "-r", "audio_chunk_threshold=3", "-r", "audio_chunk_duration=2", *FAST))
     assert len(list(offline.glob("chunk_*.wav"))) == len(events)
 
 
@@ -101,7 +102,8 @@ def test_families_lists_omnivoice_as_supported():
 
 @pytest.mark.parametrize(("args", "message"), [
     (("--task", "clon", "--voice-ref", "REF", "--text", "Hi."), "without --reference-text"),
-    (("--task", "design", "--instruct", "female, robot voice", "--text", "Hi."), "unsupported voice-design item"),
+    (("--task", "design", "--instruct", "female, robot voice", "--text", "Hi."),
+     "unsupported voice-design item"),
     (("--task", "design", "--text", "Hi."), "needs --instruct"),
     (("--text", "Hi.", "-r", "no_such_option=1"), "no_such_option"),
     (("--text", "Hi.", "-r", "num_inference_steps=0"), "below the minimum"),

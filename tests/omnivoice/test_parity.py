@@ -16,8 +16,9 @@ from tests.omnivoice.cases import our_options
 
 pytestmark = pytest.mark.parity
 
-CASES = ["auto_greedy", "auto_sampled", "auto_classtemp", "auto_defaults", "design", "design_zh", "design_dur",
-         "tts_speed", "clone", "clone_raw", "clone_sampled", "clone_prompt", "long_auto", "long_clone"]
+CASES = ["auto_greedy", "auto_sampled", "auto_classtemp", "auto_defaults", "design", "design_zh",
+         "design_dur", "tts_speed", "clone", "clone_raw", "clone_sampled", "clone_prompt", "long_auto",
+         "long_clone"]
 LOGIT_TOL = 1e-4
 AUDIO_COSINE = 0.99999
 

@@ -25,8 +25,8 @@ def ref_wav(tmp_path_factory) -> str:
 
 
 def clone_request(ref_wav: str, **options) -> TaskRequest:
-    return TaskRequest(text="This is a test.", voice=VoiceReference(path=ref_wav), reference_text="Hello world",
-                       options={**FAST, "seed": 9, **options})
+    return TaskRequest(text="This is a test.", voice=VoiceReference(path=ref_wav),
+                       reference_text="Hello world", options={**FAST, "seed": 9, **options})
 
 
 def test_streaming_yields_one_event_per_chunk_then_the_merged_audio(demo_model):
@@ -50,7 +50,8 @@ def test_short_text_streams_one_event_equal_to_the_final_audio(demo_model):
 
 
 def test_chunking_can_be_disabled(demo_model):
-    result = demo_model.session("tts").run(TaskRequest(text=MEDIUM_TEXT, options={**LONG, "audio_chunk_duration": 0}))
+    result = demo_model.session("tts").run(TaskRequest(text=MEDIUM_TEXT,
+                                                       options={**LONG, "audio_chunk_duration": 0}))
     assert len(result.details["chunk_texts"]) == 1 and result.chunks == []
 
 
@@ -78,7 +79,8 @@ def test_reference_encodes_are_cached_by_content(demo_model, ref_wav, monkeypatc
     assert calls == []  # served from the cache, and the seeded output is unchanged
     assert np.array_equal(first.audio.samples, second.audio.samples)
     samples, sr = sf.read(ref_wav, dtype="float32")
-    third = session.run(TaskRequest(text="This is a test.", voice=VoiceReference(audio=AudioBuffer(samples, sr)),
+    third = session.run(TaskRequest(text="This is a test.",
+                                    voice=VoiceReference(audio=AudioBuffer(samples, sr)),
                                     reference_text="Hello world", options={**FAST, "seed": 21}))
     assert calls == [] and np.array_equal(first.audio.samples, third.audio.samples)
 
@@ -98,7 +100,8 @@ def test_duration_sets_the_length(demo_model):
 
 
 def test_same_seed_same_audio_other_seed_other_audio(demo_model):
-    run = lambda seed: demo_model.session("tts").run(TaskRequest(text="Hello.", options={**FAST, "seed": seed}))  # noqa: E731
+    run = lambda seed: demo_model.session("tts").run(  # noqa: E731
+        TaskRequest(text="Hello.", options={**FAST, "seed": seed}))
     a, b, c = run(1), run(1), run(2)
     assert np.array_equal(a.audio.samples, b.audio.samples)
     assert not np.array_equal(a.details["tokens"][0], c.details["tokens"][0])
@@ -137,7 +140,8 @@ def test_user_errors(demo_model, ref_wav, tmp_path, task, kwargs, match):
 
 def test_bad_voice_prompt_file(demo_model, tmp_path):
     bad = tmp_path / "bad.pt"
-    torch.save({"format_version": 1, "ref_audio_tokens": torch.zeros(3, 4), "ref_text": "x", "ref_rms": 0.1}, bad)
+    torch.save({"format_version": 1, "ref_audio_tokens": torch.zeros(3, 4), "ref_text": "x", "ref_rms": 0.1},
+               bad)
     with pytest.raises(UsageError, match="not an OmniVoice voice prompt"):
         demo_model.load_voice_prompt(bad)
     junk = tmp_path / "junk.pt"

@@ -119,7 +119,8 @@ AUDIO8_TINY = Path(__file__).resolve().parents[1] / "data" / "audio8_tts" / "tin
 
 
 @pytest.fixture(scope="session")
-def rates_server(tmp_path_factory: pytest.TempPathFactory, server_cache: dict[str, str]) -> Iterator[ServerProcess]:
+def rates_server(tmp_path_factory: pytest.TempPathFactory,
+                 server_cache: dict[str, str]) -> Iterator[ServerProcess]:
     """``omni`` (the OmniVoice demo, 24 kHz) and ``a8`` (the tiny Audio8, 44.1 kHz) behind one server."""
     from audiocpp.families.omnivoice import plugin
 

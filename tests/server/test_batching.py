@@ -53,13 +53,15 @@ def batched_server(models: dict[str, Path], tmp_path_factory: pytest.TempPathFac
     from audiocpp.families.omnivoice import plugin
 
     demo = plugin.demo_model_path()
-    args = ["--model", f"omni={demo}", *[a for name, path in models.items() for a in ("--model", f"{name}={path}")],
+    args = ["--model", f"omni={demo}",
+            *[a for name, path in models.items() for a in ("--model", f"{name}={path}")],
             "--max-batch", "8", "--max-queue", "16", "--voices-dir", str(tmp_path_factory.mktemp("voices")),
             "--session-option", "omnivoice.threads=1"]
     log = tmp_path_factory.mktemp("batched-log") / "serve.log"
     proc = ServerProcess(args, log, env=server_cache)
     ref = tmp_path_factory.mktemp("voice") / "me.wav"
-    sf.write(ref, voice_like_signal(3, 2400, 16000), 16000, subtype="FLOAT")  # short: the tiny models hold 512 positions
+    # short: the tiny models hold 512 positions
+    sf.write(ref, voice_like_signal(3, 2400, 16000), 16000, subtype="FLOAT")
     with open(ref, "rb") as fh:
         r = httpx.post(proc.url + "/v1/audio/voices", data={"name": "me", "transcript": "This is my voice."},
                        files={"file": ("me.wav", fh, "audio/wav")}, timeout=60)
@@ -138,7 +140,8 @@ def stream_pcm(server: ServerProcess, body: dict[str, Any], *, stop_after: int |
 
 @pytest.mark.parametrize("model", ["vox2", "a8"])
 def test_a_client_going_away_leaves_the_others_unchanged(batched_server: ServerProcess, model: str) -> None:
-    longer = {"max_tokens": 30} if model == "vox2" else {"max_new_tokens": 40}  # the one that leaves is mid-way
+    # the one that leaves is mid-way
+    longer = {"max_tokens": 30} if model == "vox2" else {"max_new_tokens": 40}
     requests = [{**body, **longer} for body in bodies(model)[:4]]
     alone = [stream_pcm(batched_server, body) for body in requests[1:]]
     cancelled = batched_server.metric(f'audiocpp_cancelled_total{{model="{model}"}}')

@@ -55,8 +55,8 @@ def test_livekit_openai_tts_gets_24k_frames(rates_server: ServerProcess) -> None
     from livekit.plugins import openai as livekit_openai
 
     async def go() -> list:
-        tts = livekit_openai.TTS(model="a8", voice="alloy", base_url=rates_server.url + "/v1", api_key="unused",
-                                 response_format="pcm")
+        tts = livekit_openai.TTS(model="a8", voice="alloy", base_url=rates_server.url + "/v1",
+                                 api_key="unused", response_format="pcm")
         frames = []
         try:
             async with tts.synthesize("Hello from a LiveKit agent.") as stream:

@@ -77,12 +77,14 @@ def test_32_clients_succeed_or_are_refused_at_once(busy_server: ServerProcess) -
 
 def test_memory_stays_flat(busy_server: ServerProcess) -> None:
     forms = [{"response_format": "wav"}, {"response_format": "flac"},
-             {"response_format": "pcm", "stream_format": "audio"}, {"response_format": "pcm", "stream_format": "sse"}]
+             {"response_format": "pcm", "stream_format": "audio"},
+             {"response_format": "pcm", "stream_format": "sse"}]
 
     def run(count: int) -> None:
         with httpx.Client(timeout=120) as http:
             for i in range(count):
-                body = {"input": f"Short text number {i % 7}.", "num_inference_steps": 1, **forms[i % len(forms)]}
+                body = {"input": f"Short text number {i % 7}.", "num_inference_steps": 1,
+                        **forms[i % len(forms)]}
                 r = http.post(busy_server.url + "/v1/audio/speech", json=body)
                 assert r.status_code == 200, r.text
 
@@ -107,15 +109,18 @@ def test_disconnect_mid_stream_cancels_the_synthesis(busy_server: ServerProcess)
         next(r.iter_raw())  # the first piece, then hang up
     assert _wait_idle(busy_server) < 10
     assert busy_server.metric("audiocpp_cancelled_total") == before + 1
-    assert busy_server.metric('audiocpp_requests_total{endpoint="/v1/audio/speech",model="omnivoice-demo",status="200"}') >= 1
+    assert busy_server.metric('audiocpp_requests_total{endpoint="/v1/audio/speech",'
+                              'model="omnivoice-demo",status="200"}') >= 1
 
 
-def test_disconnect_while_waiting_cancels_an_offline_synthesis(busy_server: ServerProcess, tmp_path: Path) -> None:
+def test_disconnect_while_waiting_cancels_an_offline_synthesis(busy_server: ServerProcess,
+                                                               tmp_path: Path) -> None:
     before = busy_server.metric("audiocpp_cancelled_total")
     with pytest.raises(httpx.ReadTimeout):
-        httpx.post(busy_server.url + "/v1/audio/speech", json={**LONG, "num_inference_steps": 256}, timeout=1.0)
+        httpx.post(busy_server.url + "/v1/audio/speech", json={**LONG, "num_inference_steps": 256},
+                   timeout=1.0)
     assert _wait_idle(busy_server) < 10
     assert busy_server.metric("audiocpp_cancelled_total") == before + 1
-    r = httpx.post(busy_server.url + "/v1/audio/speech", json={"input": "Still here.", "num_inference_steps": 2},
-                   timeout=120)
+    r = httpx.post(busy_server.url + "/v1/audio/speech",
+                   json={"input": "Still here.", "num_inference_steps": 2}, timeout=120)
     assert r.status_code == 200

@@ -58,7 +58,8 @@ def test_voxcpm2_offline_and_streamed_equal_the_cli(two_models: ServerProcess, v
                                                     tmp_path: Path) -> None:
     text = "Hello world."
     args = [a for k, v in VOX.items() for a in ("-r", f"{k}={str(v).lower()}")]
-    cli_ok("--model", vox_checkpoint, "--text", text, "--seed", str(SEED), *args, "--out", tmp_path / "cli.wav")
+    cli_ok("--model", vox_checkpoint, "--text", text, "--seed", str(SEED), *args,
+           "--out", tmp_path / "cli.wav")
     r = httpx.post(two_models.url + "/v1/audio/speech", timeout=300,
                    json={"model": "vox", "input": text, "seed": SEED, **VOX})
     assert r.status_code == 200, r.text
@@ -70,8 +71,8 @@ def test_voxcpm2_offline_and_streamed_equal_the_cli(two_models: ServerProcess, v
     chunks = sorted((tmp_path / "chunks").glob("chunk_*.wav"), key=lambda p: int(p.stem.split("_")[1]))
     assert len(chunks) >= 2
     with httpx.stream("POST", two_models.url + "/v1/audio/speech", timeout=300,
-                      json={"model": "vox", "input": text, "seed": SEED, "stream_format": "sse", "sample_rate": "native",
-                            **VOX}) as s:
+                      json={"model": "vox", "input": text, "seed": SEED, "stream_format": "sse",
+                            "sample_rate": "native", **VOX}) as s:
         events = [json.loads(line[6:]) for line in s.iter_lines() if line.startswith("data: ")]
     deltas = [base64.b64decode(e["audio"]) for e in events if e["type"] == "speech.audio.delta"]
     assert len(deltas) == len(chunks)
@@ -99,8 +100,8 @@ def test_concurrent_requests_to_one_model_are_not_mixed_up(two_models: ServerPro
 
     def speak(seed: int) -> bytes:
         r = httpx.post(two_models.url + "/v1/audio/speech", timeout=300,
-                       json={"model": "vox", "input": f"Number {seed}.", "seed": seed, "response_format": "pcm",
-                             **VOX})
+                       json={"model": "vox", "input": f"Number {seed}.", "seed": seed,
+                             "response_format": "pcm", **VOX})
         assert r.status_code == 200, r.text
         return r.content
 

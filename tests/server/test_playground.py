@@ -37,7 +37,8 @@ def browser():
 
 def _audio_state(page) -> dict:
     return page.evaluate("""() => { const a = document.getElementById('player');
-        return {src: a.currentSrc, duration: a.duration, ready: a.readyState, error: a.error && a.error.code}; }""")
+        return {src: a.currentSrc, duration: a.duration, ready: a.readyState, """
+                         """error: a.error && a.error.code}; }""")
 
 
 def test_playground_speaks(server: ServerProcess, browser) -> None:

@@ -38,7 +38,8 @@ def test_pcm_is_24k_by_default_and_the_native_audio_resampled(rates_server: Serv
 
     native = post(rates_server, response_format="pcm", sample_rate="native")
     default = post(rates_server, response_format="pcm")
-    assert native.headers["x-audiocpp-sample-rate"] == "44100" and default.headers["x-audiocpp-sample-rate"] == "24000"
+    assert (native.headers["x-audiocpp-sample-rate"] == "44100"
+            and default.headers["x-audiocpp-sample-rate"] == "24000")
     expected = resample(pcm(native.content), 44100, 24000)
     got = pcm(default.content)
     assert got.size == expected.size
@@ -51,7 +52,8 @@ def test_sample_rate_for_every_format_and_streams(rates_server: ServerProcess) -
     wav = post(rates_server, response_format="wav")  # files keep the model's rate unless asked
     assert sf.info(io.BytesIO(wav.content)).samplerate == 44100
     wav16 = post(rates_server, response_format="wav", sample_rate=16000)
-    assert sf.info(io.BytesIO(wav16.content)).samplerate == 16000 and wav16.headers["x-audiocpp-sample-rate"] == "16000"
+    assert (sf.info(io.BytesIO(wav16.content)).samplerate == 16000
+            and wav16.headers["x-audiocpp-sample-rate"] == "16000")
     flac = post(rates_server, response_format="flac", sample_rate=22050)
     assert sf.info(io.BytesIO(flac.content)).samplerate == 22050
     streamed = post(rates_server, response_format="pcm", stream_format="audio")
@@ -86,7 +88,8 @@ def test_inline_references_clone_like_a_stored_voice(rates_server: ServerProcess
     assert a.status_code == 200, a.text
     assert a.content == b.content  # the same request either way
     name = "inline-check"
-    r = httpx.post(rates_server.url + "/v1/audio/voices", data={"name": name, "transcript": "A short reference."},
+    r = httpx.post(rates_server.url + "/v1/audio/voices",
+                   data={"name": name, "transcript": "A short reference."},
                    files={"file": ("ref.wav", data, "audio/wav")}, timeout=60)
     assert r.status_code == 201, r.text
     stored = post(rates_server, voice=name)
@@ -105,13 +108,15 @@ def test_inline_references_clone_like_a_stored_voice(rates_server: ServerProcess
     ({"ref_text": "a transcript without its audio"}, "ref_text", 400),
     ({"ref_audio": "UklGRg==", "voice": "someone"}, "voice", 400),
 ])
-def test_bad_inline_references_are_4xx(rates_server: ServerProcess, fields: dict, param: str, status: int) -> None:
+def test_bad_inline_references_are_4xx(rates_server: ServerProcess, fields: dict, param: str,
+                                       status: int) -> None:
     r = post(rates_server, **fields)
     assert r.status_code == status, r.text
     assert r.json()["error"]["param"] == param
 
 
-def test_an_inline_reference_needs_a_family_that_clones_and_its_transcript(rates_server: ServerProcess) -> None:
+def test_an_inline_reference_needs_a_family_that_clones_and_its_transcript(
+        rates_server: ServerProcess) -> None:
     plain = base64.b64encode(reference_wav()).decode()
     r = post(rates_server, ref_audio=plain)  # Audio8 clones only with the reference's transcript
     assert r.status_code == 400 and "transcript" in r.json()["error"]["message"]

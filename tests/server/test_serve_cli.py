@@ -82,7 +82,8 @@ def test_internal_failure_is_a_500_and_the_server_stays_up(tmp_path: Path) -> No
     from audiocpp.server.voices import VoiceStore
 
     served = ServedModel("broken", BrokenModel(get_family("omnivoice").spec, None))
-    state = ServerState(models={"broken": served}, workers={"broken": ModelWorker("broken", served.model, 1, 2)},
+    state = ServerState(models={"broken": served},
+                        workers={"broken": ModelWorker("broken", served.model, 1, 2)},
                         voices=VoiceStore(tmp_path / "voices"), metrics=ServerMetrics())
     with TestClient(create_app(state)) as http:
         for stream_format in (None, "sse", "audio"):
@@ -94,7 +95,8 @@ def test_internal_failure_is_a_500_and_the_server_stays_up(tmp_path: Path) -> No
             error = r.json()["error"]
             assert error["type"] == "server_error" and "RuntimeError: the family broke" in error["message"]
         assert http.get("/health").json()["models"]["broken"] == {"family": "omnivoice", "queued": 0,
-                                                                   "synthesizing": 0, "capacity": 3, "max_batch": 1}
+                                                                   "synthesizing": 0, "capacity": 3,
+                                                                   "max_batch": 1}
         assert 'audiocpp_requests_total{endpoint="/v1/audio/speech",model="broken",status="500"} 3' in \
             http.get("/metrics").text
     state.shutdown()

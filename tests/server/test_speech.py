@@ -35,7 +35,8 @@ def cli_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _create(client, **kwargs):
     extra = {"seed": SEED, **FAST, **kwargs.pop("extra_body", {})}
-    return client.audio.speech.create(model="omnivoice-demo", voice="alloy", input=TEXT, extra_body=extra, **kwargs)
+    return client.audio.speech.create(model="omnivoice-demo", voice="alloy", input=TEXT, extra_body=extra,
+                                      **kwargs)
 
 
 def test_wav_bytes_equal_the_cli(client, cli_wav: Path) -> None:
@@ -45,7 +46,8 @@ def test_wav_bytes_equal_the_cli(client, cli_wav: Path) -> None:
     assert headers["content-type"] == "audio/wav"
     assert headers["x-audiocpp-sample-rate"] == "24000"
     assert headers["x-audiocpp-seed"] == str(SEED)
-    assert float(headers["x-audiocpp-audio-duration-ms"]) == pytest.approx(sf.info(cli_wav).duration * 1000, abs=0.1)
+    assert float(headers["x-audiocpp-audio-duration-ms"]) == pytest.approx(sf.info(cli_wav).duration * 1000,
+                                                                           abs=0.1)
     assert float(headers["x-audiocpp-wall-ms"]) > 0 and float(headers["x-audiocpp-rtf"]) > 0
 
 
@@ -114,7 +116,8 @@ def test_streaming_sends_each_chunk_as_the_cli_streams_it(client, tmp_path: Path
         extra_body={"seed": SEED, **FAST, **options},
     ) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
-        events = [json.loads(line[len("data: "):]) for line in response.iter_lines() if line.startswith("data: ")]
+        events = [json.loads(line[len("data: "):]) for line in response.iter_lines()
+                  if line.startswith("data: ")]
     deltas = [e for e in events if e["type"] == "speech.audio.delta"]
     assert len(deltas) == len(chunks)
     assert events[-1]["type"] == "speech.audio.done"

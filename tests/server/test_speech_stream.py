@@ -81,7 +81,8 @@ def test_sentences_are_spoken_as_they_complete(ws_server: ServerProcess) -> None
 
 
 def test_wav_format_and_the_native_rate(ws_server: ServerProcess) -> None:
-    config = {"model": "a8", "response_format": "wav", "sample_rate": "native", "seed": 1, "max_new_tokens": 6}
+    config = {"model": "a8", "response_format": "wav", "sample_rate": "native", "seed": 1,
+              "max_new_tokens": 6}
     received, _, _ = asyncio.run(converse(ws_server.url, config, "One sentence. Two sentences."))
     starts = [m for m in received if isinstance(m, dict) and m["type"] == "audio.start"]
     assert [s["sample_rate"] for s in starts] == [44100, 44100]

@@ -29,8 +29,9 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def cli_clone(tmp_path_factory: pytest.TempPathFactory, reference: Path) -> bytes:
     out = tmp_path_factory.mktemp("cli-clone") / "clone.wav"
-    cli_ok("--family", "omnivoice", "--task", "clon", "--voice-ref", reference, "--reference-text", TRANSCRIPT,
-           "--text", TEXT, "--seed", str(SEED), "-r", "num_inference_steps=4", "--out", out)
+    cli_ok("--family", "omnivoice", "--task", "clon", "--voice-ref", reference,
+           "--reference-text", TRANSCRIPT, "--text", TEXT, "--seed", str(SEED), "-r", "num_inference_steps=4",
+           "--out", out)
     return out.read_bytes()
 
 
@@ -40,7 +41,8 @@ def _speak(client, voice: str) -> bytes:
 
 
 def test_upload_use_reuse_restart_delete(server: ServerProcess, client, reference: Path, cli_clone: bytes,
-                                         voices_dir: Path, server_cache: dict[str, str], tmp_path: Path) -> None:
+                                         voices_dir: Path, server_cache: dict[str, str],
+                                         tmp_path: Path) -> None:
     with open(reference, "rb") as fh:
         voice = client.audio.voices.create(name="alice", audio_sample=fh, consent="recorded-with-consent",
                                            extra_body={"transcript": TRANSCRIPT})
@@ -81,7 +83,8 @@ def _upload(server: ServerProcess, name: str, data: bytes, transcript: str = TRA
 
 
 @pytest.mark.parametrize("name", ["../evil", "a/b", "..", ".hidden", "default", "Alloy", "", "x" * 65, "a b"])
-def test_bad_voice_names_are_refused(server: ServerProcess, reference: Path, voices_dir: Path, name: str) -> None:
+def test_bad_voice_names_are_refused(server: ServerProcess, reference: Path, voices_dir: Path,
+                                     name: str) -> None:
     r = _upload(server, name, reference.read_bytes())
     assert r.status_code == 400, r.text
     error = r.json()["error"]
@@ -94,7 +97,8 @@ def test_bad_uploads_are_refused(server: ServerProcess, reference: Path) -> None
         "not audio": (_upload(server, "v1", b"this is not audio at all" * 10), 400, "invalid_audio"),
         "empty": (_upload(server, "v2", b""), 400, "invalid_audio"),
         "truncated": (_upload(server, "v3", reference.read_bytes()[:30]), 400, "invalid_audio"),
-        "too large": (_upload(server, "v4", b"\0" * (1 << 20) + reference.read_bytes()), 413, "body_too_large"),
+        "too large": (_upload(server, "v4", b"\0" * (1 << 20) + reference.read_bytes()), 413,
+                      "body_too_large"),
         "no file": (httpx.post(server.url + "/v1/audio/voices", data={"name": "v5"},
                                files={"other": ("x", b"1")}), 400, "missing_field"),
         "json body": (httpx.post(server.url + "/v1/audio/voices", json={"name": "v6"}), 415,

@@ -38,7 +38,8 @@ STORY = ["The first sentence is here. ", "Then a second one comes along, ", "and
 
 
 @pytest.fixture(scope="module")
-def wyoming_server(tmp_path_factory: pytest.TempPathFactory, server_cache: dict[str, str]) -> Iterator[ServerProcess]:
+def wyoming_server(tmp_path_factory: pytest.TempPathFactory,
+                   server_cache: dict[str, str]) -> Iterator[ServerProcess]:
     from audiocpp.families.omnivoice import plugin
 
     port = free_port()
@@ -99,7 +100,8 @@ def test_describe_lists_a_program_per_model_with_its_voices(wyoming_server: Serv
 def test_synthesize_answers_audio_start_chunks_stop(wyoming_server: ServerProcess) -> None:
     async def go(voice: str) -> list:
         async with AsyncTcpClient("127.0.0.1", wyoming_server.wyoming_port) as client:
-            await client.write_event(Synthesize(text="Hello from Wyoming.", voice=SynthesizeVoice(name=voice)).event())
+            await client.write_event(Synthesize(text="Hello from Wyoming.",
+                                                voice=SynthesizeVoice(name=voice)).event())
             return await _events(client, {"audio-stop", "error"})
 
     for voice, rate in (("omni", 24000), ("a8", 44100), ("a8/me", 44100)):
@@ -120,14 +122,16 @@ def test_streaming_speaks_the_first_sentence_before_the_text_ends(wyoming_server
             early = await _events(client, {"audio-stop"})  # the first sentence, with the text unfinished
             for piece in [STORY[1].removeprefix("Then a"), *STORY[2:]]:
                 await client.write_event(SynthesizeChunk(text=piece).event())
-            await client.write_event(Synthesize(text="".join(STORY), voice=SynthesizeVoice(name="a8")).event())
+            await client.write_event(Synthesize(text="".join(STORY),
+                                                voice=SynthesizeVoice(name="a8")).event())
             await client.write_event(SynthesizeStop().event())
             return early, await _events(client, {"synthesize-stopped"})
 
     early, rest = run(go())
     starts, pcm = _audio(early)
     assert len(starts) == 1 and pcm.size > 0
-    assert sum(1 for e in rest if AudioStart.is_type(e.type)) == 2  # the two other sentences; synthesize ignored
+    # the two other sentences; synthesize ignored
+    assert sum(1 for e in rest if AudioStart.is_type(e.type)) == 2
     assert sum(1 for e in rest if AudioStop.is_type(e.type)) == 2
     assert SynthesizeStopped.is_type(rest[-1].type)
 

@@ -47,7 +47,8 @@ class Case:
     def upstream_args(self, audio: dict[str, Path]) -> dict[str, Any]:
         o = self.merged()
         args: dict[str, Any] = {
-            "text": self.text, "cfg_value": o["guidance_scale"], "inference_timesteps": o["num_inference_steps"],
+            "text": self.text, "cfg_value": o["guidance_scale"],
+            "inference_timesteps": o["num_inference_steps"],
             "min_len": o["min_tokens"], "max_len": o["max_tokens"], "normalize": False, "denoise": False,
             "retry_badcase": o["retry_badcase"], "retry_badcase_max_times": o["retry_badcase_max_times"],
             "retry_badcase_ratio_threshold": o["retry_badcase_ratio_threshold"],
@@ -77,7 +78,8 @@ def _cases(ck: str, prompt: str) -> list[Case]:
         Case(f"{ck}:clone", ck, **clone),
         # 16 generated patches < 2.5 x 7 target tokens <= 16 + 2 context patches: a bad case only
         # because v1 counts the prompt's context patches, as upstream does.
-        Case(f"{ck}:clone_retry", ck, **clone, options={"retry_badcase": True, "retry_badcase_ratio_threshold": 2.5,
+        Case(f"{ck}:clone_retry", ck, **clone, options={"retry_badcase": True,
+                                                        "retry_badcase_ratio_threshold": 2.5,
                                                         "min_tokens": 20, "max_tokens": 16}),
         Case(f"{ck}:stream_tts", ck, streaming=True, options={"min_tokens": 8, "max_tokens": 10}),
         Case(f"{ck}:stream_clone", ck, streaming=True, **clone),
@@ -124,10 +126,10 @@ def write_checkpoints(root: Path) -> dict[str, Path]:
     from tools.voxcpm1 import checkpoint as ck
 
     return {
-        "tiny_05b": ck.write_v1_checkpoint(root / "tiny_05b", ck.TINY_05B, seed=SEEDS["tiny_05b"], weights="bin",
-                                           stop_tie=STOP_TIE),
-        "tiny_15": ck.write_v1_checkpoint(root / "tiny_15", ck.TINY_15, seed=SEEDS["tiny_15"], weights="safetensors",
-                                          stop_tie=STOP_TIE),
+        "tiny_05b": ck.write_v1_checkpoint(root / "tiny_05b", ck.TINY_05B, seed=SEEDS["tiny_05b"],
+                                           weights="bin", stop_tie=STOP_TIE),
+        "tiny_15": ck.write_v1_checkpoint(root / "tiny_15", ck.TINY_15, seed=SEEDS["tiny_15"],
+                                          weights="safetensors", stop_tie=STOP_TIE),
     }
 
 
@@ -137,7 +139,8 @@ def reference_cases(audio: dict[str, Path]) -> list[dict[str, Any]]:
         {"name": c.name.replace(":", "__"), "checkpoint": c.checkpoint, "kind": "generate", "seed": c.seed,
          "streaming": c.streaming, "args": c.upstream_args(audio)} for c in CASES
     ]
-    jobs.append({"name": "tiny_05b__vae", "checkpoint": "tiny_05b", "kind": "vae", "wav": str(audio["vae16k"])})
+    jobs.append({"name": "tiny_05b__vae", "checkpoint": "tiny_05b", "kind": "vae",
+                 "wav": str(audio["vae16k"])})
     jobs.append({"name": "tiny_15__vae", "checkpoint": "tiny_15", "kind": "vae", "wav": str(audio["vae44k"])})
     jobs.append({"name": "tokenize", "checkpoint": "tiny_05b", "kind": "tokenize", "texts": TOKENIZER_TEXTS})
     return jobs
@@ -177,7 +180,8 @@ def compare(case: Case, result, pieces: list[np.ndarray], ref: dict[str, np.ndar
     return {
         "patches": len(latents), "upstream_patches": len(ref["patches"]), "context": context,
         "attempts": result.details["attempts"][0], "upstream_attempts": int(ref["runs"]),
-        "latent_diff": float(np.abs(latents - expected).max()) if same_shape and len(latents) else float("nan"),
+        "latent_diff": (float(np.abs(latents - expected).max()) if same_shape and len(latents)
+                        else float("nan")),
         "same_shape": same_shape, "audio_len": len(audio), "upstream_audio_len": len(ref["wav"]),
         "cosine": cosine(audio, ref["wav"]) if audio.shape == ref["wav"].shape else float("nan"),
         "chunk_lengths": [len(p) for p in pieces], "upstream_chunk_lengths": ref["chunk_lengths"].tolist(),

@@ -38,16 +38,16 @@ def test_clone_with_reference_text(checkpoints, audio_files: dict[str, Path], tm
            "--voice-ref", audio_files["prompt44k"], "--reference-text", PROMPT_TEXT, "--seed", "5", *SHORT,
            "--format", "wav32", "--out", out)
     api = loaded("tiny_15").session("clon").run(TaskRequest(
-        text="Hello.", seed=5, voice=VoiceReference(path=audio_files["prompt44k"]), reference_text=PROMPT_TEXT,
-        options=API_SHORT))
+        text="Hello.", seed=5, voice=VoiceReference(path=audio_files["prompt44k"]),
+        reference_text=PROMPT_TEXT, options=API_SHORT))
     assert api.details["mode"] == "continuation"
     assert same_audio(read(out)[0], api.audio.samples)
 
 
 def test_streaming_writes_each_patch(checkpoints, audio_files: dict[str, Path], tmp_path: Path) -> None:
     out, chunks = tmp_path / "stream.wav", tmp_path / "chunks"
-    proc = run_cli("--task", "clon", "--model", checkpoints["tiny_05b"], "--text", "Hello world.", "--seed", "3",
-                   "--voice-ref", audio_files["prompt16k"], "--reference-text", PROMPT_TEXT,
+    proc = run_cli("--task", "clon", "--model", checkpoints["tiny_05b"], "--text", "Hello world.",
+                   "--seed", "3", "--voice-ref", audio_files["prompt16k"], "--reference-text", PROMPT_TEXT,
                    "--request-option", "max_tokens=8", "--request-option", "min_tokens=7",
                    "--mode", "streaming", "--out-dir", chunks, "--out", out)
     assert proc.returncode == 0, proc.stderr
@@ -87,7 +87,8 @@ def test_package_then_run_the_package(checkpoints, tmp_path: Path) -> None:
 
 
 BAD = [
-    ("clone without reference text", ["--task", "clon", "--voice-ref", "{prompt}"], 2, "needs --reference-text"),
+    ("clone without reference text", ["--task", "clon", "--voice-ref", "{prompt}"], 2,
+     "needs --reference-text"),
     ("clone without reference", ["--task", "clon"], 2, "needs a reference voice"),
     ("reference text without reference", ["--task", "tts", "--reference-text", "hi"], 2, "--voice-ref"),
     ("reference audio in tts", ["--task", "tts", "--voice-ref", "{prompt}", "--reference-text", "hi"], 2,

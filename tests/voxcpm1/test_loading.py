@@ -28,7 +28,8 @@ from .cases import CASE_BY_NAME, TOKENIZER_TEXTS, cosine, run_ours
 VARIANTS = ["tiny_05b", "tiny_15"]
 
 
-def synth(model, ck: str, audio_files, kind: str = "clone", patches: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def synth(model, ck: str, audio_files, kind: str = "clone",
+          patches: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Latents and audio of a clone (exercises the VAE encoder too) or tts case; ``patches``: that
     many exactly, whatever the stop head says (drift tests: a random tiny model's stop decision
     sits near its threshold, and any reduced precision may move it a patch or two)."""
@@ -40,7 +41,8 @@ def synth(model, ck: str, audio_files, kind: str = "clone", patches: int | None 
 
 
 @pytest.fixture(scope="module")
-def packages(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
+def packages(checkpoints: dict[str, Path],
+             tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
     root = tmp_path_factory.mktemp("voxcpm1-packages")
     out = {}
     for ck in VARIANTS:
@@ -72,9 +74,10 @@ def test_voxcpm_cpp_layout(cpp_gguf) -> None:
     assert meta["tokenizer.ggml.model"] == "gpt2" and meta["tokenizer.ggml.pre"] == "default"
     assert len(meta["tokenizer.ggml.tokens"]) == meta["voxcpm_lm_config_vocab_size"]
     names = set(source.names())
-    for name in ("token_embd.weight", "output_norm.weight", "blk.1.attn_output.weight", "residual_lm.blk.2.ffn_down.weight",
-                 "locenc.special_token", "locdit.time_mlp.linear_1.weight", "fsq.in_proj.weight",
-                 "proj.enc_to_lm.weight", "stop.stop_head.weight", "audio_vae.decoder.model.0.weight"):
+    for name in ("token_embd.weight", "output_norm.weight", "blk.1.attn_output.weight",
+                 "residual_lm.blk.2.ffn_down.weight", "locenc.special_token",
+                 "locdit.time_mlp.linear_1.weight", "fsq.in_proj.weight", "proj.enc_to_lm.weight",
+                 "stop.stop_head.weight", "audio_vae.decoder.model.0.weight"):
         assert name in names, name
     assert not any(n.endswith(("weight_g", "weight_v")) for n in names), "the VAE is stored folded"
     assert source.info("audio_vae.encoder.block.0.weight").shape == (4, 1, 7)
@@ -88,7 +91,8 @@ def test_voxcpm_cpp_layout(cpp_gguf) -> None:
 
 
 @pytest.mark.parametrize("ck", VARIANTS)
-def test_layouts_load_to_identical_outputs(ck: str, checkpoints, packages, cpp_gguf, loaded, audio_files) -> None:
+def test_layouts_load_to_identical_outputs(ck: str, checkpoints, packages, cpp_gguf, loaded,
+                                           audio_files) -> None:
     latents, audio = synth(loaded(ck), ck, audio_files)
     others = {"package f32": packages[ck, "f32"], "voxcpm.cpp f32": cpp_gguf(ck),
               "voxcpm.cpp f32, 2-D convs": cpp_gguf(ck, conv_layout="2d")}
@@ -134,7 +138,8 @@ def test_tokenizer_from_gguf_gives_the_same_ids(loaded, cpp_gguf) -> None:
         assert cpp(text) == folder(text), text
 
 
-REDUCED = [("package", "q8_0"), ("voxcpm.cpp", "q8_0"), ("voxcpm.cpp", "q8_0+vae_q8_0"), ("voxcpm.cpp", "f16")]
+REDUCED = [("package", "q8_0"), ("voxcpm.cpp", "q8_0"), ("voxcpm.cpp", "q8_0+vae_q8_0"),
+           ("voxcpm.cpp", "f16")]
 
 
 @pytest.mark.parametrize("ck", VARIANTS)
@@ -203,7 +208,8 @@ def test_missing_tensor_in_a_voxcpm_cpp_gguf_is_named(checkpoints, tmp_path: Pat
         plugin.load(path)
 
 
-def test_pytorch_bin_and_safetensors_folders_load_the_same(checkpoints, loaded, tmp_path: Path, audio_files) -> None:
+def test_pytorch_bin_and_safetensors_folders_load_the_same(checkpoints, loaded, tmp_path: Path,
+                                                            audio_files) -> None:
     """The 0.5B layout (pytorch_model.bin) and the 1.5 layout (model.safetensors) of the same weights."""
     from safetensors.torch import save_file
 

@@ -32,7 +32,8 @@ def test_variants_are_configured_as_upstream(loaded) -> None:
     small, large = loaded("tiny_05b").config, loaded("tiny_15").config
     for cfg in (small, large):
         assert cfg.architecture == "voxcpm" and cfg.lm.use_mup and cfg.audio_vae.version == 1
-        assert (cfg.variant.residual_fusion, cfg.variant.dit_mu, cfg.variant.streaming) == ("add", "sum", "window")
+        assert (cfg.variant.residual_fusion, cfg.variant.dit_mu, cfg.variant.streaming) == ("add", "sum",
+                                                                                            "window")
         assert cfg.variant.streaming_prefix_len == 3 and not cfg.variant.reference_prefix
     assert (small.patch_size, small.sample_rate, small.audio_vae.chunk_size) == (2, 16000, 10)
     assert (large.patch_size, large.sample_rate, large.audio_vae.chunk_size) == (4, 44100, 1764)
@@ -47,7 +48,8 @@ def test_generate_matches_upstream(name: str, reference, loaded, audio_files) ->
     ref = reference[name.replace(":", "__")]
     result, pieces = run_ours(loaded(case.checkpoint), case, audio_files)
     fig = compare(case, result, pieces, ref)
-    assert fig["same_shape"], f"patches: ours {fig['patches']}, upstream {fig['upstream_patches']} - {fig['context']}"
+    assert fig["same_shape"], (f"patches: ours {fig['patches']}, upstream {fig['upstream_patches']} "
+                               f"- {fig['context']}")
     assert fig["latent_diff"] <= LATENT_TOL
     assert fig["attempts"] == fig["upstream_attempts"]
     if case.prompt and not case.streaming:

@@ -26,7 +26,8 @@ SHORT = {"max_tokens": 5, "retry_badcase": False}
 def test_reference_only_cloning_is_refused(loaded, audio_files: dict[str, Path]) -> None:
     session = loaded("tiny_05b").session("clon")
     with pytest.raises(UsageError, match="--reference-text") as err:
-        session.run(TaskRequest(text="Hello.", voice=VoiceReference(path=audio_files["prompt16k"]), options=SHORT))
+        session.run(TaskRequest(text="Hello.", voice=VoiceReference(path=audio_files["prompt16k"]),
+                                options=SHORT))
     assert "reference-only" in (err.value.hint or "")
 
 
@@ -52,7 +53,8 @@ def test_design_task_is_refused(loaded) -> None:
 
 def test_clone_builds_the_continuation_prompt(loaded, audio_files: dict[str, Path]) -> None:
     model = loaded("tiny_15")
-    result = model.session("clon").run(TaskRequest(text="Hello.", voice=VoiceReference(path=audio_files["prompt44k"]),
+    result = model.session("clon").run(TaskRequest(text="Hello.",
+                                                   voice=VoiceReference(path=audio_files["prompt44k"]),
                                                    reference_text=PROMPT_TEXT, seed=1, options=SHORT))
     assert result.details["mode"] == "continuation"
     tokens = result.details["text_tokens"][0]
@@ -79,7 +81,8 @@ def test_a_leading_parenthesis_is_plain_text(loaded) -> None:
     """VoxCPM1 has no voice design: "(...)" is not moved onto every chunk."""
     model = loaded("tiny_05b")
     text = "(aside) " + LONG
-    result = model.session("tts").run(TaskRequest(text=text, seed=1, options={**SHORT, "text_chunk_size": 40}))
+    result = model.session("tts").run(TaskRequest(text=text, seed=1,
+                                                  options={**SHORT, "text_chunk_size": 40}))
     first = model.parts.tokenizer("(aside)")
     tokens = result.details["text_tokens"]
     assert len(tokens) > 1 and tokens[0][: len(first)] == first

@@ -35,7 +35,8 @@ class Case:
              "retry_badcase": False, "retry_badcase_max_times": 3, "retry_badcase_ratio_threshold": 6.0,
              **self.options}
         args: dict[str, Any] = {
-            "text": self.text, "cfg_value": o["guidance_scale"], "inference_timesteps": o["num_inference_steps"],
+            "text": self.text, "cfg_value": o["guidance_scale"],
+            "inference_timesteps": o["num_inference_steps"],
             "min_len": o["min_tokens"], "max_len": o["max_tokens"], "normalize": False, "denoise": False,
             "retry_badcase": o["retry_badcase"], "retry_badcase_max_times": o["retry_badcase_max_times"],
             "retry_badcase_ratio_threshold": o["retry_badcase_ratio_threshold"],
@@ -62,7 +63,8 @@ class Case:
 
 CASES: list[Case] = [
     Case("tts"),
-    Case("tts_seed7_steps5", seed=7, options={"num_inference_steps": 5, "guidance_scale": 3.0, "max_tokens": 8}),
+    Case("tts_seed7_steps5", seed=7, options={"num_inference_steps": 5, "guidance_scale": 3.0,
+                                              "max_tokens": 8}),
     Case("tts_long_min", options={"min_tokens": 20, "max_tokens": 30}),
     Case("tts_retry", options={"retry_badcase": True, "retry_badcase_ratio_threshold": 0.5, "max_tokens": 12,
                                "min_tokens": 20}),
@@ -99,7 +101,8 @@ TOKENIZER_TEXTS = [
 V1_CASES: list[Case] = [
     Case("v1_tts", checkpoint="tiny_v1"),
     Case("v1_prompt", checkpoint="tiny_v1", task="clone", prompt="prompt", prompt_text=PROMPT_TEXT),
-    Case("v1_retry", checkpoint="tiny_v1", options={"retry_badcase": True, "retry_badcase_ratio_threshold": 0.5,
+    Case("v1_retry", checkpoint="tiny_v1", options={"retry_badcase": True,
+                                                    "retry_badcase_ratio_threshold": 0.5,
                                                     "min_tokens": 20}),
     Case("v1_stream_tts", checkpoint="tiny_v1", streaming=True, options={"min_tokens": 8, "max_tokens": 10}),
     Case("v1_stream_prompt", checkpoint="tiny_v1", task="clone", prompt="prompt", prompt_text=PROMPT_TEXT,

@@ -31,9 +31,11 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory, checkpoint_tool) -> di
     root = tmp_path_factory.mktemp("voxcpm2-ckpt")
     return {
         "tiny": checkpoint_tool.write_checkpoint(root / "tiny", checkpoint_tool.TINY_V2, seed=1234),
-        "tiny_mup": checkpoint_tool.write_checkpoint(root / "tiny_mup", checkpoint_tool.TINY_V2_MUP, seed=4321),
+        "tiny_mup": checkpoint_tool.write_checkpoint(root / "tiny_mup", checkpoint_tool.TINY_V2_MUP,
+                                                     seed=4321),
         # bf16 weights and config dtype: upstream then computes in bfloat16.
-        "tiny_bf16": checkpoint_tool.write_checkpoint(root / "tiny_bf16", {**checkpoint_tool.TINY_V2, "dtype": "bfloat16"},
+        "tiny_bf16": checkpoint_tool.write_checkpoint(root / "tiny_bf16",
+                                                      {**checkpoint_tool.TINY_V2, "dtype": "bfloat16"},
                                                       seed=1234, dtype=torch.bfloat16),
         "tiny_v1": checkpoint_tool.write_checkpoint(root / "tiny_v1", checkpoint_tool.TINY_V1, seed=99),
     }

@@ -30,7 +30,8 @@ def latents(result):
 def row(model, case: Case, audio_files):
     session = model.session(case.task, "streaming" if case.streaming else "offline")
     voice = VoiceReference(path=audio_files[case.reference]) if case.reference else None
-    return session, TaskRequest(text=case.text, seed=case.seed, voice=voice, options=case.our_options(audio_files))
+    return session, TaskRequest(text=case.text, seed=case.seed, voice=voice,
+                                options=case.our_options(audio_files))
 
 
 @pytest.fixture(scope="module")

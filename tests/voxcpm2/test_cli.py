@@ -38,7 +38,8 @@ def test_design_by_instruct_equals_design_by_text_prefix(tiny_ckpt: Path, tmp_pa
 
 
 @pytest.mark.parametrize("mode", ["reference", "ultimate", "prompt", "both"])
-def test_clone_modes(mode: str, tiny_ckpt: Path, audio_files: dict[str, Path], tmp_path: Path, loaded) -> None:
+def test_clone_modes(mode: str, tiny_ckpt: Path, audio_files: dict[str, Path], tmp_path: Path,
+                     loaded) -> None:
     out = tmp_path / f"{mode}.wav"
     args: list[str | Path] = []
     options: dict[str, object] = {"max_tokens": 6, "retry_badcase": False}

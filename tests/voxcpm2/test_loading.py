@@ -21,7 +21,8 @@ from audiocpp.engine.weights import open_weights
 from audiocpp.families.voxcpm2 import plugin
 from tests.engine.weights_builders import write_package
 
-REQUEST = dict(text="Hello world. 你好世界。", seed=42, options={"max_tokens": 12, "min_tokens": 11, "retry_badcase": False})
+REQUEST = dict(text="Hello world. 你好世界。", seed=42,
+               options={"max_tokens": 12, "min_tokens": 11, "retry_badcase": False})
 
 
 def synth(path: Path, **session_options):
@@ -41,8 +42,8 @@ def packages(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[
     out = {}
     for kind in ("f32", "bf16", "f16", "q8_0"):
         out[kind] = root / f"tiny-{kind}.gguf"
-        package_from_cli(out=out[kind], inputs=[str(tiny_ckpt)], spec=None, family="voxcpm2", weight_type=kind,
-                         keep_types=[], overwrite=False)
+        package_from_cli(out=out[kind], inputs=[str(tiny_ckpt)], spec=None, family="voxcpm2",
+                         weight_type=kind, keep_types=[], overwrite=False)
     return out
 
 
@@ -55,7 +56,8 @@ def audiocpp_layout(tiny_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -
     vae = torch.load(tiny_ckpt / "audiovae.pth", weights_only=True)["state_dict"]
     tensors.update({f"audiovae_weights/{k}": v.numpy() for k, v in vae.items()})
     files = {name: (tiny_ckpt / name).read_bytes()
-             for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")}
+             for name in ("config.json", "tokenizer.json", "tokenizer_config.json",
+                          "special_tokens_map.json")}
     spec = {"schema_version": 1, "family": "voxcpm2", "display_name": "VoxCPM2", "tasks": ["tts"]}
     path = tmp_path_factory.mktemp("voxcpm2-audiocpp") / "voxcpm2-orig.gguf"
     return write_package(path, tensors, files=files, spec=spec)
@@ -65,14 +67,16 @@ def test_package_layout(packages: dict[str, Path]) -> None:
     source = open_weights(packages["q8_0"])
     assert set(source.namespaces()) == {"weights", "audiovae_weights"}
     dtypes = {name: source.info(name).dtype for name in source.names()}
-    vae = {d for n, d in dtypes.items() if n.startswith("audiovae_weights/") and not n.endswith("sr_bin_boundaries")}
+    vae = {d for n, d in dtypes.items()
+           if n.startswith("audiovae_weights/") and not n.endswith("sr_bin_boundaries")}
     assert vae == {"F32"}, "the AudioVAE stays F32 by the spec's quantization policy"
     assert "audiovae_weights/decoder.model.0.weight_g" in dtypes, "weight-norm pairs are stored unfolded"
     assert dtypes["weights/base_lm.layers.0.mlp.up_proj.weight"] == "Q8_0"
     assert {"config.json", "tokenizer.json"} <= set(source.files)
 
 
-def test_layouts_load_to_identical_outputs(tiny_ckpt: Path, packages: dict[str, Path], audiocpp_layout: Path) -> None:
+def test_layouts_load_to_identical_outputs(tiny_ckpt: Path, packages: dict[str, Path],
+                                           audiocpp_layout: Path) -> None:
     latents, audio = synth(tiny_ckpt)
     for path in (packages["f32"], audiocpp_layout):
         other_latents, other_audio = synth(path)
@@ -81,7 +85,8 @@ def test_layouts_load_to_identical_outputs(tiny_ckpt: Path, packages: dict[str, 
 
 
 @pytest.mark.parametrize("kind", ["bf16", "f16", "q8_0"])
-def test_reduced_precision_packages_drift_little(kind: str, tiny_ckpt: Path, packages: dict[str, Path]) -> None:
+def test_reduced_precision_packages_drift_little(kind: str, tiny_ckpt: Path,
+                                                 packages: dict[str, Path]) -> None:
     latents, audio = synth(tiny_ckpt)
     other_latents, other_audio = synth(packages[kind], compute_dtype="float32")  # the storage alone
     assert other_latents.shape == latents.shape

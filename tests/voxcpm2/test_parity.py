@@ -32,7 +32,8 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 def run_ours(loaded, case: Case, audio_files, *, streaming: bool | None = None, packed_linear: bool = True):
     model = loaded(case.checkpoint if packed_linear else f"{case.checkpoint}:unpacked")
     streaming = case.streaming if streaming is None else streaming
-    session = model.session(case.task, "streaming" if streaming else "offline", compute_dtype=case.compute_dtype)
+    session = model.session(case.task, "streaming" if streaming else "offline",
+                            compute_dtype=case.compute_dtype)
     voice = VoiceReference(path=audio_files[case.reference]) if case.reference else None
     request = TaskRequest(text=case.text, seed=case.seed, voice=voice, options=case.our_options(audio_files))
     pieces = []

@@ -43,8 +43,10 @@ def test_design_description_is_repeated_on_every_chunk(loaded) -> None:
     session = loaded("tiny").session("design")
     tokenizer = loaded("tiny").parts.tokenizer
     prefix = tokenizer("(a calm voice)")
-    for request in (TaskRequest(text="(a calm voice)" + LONG, seed=1, options={**SHORT, "text_chunk_size": 40}),
-                    TaskRequest(text=LONG, instruct="a calm voice", seed=1, options={**SHORT, "text_chunk_size": 40})):
+    for request in (TaskRequest(text="(a calm voice)" + LONG, seed=1,
+                                options={**SHORT, "text_chunk_size": 40}),
+                    TaskRequest(text=LONG, instruct="a calm voice", seed=1,
+                                options={**SHORT, "text_chunk_size": 40})):
         result = session.run(request)
         assert len(result.details["text_tokens"]) > 1
         for tokens in result.details["text_tokens"]:
@@ -55,7 +57,8 @@ def test_retry_attempts_follow_upstream(loaded) -> None:
     session = loaded("tiny").session("tts")
     bad = {"max_tokens": 12, "min_tokens": 20, "retry_badcase_ratio_threshold": 0.5}
     for times, attempts in ((3, 3), (1, 1), (0, 1)):
-        result = session.run(TaskRequest(text="Hello.", seed=3, options={**bad, "retry_badcase_max_times": times}))
+        result = session.run(TaskRequest(text="Hello.", seed=3,
+                                         options={**bad, "retry_badcase_max_times": times}))
         assert result.details["attempts"] == [attempts]
     streaming = loaded("tiny").session("tts", "streaming")
     assert streaming.run(TaskRequest(text="Hello.", seed=3, options=bad)).details["attempts"] == [1]
@@ -72,11 +75,12 @@ def test_length_cap_applies_without_retry(loaded) -> None:
 def test_reference_at_another_rate_is_resampled_to_16k(loaded, audio_files: dict[str, Path]) -> None:
     model = loaded("tiny")
     session = model.session("clon")
-    result = session.run(TaskRequest(text="Hello.", seed=4, voice=VoiceReference(path=audio_files["stereo44k"]),
-                                     options=SHORT))
+    result = session.run(TaskRequest(text="Hello.", seed=4,
+                                     voice=VoiceReference(path=audio_files["stereo44k"]), options=SHORT))
     stereo = read_audio(audio_files["stereo44k"])
     mono16 = resample(stereo.samples, stereo.sample_rate, 16000)
-    expected = session.run(TaskRequest(text="Hello.", seed=4, voice=VoiceReference(audio=AudioBuffer(mono16, 16000)),
+    expected = session.run(TaskRequest(text="Hello.", seed=4,
+                                       voice=VoiceReference(audio=AudioBuffer(mono16, 16000)),
                                        options=SHORT))
     assert np.array_equal(result.audio.samples, expected.audio.samples)
 

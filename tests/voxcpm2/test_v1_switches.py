@@ -22,7 +22,8 @@ pytestmark = pytest.mark.parity
 def test_v1_config_selects_the_v1_switches(loaded) -> None:
     cfg = loaded("tiny_v1").config
     assert cfg.architecture == "voxcpm"
-    assert (cfg.variant.residual_fusion, cfg.variant.dit_mu, cfg.variant.streaming) == ("add", "sum", "window")
+    assert (cfg.variant.residual_fusion, cfg.variant.dit_mu, cfg.variant.streaming) == ("add", "sum",
+                                                                                        "window")
     assert cfg.lm.use_mup and not cfg.residual_lm_no_rope and cfg.audio_vae.version == 1
     assert loaded("tiny_v1").sample_rate == 16000
     assert not hasattr(loaded("tiny_v1").parts.build_model(torch.float32), "fusion_concat_proj")

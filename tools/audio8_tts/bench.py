@@ -44,11 +44,13 @@ TEXT = "The quick brown fox jumps over the lazy dog."
 
 def ensure_checkpoint(root: Path, upstream: Path) -> Path:
     folder = root / "audio8-real"
-    if not all((folder / f).is_file() for f in ("config.json", "model.safetensors", "codec.pth", "tokenizer.json")):
-        print(f"building the Audio8-0.6B-sized random checkpoint in {folder} (once; ~2.7 GB)...", file=sys.stderr)
+    if not all((folder / f).is_file()
+               for f in ("config.json", "model.safetensors", "codec.pth", "tokenizer.json")):
+        print(f"building the Audio8-0.6B-sized random checkpoint in {folder} (once; ~2.7 GB)...",
+              file=sys.stderr)
         require(UPSTREAM_PY, "tools/reference_envs/audio8.sh")
-        subprocess.run([str(UPSTREAM_PY), str(WORKER.with_name("checkpoint.py")), str(folder), "--size", "real",
-                        "--upstream", str(upstream)], check=True, env=worker_env())
+        subprocess.run([str(UPSTREAM_PY), str(WORKER.with_name("checkpoint.py")), str(folder),
+                        "--size", "real", "--upstream", str(upstream)], check=True, env=worker_env())
     return folder
 
 
@@ -56,7 +58,8 @@ def run_worker(side: str, ckpt: Path, dtype: str, threads: int, args: argparse.N
     python = OURS_PY if side == "ours" else UPSTREAM_PY
     require(python, "tools/setup_env.sh" if side == "ours" else "tools/reference_envs/audio8.sh")
     cmd = [str(python), str(WORKER), side, str(ckpt), "--dtype", dtype, "--frames", str(args.frames),
-           "--repeats", str(args.repeats), "--threads", str(threads), "--text", TEXT, "--upstream", str(args.upstream)]
+           "--repeats", str(args.repeats), "--threads", str(threads), "--text", TEXT,
+           "--upstream", str(args.upstream)]
     return run_worker_process(cmd, side)
 
 
@@ -82,15 +85,19 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="tools/bench.py audio8_tts", description=__doc__.split("\n\n")[0])
     parser.add_argument("--frames", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=1, help="alternating upstream/ours processes per setting")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="alternating upstream/ours processes per setting")
     parser.add_argument("--threads", default="2", help="comma-separated torch thread counts")
     parser.add_argument("--dtypes", default="float32,bfloat16")
-    parser.add_argument("--upstream", type=Path, default=Path("/work/upstream/audio8"), help="Audio8_TTS checkout")
+    parser.add_argument("--upstream", type=Path, default=Path("/work/upstream/audio8"),
+                        help="Audio8_TTS checkout")
     parser.add_argument("--ours-only", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
-    parser.add_argument("--weights", help="f32,bf16,q8_0: package the checkpoint in each type, run ours on each")
+    parser.add_argument("--weights",
+                        help="f32,bf16,q8_0: package the checkpoint in each type, run ours on each")
     parser.add_argument("--device", help="device of the --weights workers (default: auto)")
-    parser.add_argument("--batch", help="1,2,4,8: batched generation against sequential (tools/batch_bench.py); "
+    parser.add_argument("--batch",
+                        help="1,2,4,8: batched generation against sequential (tools/batch_bench.py); "
                         "--frames per request (default 48), --weights (default q8_0,f32)")
     parser.add_argument("--backbone", choices=["qwen", "falcon_h1"], default="qwen",
                         help="with --batch: the 0.6B (qwen) or the 0.1B (falcon_h1) slow AR")
@@ -107,7 +114,8 @@ def main(argv: list[str]) -> int:
             folder, label = write_pipeline_folder(bench_dir() / "audio8-0.1b-real", folder), "audio8_tts-0.1b"
         frames = args.frames if "--frames" in argv else 48
         run_batch("audio8_tts", folder, BatchOptions(args.batch, args.weights or "q8_0,f32",
-                                                     int(args.threads.split(",")[0]), ["--frames", str(frames)]),
+                                                     int(args.threads.split(",")[0]),
+                                                     ["--frames", str(frames)]),
                   label=label)
         return 0
     if args.weights:
@@ -120,13 +128,15 @@ def main(argv: list[str]) -> int:
     for threads in (int(t) for t in args.threads.split(",")):
         upstream_runs: list[dict] = []
         if not args.ours_only:
-            upstream_runs = [run_worker("upstream", folder, "float32", threads, args) for _ in range(args.rounds)]
+            upstream_runs = [run_worker("upstream", folder, "float32", threads, args)
+                             for _ in range(args.rounds)]
         for dtype in args.dtypes.split(","):
             ours = merge([run_worker("ours", folder, dtype, threads, args) for _ in range(args.rounds)])
             rows = {"upstream": merge(upstream_runs), "ours": ours} if upstream_runs else {"ours": ours}
             results.append({"threads": threads, "dtype": dtype, **rows})
-            print_row(f"Audio8-0.6B-sized + real codec, ours {dtype} vs upstream float32, {threads} thread(s), "
-                      f"{args.frames} frames, {args.rounds} process(es) x {args.repeats} repeats, text {TEXT!r}", rows)
+            print_row(f"Audio8-0.6B-sized + real codec, ours {dtype} vs upstream float32, "
+                      f"{threads} thread(s), {args.frames} frames, {args.rounds} process(es) "
+                      f"x {args.repeats} repeats, text {TEXT!r}", rows)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
     return 0

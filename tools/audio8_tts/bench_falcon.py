@@ -40,21 +40,23 @@ FRAME_SECONDS = 2048 / 44100
 REAL_01B = {
     "model_type": "arktts", "slow_backbone": "falcon_h1", "vocab_size": 69633, "dim": 512, "n_layer": 24,
     "n_head": 8, "n_local_heads": 2, "head_dim": 64, "intermediate_size": 768, "max_seq_len": 2048,
-    "rope_base": 1e11, "norm_eps": 1e-5, "tie_word_embeddings": False, "codebook_size": 4096, "num_codebooks": 10,
-    "semantic_begin_id": 65537, "semantic_end_id": 69632, "eos_token_id": 228, "pad_token_id": 0,
-    "embedding_multiplier": 0.10888671875, "lm_head_multiplier": 0.078125, "expansion_factor": 1.5,
+    "rope_base": 1e11, "norm_eps": 1e-5, "tie_word_embeddings": False, "codebook_size": 4096,
+    "num_codebooks": 10, "semantic_begin_id": 65537, "semantic_end_id": 69632, "eos_token_id": 228,
+    "pad_token_id": 0, "embedding_multiplier": 0.10888671875, "lm_head_multiplier": 0.078125,
+    "expansion_factor": 1.5,
     "mamba_d_ssm": 768, "mamba_n_heads": 24, "mamba_d_head": 32, "mamba_d_state": 64, "mamba_n_groups": 1,
     "mamba_d_conv": 4, "mamba_chunk_size": 128, "mamba_conv_bias": True, "mamba_rms_norm": False,
     "n_fast_layer": 4, "fast_dim": 512, "fast_n_head": 8, "fast_n_local_heads": 2, "fast_head_dim": 64,
-    "fast_intermediate_size": 4864, "norm_fastlayer_input": True, "ras_window_size": 10, "ras_temperature": 1.0,
-    "ras_top_p": 0.9, "codec_sample_rate": 44100, "codec_frame_size": 2048,
+    "fast_intermediate_size": 4864, "norm_fastlayer_input": True, "ras_window_size": 10,
+    "ras_temperature": 1.0, "ras_top_p": 0.9, "codec_sample_rate": 44100, "codec_frame_size": 2048,
 }
 
 
 def write_pipeline_folder(folder: Path, base: Path) -> Path:
     """A whole 0.1B-sized pipeline for the batch benchmark: the 0.1B DualAR's dims with random weights,
     and the 0.6B-sized folder ``base``'s token ids, tokenizer and codec (the 0.1B's own tokenizer
-    layout is not at hand; the ids only index the embedding table, so a step computes what the 0.1B's does)."""
+    layout is not at hand; the ids only index the embedding table, so a step computes what the 0.1B's
+    does)."""
     if (folder / "model.safetensors").is_file():
         return folder
     folder.mkdir(parents=True, exist_ok=True)
@@ -93,7 +95,8 @@ def write_folder(folder: Path, config: dict | None = None) -> None:
             v = torch.randn(p.shape, generator=gen) * (1.0 if "embed" in key else p[0].numel() ** -0.5)
         state[key] = v
     state["semantic_output.weight"][-1] = 0  # EOS never wins a greedy step: every frame runs
-    save_file({k: v.to(torch.bfloat16).contiguous() for k, v in state.items()}, str(folder / "model.safetensors"))
+    save_file({k: v.to(torch.bfloat16).contiguous() for k, v in state.items()},
+              str(folder / "model.safetensors"))
     (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
 
 
@@ -148,12 +151,13 @@ def run_reference(folder: Path, ids: np.ndarray, frames: int, threads: int, work
                        "max_new_tokens": frames, "do_sample": False, "timed": True}]}
     (work / "cases.json").write_text(json.dumps(spec), encoding="utf-8")
     python = REPO / ".ref-envs" / "audio8" / "bin" / "python"
-    proc = subprocess.run([str(python), str(REPO / "tools/audio8_tts/reference_falcon.py"), str(work / "cases.json"),
-                           str(work / "out")], capture_output=True, text=True)
+    proc = subprocess.run([str(python), str(REPO / "tools/audio8_tts/reference_falcon.py"),
+                           str(work / "cases.json"), str(work / "out")], capture_output=True, text=True)
     if proc.returncode:
         raise SystemExit(f"reference run failed:\n{proc.stderr[-3000:]}")
     out = dict(np.load(work / "out" / "bench.npz"))
-    return {"codes": out["codes"][0], "total": float(out["seconds"]), "first_frame": float(out["first_frame"])}
+    return {"codes": out["codes"][0], "total": float(out["seconds"]),
+            "first_frame": float(out["first_frame"])}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frames", type=int, default=64)
     parser.add_argument("--prompt", type=int, default=64, help="prompt length in positions")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--unpacked", action="store_true", help="torch's GEMM (load option packed_linear=false)")
+    parser.add_argument("--unpacked", action="store_true",
+                        help="torch's GEMM (load option packed_linear=false)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
@@ -175,11 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     same = ours["codes"].shape == ref["codes"].shape and bool(np.array_equal(ours["codes"], ref["codes"]))
     audio = ours["codes"].shape[1] * FRAME_SECONDS
     kernels = "torch GEMM" if args.unpacked else "oneDNN-packed linears"
-    print(f"Audio8 TTS 0.1B DualAR, real sizes, random weights, float32 ({kernels}), {args.threads} thread(s): "
-          f"prompt {args.prompt}, {ours['codes'].shape[1]} frames ({audio:.2f} s of audio)")
+    print(f"Audio8 TTS 0.1B DualAR, real sizes, random weights, float32 ({kernels}), "
+          f"{args.threads} thread(s): prompt {args.prompt}, {ours['codes'].shape[1]} frames "
+          f"({audio:.2f} s of audio)")
     print(f"  codes identical to the reference: {same}")
     for name, r in (("ours", ours), ("reference", ref)):
-        print(f"  {name:9s}: first frame {r['first_frame']:.3f} s, total {r['total']:.2f} s, RTF {r['total'] / audio:.3f}")
+        print(f"  {name:9s}: first frame {r['first_frame']:.3f} s, total {r['total']:.2f} s, "
+              f"RTF {r['total'] / audio:.3f}")
     print(f"  ratio ours/reference (total): {ours['total'] / ref['total']:.3f}")
     print(f"  ours per frame {1000 * ours['per_frame']:.1f} ms; time to first audio in streaming "
           f"{ours['ttfa']:.3f} s (4 frames + codec decode {ours['first_decode']:.3f} s)")

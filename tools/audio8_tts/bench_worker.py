@@ -44,7 +44,8 @@ class Ours:
         self.streaming = model.session("tts", "streaming", compute_dtype=dtype)
 
     def _request(self, text: str, frames: int, seed: int):
-        return self.TaskRequest(text=text, seed=seed, options={"max_new_tokens": frames, "streaming_chunk_frames": 1})
+        return self.TaskRequest(text=text, seed=seed,
+                                options={"max_new_tokens": frames, "streaming_chunk_frames": 1})
 
     def run(self, text: str, frames: int, seed: int) -> tuple[float, int, str]:
         result = self.offline.run(self._request(text, frames, seed))
@@ -106,7 +107,8 @@ def main(argv: list[str]) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    side = Ours(args.ckpt, args.dtype) if args.side == "ours" else Upstream(args.ckpt, args.dtype, args.upstream)
+    side = (Ours(args.ckpt, args.dtype) if args.side == "ours"
+            else Upstream(args.ckpt, args.dtype, args.upstream))
     load_s = time.perf_counter() - t0
     side.run(args.text, 2, args.seed)  # warm-up: first touch of every weight page
     reset = reset_peak()

@@ -35,7 +35,8 @@ from typing import Any
 
 DEFAULT_UPSTREAM = Path("/work/upstream/audio8")
 PACKAGE = "audio8_tts_0_6B_preview"
-UPSTREAM_FILES = ("modeling_arktts.py", "modeling_arktts_codec.py", "processing_arktts.py", "configuration_arktts.py")
+UPSTREAM_FILES = ("modeling_arktts.py", "modeling_arktts_codec.py", "processing_arktts.py",
+                  "configuration_arktts.py")
 
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>", "<|phoneme_start|>", "<|phoneme_end|>",
             "<|text|>", "<|voice|>", "<|interleave|>", "<|audio_start|>", "<|audio_end|>", "<|audio_pad|>")
@@ -45,9 +46,9 @@ TINY_CODEBOOK = 32
 #: The real codec sizes (CodecConfig defaults).
 REAL_CODEC = {
     "codec_encoder_dim": 64, "codec_encoder_strides": [2, 4, 8, 8], "codec_encoder_transformer_layers": 4,
-    "codec_encoder_head_dim": 64, "codec_encoder_window": 512, "codec_latent_dim": 1024, "codec_decoder_dim": 1536,
-    "codec_decoder_strides": [8, 8, 4, 2], "codec_quantizer_window": 128, "codec_pre_n_layer": 8,
-    "codec_pre_n_head": 16, "codec_pre_n_local_heads": 16, "codec_pre_head_dim": 64,
+    "codec_encoder_head_dim": 64, "codec_encoder_window": 512, "codec_latent_dim": 1024,
+    "codec_decoder_dim": 1536, "codec_decoder_strides": [8, 8, 4, 2], "codec_quantizer_window": 128,
+    "codec_pre_n_layer": 8, "codec_pre_n_head": 16, "codec_pre_n_local_heads": 16, "codec_pre_head_dim": 64,
     "codec_pre_intermediate_size": 3072, "codec_post_n_layer": 8, "codec_post_n_head": 16,
     "codec_post_n_local_heads": 8, "codec_post_head_dim": 64, "codec_post_intermediate_size": 1216,
     "codec_semantic_codebook_size": 4096, "codec_residual_codebooks": 9, "codec_residual_codebook_size": 1024,
@@ -59,7 +60,8 @@ TINY_CODEC = {
     "codec_pre_n_layer": 2, "codec_pre_n_head": 4, "codec_pre_n_local_heads": 4, "codec_pre_head_dim": 8,
     "codec_pre_intermediate_size": 48, "codec_post_n_layer": 2, "codec_post_n_head": 4,
     "codec_post_n_local_heads": 2, "codec_post_head_dim": 8, "codec_post_intermediate_size": 40,
-    "codec_semantic_codebook_size": TINY_CODEBOOK, "codec_residual_codebook_size": 16, "codec_codebook_dim": 4,
+    "codec_semantic_codebook_size": TINY_CODEBOOK, "codec_residual_codebook_size": 16,
+    "codec_codebook_dim": 4,
 }
 
 
@@ -76,8 +78,9 @@ TINY: dict[str, Any] = {
     "max_seq_len": 512, "rope_base": 1000000.0, "norm_eps": 1e-6, "attention_qkv_bias": True,
     "attention_qk_norm": False, "attention_o_bias": False, "tie_word_embeddings": True,
     "codebook_size": TINY_CODEBOOK, "num_codebooks": 10, "n_fast_layer": 2, "fast_dim": 48, "fast_n_head": 4,
-    "fast_n_local_heads": 2, "fast_head_dim": 12, "fast_intermediate_size": 80, "fast_attention_qkv_bias": False,
-    "fast_attention_qk_norm": False, "fast_attention_o_bias": False, "norm_fastlayer_input": True,
+    "fast_n_local_heads": 2, "fast_head_dim": 12, "fast_intermediate_size": 80,
+    "fast_attention_qkv_bias": False, "fast_attention_qk_norm": False, "fast_attention_o_bias": False,
+    "norm_fastlayer_input": True,
     "codec_filename": "codec.pth", "codec_sample_rate": 44100, "codec_frame_size": 2048,
     "ras_window_size": 10, "ras_temperature": 1.0, "ras_top_p": 0.9, "dtype": "bfloat16",
     **TINY_CODEC,
@@ -89,8 +92,8 @@ REAL: dict[str, Any] = {
     "n_head": 14, "n_local_heads": 2, "head_dim": 64, "intermediate_size": 4864, "max_seq_len": 2048,
     "rope_base": 1000000.0, "norm_eps": 1e-6, "attention_qkv_bias": True, "attention_qk_norm": False,
     "attention_o_bias": False, "tie_word_embeddings": True, "codebook_size": 4096, "num_codebooks": 10,
-    "semantic_begin_id": 151678, "semantic_end_id": 155773, "n_fast_layer": 4, "fast_dim": 896, "fast_n_head": 14,
-    "fast_n_local_heads": 2, "fast_head_dim": 64, "fast_intermediate_size": 4864,
+    "semantic_begin_id": 151678, "semantic_end_id": 155773, "n_fast_layer": 4, "fast_dim": 896,
+    "fast_n_head": 14, "fast_n_local_heads": 2, "fast_head_dim": 64, "fast_intermediate_size": 4864,
     "fast_attention_qkv_bias": False, "fast_attention_qk_norm": False, "fast_attention_o_bias": False,
     "norm_fastlayer_input": True, "codec_filename": "codec.pth", "codec_sample_rate": 44100,
     "codec_frame_size": 2048, "ras_window_size": 10, "ras_temperature": 1.0, "ras_top_p": 0.9,
@@ -139,7 +142,8 @@ def build_codec(up: SimpleNamespace, cfg: dict[str, Any]) -> Any:
     c = up.codec
     g = {**REAL_CODEC, **{k: v for k, v in cfg.items() if k.startswith("codec_")}}
 
-    def window_transformer(n_layer: int, n_head: int, kv: int, hd: int, dim: int, ffn: int, window: int) -> Any:
+    def window_transformer(n_layer: int, n_head: int, kv: int, hd: int, dim: int, ffn: int,
+                           window: int) -> Any:
         tcfg = c.ArkttsCodecTransformerConfig(n_layer=n_layer, n_head=n_head, dim=dim, intermediate_size=ffn,
                                               n_local_heads=kv, head_dim=hd)
         return c.ArkttsCodecWindowTransformer(tcfg, dim, window_size=window)
@@ -151,12 +155,13 @@ def build_codec(up: SimpleNamespace, cfg: dict[str, Any]) -> Any:
     for i, stride in enumerate(strides):
         dim *= 2
         block = _bare(c.ArkttsEncoderBlock)
-        parts = [c.ArkttsResidualUnit(dim // 2, 1), c.ArkttsResidualUnit(dim // 2, 3), c.ArkttsResidualUnit(dim // 2, 9),
-                 c.ArkttsSnake1d(dim // 2), c._causal_wn_conv(dim // 2, dim, kernel_size=2 * stride, stride=stride)]
+        parts = [c.ArkttsResidualUnit(dim // 2, 1), c.ArkttsResidualUnit(dim // 2, 3),
+                 c.ArkttsResidualUnit(dim // 2, 9), c.ArkttsSnake1d(dim // 2),
+                 c._causal_wn_conv(dim // 2, dim, kernel_size=2 * stride, stride=stride)]
         if i == len(strides) - 1 and g["codec_encoder_transformer_layers"]:
             hd = g["codec_encoder_head_dim"]
-            parts.append(window_transformer(g["codec_encoder_transformer_layers"], dim // hd, dim // hd, hd, dim,
-                                            dim * 3, g["codec_encoder_window"]))
+            parts.append(window_transformer(g["codec_encoder_transformer_layers"], dim // hd, dim // hd, hd,
+                                            dim, dim * 3, g["codec_encoder_window"]))
         else:
             parts.append(nn.Identity())
         block.block = nn.Sequential(*parts)
@@ -176,19 +181,22 @@ def build_codec(up: SimpleNamespace, cfg: dict[str, Any]) -> Any:
     decoder.model = nn.Sequential(*modules)
 
     q = _bare(c.ArkttsDownsampleQuantizer)
-    q.semantic_quantizer = c.ArkttsResidualQuantizer(latent, 1, g["codec_semantic_codebook_size"], g["codec_codebook_dim"])
-    q.quantizer = c.ArkttsResidualQuantizer(latent, g["codec_residual_codebooks"], g["codec_residual_codebook_size"],
-                                            g["codec_codebook_dim"])
-    q.downsample = nn.Sequential(*(nn.Sequential(c.ArkttsCausalConv1d(latent, latent, kernel_size=2, stride=2),
+    q.semantic_quantizer = c.ArkttsResidualQuantizer(latent, 1, g["codec_semantic_codebook_size"],
+                                                     g["codec_codebook_dim"])
+    q.quantizer = c.ArkttsResidualQuantizer(latent, g["codec_residual_codebooks"],
+                                            g["codec_residual_codebook_size"], g["codec_codebook_dim"])
+    q.downsample = nn.Sequential(*(nn.Sequential(c.ArkttsCausalConv1d(latent, latent, kernel_size=2,
+                                                                      stride=2),
                                                  c.ArkttsConvNeXtBlock(latent)) for _ in range(2)))
-    q.upsample = nn.Sequential(*(nn.Sequential(c.ArkttsCausalConvTranspose1d(latent, latent, kernel_size=2, stride=2),
+    q.upsample = nn.Sequential(*(nn.Sequential(c.ArkttsCausalConvTranspose1d(latent, latent, kernel_size=2,
+                                                                             stride=2),
                                                c.ArkttsConvNeXtBlock(latent)) for _ in range(2)))
-    q.pre_module = window_transformer(g["codec_pre_n_layer"], g["codec_pre_n_head"], g["codec_pre_n_local_heads"],
-                                      g["codec_pre_head_dim"], latent, g["codec_pre_intermediate_size"],
-                                      g["codec_quantizer_window"])
-    q.post_module = window_transformer(g["codec_post_n_layer"], g["codec_post_n_head"], g["codec_post_n_local_heads"],
-                                       g["codec_post_head_dim"], latent, g["codec_post_intermediate_size"],
-                                       g["codec_quantizer_window"])
+    q.pre_module = window_transformer(g["codec_pre_n_layer"], g["codec_pre_n_head"],
+                                      g["codec_pre_n_local_heads"], g["codec_pre_head_dim"], latent,
+                                      g["codec_pre_intermediate_size"], g["codec_quantizer_window"])
+    q.post_module = window_transformer(g["codec_post_n_layer"], g["codec_post_n_head"],
+                                       g["codec_post_n_local_heads"], g["codec_post_head_dim"], latent,
+                                       g["codec_post_intermediate_size"], g["codec_quantizer_window"])
     q.semantic_predictor_module = nn.Identity()
 
     codec = _bare(getattr(c, "_audiocpp_original", c.ArkttsCodec))
@@ -268,7 +276,8 @@ def build_tokenizer(cfg: dict[str, Any]) -> Any:
     )
     from tokenizers.models import BPE
 
-    regex = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+    regex = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+             r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
     tok = Tokenizer(BPE(dropout=None, unk_token=None, continuing_subword_prefix="", end_of_word_suffix="",
                         fuse_unk=False, byte_fallback=False))
     tok.normalizer = normalizers.NFC()
@@ -279,8 +288,10 @@ def build_tokenizer(cfg: dict[str, Any]) -> Any:
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     rng = random.Random(0)
-    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 8))) for _ in range(600)]
-    corpus = [s for s in _SENTENCES for _ in range(10)] + [" ".join(words[i:i + 10]) for i in range(0, 600, 10)]
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 8)))
+             for _ in range(600)]
+    corpus = ([s for s in _SENTENCES for _ in range(10)]
+              + [" ".join(words[i:i + 10]) for i in range(0, 600, 10)])
     trainer = trainers.BpeTrainer(vocab_size=BPE_VOCAB, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False, special_tokens=[])
     tok.train_from_iterator(corpus, trainer)
@@ -342,13 +353,15 @@ def write_checkpoint(folder: Path, up: SimpleNamespace, cfg: dict[str, Any], *, 
         model.embeddings.weight.mul_(0.25)
         model.embeddings.weight[cfg["eos_token_id"]].mul_(0.9)  # EOS after some frames, not at once
         model.codebook_embeddings.weight.mul_(0.3)
-    state = {k: v.detach().to(getattr(torch, model_dtype)).contiguous() for k, v in model.state_dict().items()}
+    state = {k: v.detach().to(getattr(torch, model_dtype)).contiguous()
+             for k, v in model.state_dict().items()}
     save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
     codec = build_codec(up, cfg)
     randomize(codec, seed + 1)
     with torch.no_grad():  # keep the output below tanh saturation
         codec.decoder.model[-2].conv.parametrizations.weight.original0.mul_(0.15)
-    torch.save({k: v.detach().clone() for k, v in codec.state_dict().items()}, folder / cfg.get("codec_filename", "codec.pth"))
+    torch.save({k: v.detach().clone() for k, v in codec.state_dict().items()},
+               folder / cfg.get("codec_filename", "codec.pth"))
     (folder / "processor_config.json").write_text(json.dumps({
         "audio_sampling_rate": cfg["codec_sample_rate"], "num_codebooks": cfg["num_codebooks"],
         "processor_class": "ArkttsProcessor", "semantic_begin_id": cfg["semantic_begin_id"],
@@ -386,8 +399,8 @@ def main() -> None:
     parser.add_argument("--upstream", type=Path, default=DEFAULT_UPSTREAM)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    write_checkpoint(args.out, upstream_modules(args.upstream), TINY if args.size == "tiny" else {**REAL, **REAL_CODEC},
-                     seed=args.seed)
+    write_checkpoint(args.out, upstream_modules(args.upstream),
+                     TINY if args.size == "tiny" else {**REAL, **REAL_CODEC}, seed=args.seed)
     print(args.out)
 
 

@@ -64,7 +64,8 @@ def embedded_files(folder: Path) -> dict[str, Path]:
     return files
 
 
-def write_audiocpp_package(folder: Path, out: Path, weight_type: str = "f32", *, overwrite: bool = True) -> Path:
+def write_audiocpp_package(folder: Path, out: Path, weight_type: str = "f32", *,
+                           overwrite: bool = True) -> Path:
     from safetensors.numpy import save_file
 
     from audiocpp.engine.packaging import PackagePlan, write_package

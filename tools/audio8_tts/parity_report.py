@@ -55,11 +55,13 @@ def generation(model, manifest, goldens: Path) -> None:
         cos = cosine(result.audio.samples, ref["wav"]) if same else float("nan")
         eos = "EOS" if all(d["finished"]) else "cap"
         print(f"  {case['name']:20s} prompt ids {'equal' if prompts else 'DIFFER'}, codes "
-              f"{'identical' if codes else 'DIFFER'} ({frames} frames, {eos}), audio {'same length' if same else 'LENGTH'}"
+              f"{'identical' if codes else 'DIFFER'} ({frames} frames, {eos}), "
+              f"audio {'same length' if same else 'LENGTH'}"
               f", cosine {cos:.9f}")
         if case["name"] in ("tts_sampled", "clone_sampled", "long_form"):
             streamed = run(model, case, manifest, goldens / "audio", "streaming").audio.samples
-            print(f"  {'':20s} streaming vs offline: max |diff| {np.abs(streamed - result.audio.samples).max():.2e}, "
+            print(f"  {'':20s} streaming vs offline: "
+                  f"max |diff| {np.abs(streamed - result.audio.samples).max():.2e}, "
                   f"cosine {cosine(streamed, result.audio.samples):.10f}")
 
 
@@ -69,15 +71,19 @@ def codec_and_logits(model, goldens: Path) -> None:
 
     ref = dict(np.load(goldens / "goldens" / "codec.npz"))
     audio = read_audio(goldens / "audio" / "codec_in.wav")
-    codes = model.parts.codec.encode(torch.from_numpy(resample(audio.samples, audio.sample_rate, 44100))[None, None])
+    codes = model.parts.codec.encode(torch.from_numpy(resample(audio.samples, audio.sample_rate,
+                                                               44100))[None, None])
     decoded = model.parts.codec.decode(torch.from_numpy(ref["codes"])[None])[0, 0].numpy()
     wild = model.parts.codec.decode(torch.from_numpy(ref["wild_codes"])[None])[0, 0].numpy()
-    print(f"== codec: encode codes {'identical' if np.array_equal(codes[0].numpy(), ref['codes']) else 'DIFFER'}, "
-          f"decode cosine {cosine(decoded, ref['decoded']):.9f} (max |diff| {np.abs(decoded - ref['decoded']).max():.1e})"
+    print(f"== codec: encode codes "
+          f"{'identical' if np.array_equal(codes[0].numpy(), ref['codes']) else 'DIFFER'}, "
+          f"decode cosine {cosine(decoded, ref['decoded']):.9f} "
+          f"(max |diff| {np.abs(decoded - ref['decoded']).max():.1e})"
           f", clamped residual codes cosine {cosine(wild, ref['wild_decoded']):.9f}")
     fwd = dict(np.load(goldens / "goldens" / "forward.npz"))
     logits = first_logits(model, torch.float32, torch.from_numpy(fwd["prompt"])[None], compact=False)
-    print(f"== prefill logits vs upstream forward: max |diff| {np.abs(logits.numpy() - fwd['logits']).max():.2e} "
+    print(f"== prefill logits vs upstream forward: "
+          f"max |diff| {np.abs(logits.numpy() - fwd['logits']).max():.2e} "
           f"(of max |logit| {np.abs(fwd['logits']).max():.2f})")
 
 
@@ -114,21 +120,23 @@ def drift(model, goldens: Path) -> None:
         paths["audio.cpp f32"] = write_audiocpp_package(tiny, Path(tmp) / "audiocpp.gguf", "f32")
         for name, path in paths.items():
             other = plugin.load(path)
-            report(name, other, base_codes, base_audio, base_logits, prompt, torch.float32, path.stat().st_size)
+            report(name, other, base_codes, base_audio, base_logits, prompt, torch.float32,
+                   path.stat().st_size)
     report("compute bfloat16", model, base_codes, base_audio, base_logits, prompt, torch.bfloat16, None)
 
 
 def report(name, model, base_codes, base_audio, base_logits, prompt, dtype, size) -> None:
-    codes, audio = synth(model, do_sample=False, compute_dtype={torch.float32: "float32"}.get(dtype, "bfloat16"))
+    codes, audio = synth(model, do_sample=False,
+                         compute_dtype={torch.float32: "float32"}.get(dtype, "bfloat16"))
     logits = first_logits(model, dtype, prompt)
     n = min(codes.shape[1], base_codes.shape[1])
     agree = float(np.mean(codes[:, :n] == base_codes[:, :n]))
     first_mismatch = next((i for i in range(n) if not np.array_equal(codes[:, i], base_codes[:, i])), None)
     cos = cosine(audio[: len(base_audio)], base_audio[: len(audio)])
     extra = f", {size / 1024:.0f} KiB" if size else ""
-    print(f"  {name:18s} first-step logits max |diff| {(logits - base_logits).abs().max().item():.2e}; codes agree "
-          f"{agree:.3f} (first different frame: {first_mismatch}); audio cosine {cos:.6f}, max |diff| "
-          f"{np.abs(audio[:len(base_audio)] - base_audio[:len(audio)]).max():.1e}{extra}")
+    print(f"  {name:18s} first-step logits max |diff| {(logits - base_logits).abs().max().item():.2e}; "
+          f"codes agree {agree:.3f} (first different frame: {first_mismatch}); audio cosine {cos:.6f}, "
+          f"max |diff| {np.abs(audio[:len(base_audio)] - base_audio[:len(audio)]).max():.1e}{extra}")
 
 
 def main() -> None:

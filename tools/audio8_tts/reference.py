@@ -46,7 +46,8 @@ T3 = "The quick brown fox."
 R1 = "This is a tiny test."
 R2 = "你好，世界。"
 LONG = ("The first sentence is short. The second one, with a comma, runs a little longer than the first; "
-        "then a third follows! Is there a fourth? Yes: 你好，世界。今天天气很好，我们一起去公园吧！ And the end.")
+        "then a third follows! Is there a fourth? Yes: "
+        "你好，世界。今天天气很好，我们一起去公园吧！ And the end.")
 LONG_CHUNKS = ["The first sentence is short.", "The second one, with a comma,",
                "runs a little longer than the first; then a third follows!",
                "Is there a fourth? Yes: 你好，世界。今天天气很好，我们一起去公园吧！ And the end."]
@@ -64,15 +65,16 @@ CASES: list[dict[str, Any]] = [
     {"name": "tts_sampled_capped", "kind": "generate", "text": T1, "seed": 1, "max_new_tokens": 20},
     {"name": "tts_sampled_k5", "kind": "generate", "text": T3, "seed": 9, "max_new_tokens": 30,
      "temperature": 1.0, "top_k": 5, "top_p": 0.8},
-    {"name": "clone_sampled", "kind": "generate", "text": T2, "references": [REF1], "seed": 4, "max_new_tokens": 30},
+    {"name": "clone_sampled", "kind": "generate", "text": T2, "references": [REF1], "seed": 4,
+     "max_new_tokens": 30},
     {"name": "clone_greedy", "kind": "generate", "text": T3, "references": [REF1], "do_sample": False,
      "max_new_tokens": 12},
     {"name": "multi_reference", "kind": "generate", "text": T1, "references": [REF1, REF2], "seed": 8,
      "max_new_tokens": 30},
     {"name": "long_form", "kind": "long_form", "text": LONG, "chunks": LONG_CHUNKS, "text_chunk_size": 60,
      "seed": 5, "max_new_tokens": 10},
-    {"name": "long_form_clone", "kind": "long_form", "text": LONG, "chunks": LONG_CHUNKS, "text_chunk_size": 60,
-     "references": [REF1], "seed": 9, "max_new_tokens": 8},
+    {"name": "long_form_clone", "kind": "long_form", "text": LONG, "chunks": LONG_CHUNKS,
+     "text_chunk_size": 60, "references": [REF1], "seed": 9, "max_new_tokens": 8},
     {"name": "batch_greedy", "kind": "batch", "texts": [T1, T3], "do_sample": False, "max_new_tokens": 10},
     {"name": "batch_sampled", "kind": "batch", "texts": [T1, T3], "seed": 11, "max_new_tokens": 24},
     {"name": "codec", "kind": "codec", "audio": "codec_in.wav"},
@@ -119,18 +121,19 @@ class Runner:
         torch, enc, cfg = self.torch, self.processor._encode, self.cfg
         pieces: list[tuple[str, Any]] = []  # ("ids", tensor) or ("codes", [10, T])
         if refs:
-            parts = ["<|im_start|>system\n", "convert the provided text to speech reference to the following:\n\nText:\n"]
+            parts = ["<|im_start|>system\n",
+                     "convert the provided text to speech reference to the following:\n\nText:\n"]
             for i, ref in enumerate(refs):
                 parts += (["\n"] if i else []) + [f"<|speaker:{i}|>" + " ".join(ref["text"].split())]
             pieces += [("ids", enc(p)) for p in parts + ["\n\nSpeech:\n"]]
             pieces += [("codes", self.ref_codes(r)) for r in refs]
             pieces.append(("ids", enc("<|im_end|>\n")))
         else:
-            pieces += [("ids", enc(p)) for p in ("<|im_start|>system\n", "convert the provided text to speech",
-                                                 "<|im_end|>\n")]
+            pieces += [("ids", enc(p)) for p in ("<|im_start|>system\n",
+                                                 "convert the provided text to speech", "<|im_end|>\n")]
         if previous is not None:
-            pieces += [("ids", enc(p)) for p in ("<|im_start|>user\n", " ".join(previous[0].split()), "<|im_end|>\n",
-                                                 "<|im_start|>assistant\n<|voice|>")]
+            pieces += [("ids", enc(p)) for p in ("<|im_start|>user\n", " ".join(previous[0].split()),
+                                                 "<|im_end|>\n", "<|im_start|>assistant\n<|voice|>")]
             pieces += [("codes", previous[1]), ("ids", enc("<|im_end|>\n"))]
         pieces += [("ids", enc(p)) for p in ("<|im_start|>user\n", " ".join(text.split()), "<|im_end|>\n",
                                              "<|im_start|>assistant\n<|voice|>")]
@@ -152,8 +155,9 @@ class Runner:
                                     reference_audio=str(self.audio_dir / refs[0]["audio"]))
         elif refs:
             prompt = self.prompt(case["text"], refs, None)
-            inputs = {"input_ids": prompt, "attention_mask": self.torch.ones(prompt.shape[0], prompt.shape[-1],
-                                                                             dtype=self.torch.long)}
+            inputs = {"input_ids": prompt,
+                      "attention_mask": self.torch.ones(prompt.shape[0], prompt.shape[-1],
+                                                        dtype=self.torch.long)}
         else:
             inputs = self.processor(text=case["text"])
         prompt, mask = self.model._prepare_prompt(**inputs)
@@ -170,8 +174,9 @@ class Runner:
         wavs = []
         for i, chunk in enumerate(case["chunks"]):
             prompt = self.prompt(chunk, refs, previous)
-            result = self.model.generate(input_ids=prompt, attention_mask=self.torch.ones(1, prompt.shape[-1],
-                                                                                          dtype=self.torch.long),
+            result = self.model.generate(input_ids=prompt,
+                                         attention_mask=self.torch.ones(1, prompt.shape[-1],
+                                                                        dtype=self.torch.long),
                                          **kwargs)
             codes = result.codes[0]
             wav, lengths = self.model.decode_audio(result.codes)
@@ -204,7 +209,8 @@ class Runner:
         prompt, mask = self.model._prepare_prompt(**inputs)
         with self.torch.inference_mode():
             out = self.model(input_ids=prompt, attention_mask=mask)
-        return {"prompt": prompt[0].numpy(), "logits": out.logits[0, -1].numpy(), "hidden": out.hidden_states[0].numpy()}
+        return {"prompt": prompt[0].numpy(), "logits": out.logits[0, -1].numpy(),
+                "hidden": out.hidden_states[0].numpy()}
 
     def tokenize(self, case: dict[str, Any]) -> dict[str, Any]:
         out = {}
@@ -219,7 +225,8 @@ class Runner:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--upstream", type=Path, default=DEFAULT_UPSTREAM, help="Audio8_TTS checkout (at 14468db)")
+    parser.add_argument("--upstream", type=Path, default=DEFAULT_UPSTREAM,
+                        help="Audio8_TTS checkout (at 14468db)")
     parser.add_argument("--out", type=Path, default=REPO / "tests" / "data" / "audio8_tts")
     parser.add_argument("--commit", default=COMMIT, help="the upstream commit the checkout is at")
     args = parser.parse_args()
@@ -245,7 +252,8 @@ def main() -> None:
         print(case["name"], summary[case["name"]], file=sys.stderr)
     manifest = {
         "upstream": {"repository": "Audio8-AI/Audio8_TTS", "commit": args.commit,
-                     "files": {f"model/audio8_tts_0_6B_preview/{f}": sha256(up.root / f) for f in UPSTREAM_FILES}},
+                     "files": {f"model/audio8_tts_0_6B_preview/{f}": sha256(up.root / f)
+                               for f in UPSTREAM_FILES}},
         "generated_by": "tools/audio8_tts/reference.py",
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "python": platform.python_version(), "numpy": np.__version__},
@@ -253,7 +261,8 @@ def main() -> None:
         "cases": CASES,
         "shapes": summary,
     }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n",
+                                       encoding="utf-8")
     print(json.dumps({"cases": [c["name"] for c in CASES], "out": str(out)}))
 
 

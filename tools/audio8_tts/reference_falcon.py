@@ -58,11 +58,12 @@ FALCON_DEFAULTS: dict[str, Any] = {
     "hidden_act": "silu", "attention_bias": False, "attention_dropout": 0.0, "attention_in_multiplier": 1.0,
     "attention_out_multiplier": 1.0, "key_multiplier": 1.0, "embedding_multiplier": 1.0,
     "lm_head_multiplier": 1.0, "expansion_factor": 2.0, "mlp_bias": False, "mlp_multipliers": [1.0, 1.0],
-    "projectors_bias": False, "ssm_in_multiplier": 1.0, "ssm_multipliers": [1.0] * 5, "ssm_out_multiplier": 1.0,
-    "mamba_chunk_size": 128, "mamba_conv_bias": True, "mamba_d_conv": 4, "mamba_d_head": 32, "mamba_d_ssm": 768,
-    "mamba_d_state": 64, "mamba_expand": 2, "mamba_n_groups": 1, "mamba_n_heads": 24,
-    "mamba_norm_before_gate": False, "mamba_proj_bias": False, "mamba_rms_norm": False, "mamba_use_mlp": True,
-    "initializer_range": 0.02, "tie_word_embeddings": False, "max_seq_len": 2048, "norm_eps": 1e-5,
+    "projectors_bias": False, "ssm_in_multiplier": 1.0, "ssm_multipliers": [1.0] * 5,
+    "ssm_out_multiplier": 1.0, "mamba_chunk_size": 128, "mamba_conv_bias": True, "mamba_d_conv": 4,
+    "mamba_d_head": 32, "mamba_d_ssm": 768, "mamba_d_state": 64, "mamba_expand": 2, "mamba_n_groups": 1,
+    "mamba_n_heads": 24, "mamba_norm_before_gate": False, "mamba_proj_bias": False, "mamba_rms_norm": False,
+    "mamba_use_mlp": True, "initializer_range": 0.02, "tie_word_embeddings": False, "max_seq_len": 2048,
+    "norm_eps": 1e-5,
 }
 
 
@@ -123,7 +124,8 @@ class FalconSlowReference(nn.Module):
             devices=[layer.mamba.conv1d.weight.device for layer in self.slow.layers])
 
     def slow_forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
-                     cache=None, cache_position: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                     cache=None, cache_position: torch.Tensor | None = None
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(compact logits, last_hidden_state) for every position of ``input_ids`` [B, 11, T]."""
         embeds = self.embed(input_ids) * self.slow.embedding_multiplier
         out = self.slow(inputs_embeds=embeds, attention_mask=attention_mask, position_ids=position_ids,
@@ -138,7 +140,8 @@ def load_reference(ckpt: Path) -> tuple[FalconSlowReference, int]:
     cfg = json.loads((ckpt / "config.json").read_text(encoding="utf-8"))
     model = FalconSlowReference(cfg).eval()
     state = load_file(str(ckpt / "model.safetensors"))
-    wanted = {k: v for k, v in state.items() if k.startswith(("slow.", "semantic_output.", "codebook_embeddings."))}
+    wanted = {k: v for k, v in state.items()
+              if k.startswith(("slow.", "semantic_output.", "codebook_embeddings."))}
     model.load_state_dict(wanted, strict=True)
     return model, len(wanted)
 
@@ -151,11 +154,13 @@ def run_slow(model: FalconSlowReference, case: dict) -> dict[str, np.ndarray]:
         full_logits, full_hidden = model.slow_forward(ids, mask, torch.arange(total)[None])
         cache = model.new_cache()
         positions = torch.arange(prefill)
-        logits, hidden = model.slow_forward(ids[..., :prefill], mask[:, :prefill], positions[None], cache, positions)
+        logits, hidden = model.slow_forward(ids[..., :prefill], mask[:, :prefill], positions[None], cache,
+                                            positions)
         step_logits, step_hidden = [logits[0]], [hidden[0]]
         for pos in range(prefill, total):
             p = torch.tensor([pos])
-            logits, hidden = model.slow_forward(ids[..., pos : pos + 1], mask[:, : pos + 1], p[None], cache, p)
+            logits, hidden = model.slow_forward(ids[..., pos : pos + 1], mask[:, : pos + 1], p[None], cache,
+                                                p)
             step_logits.append(logits[0])
             step_hidden.append(hidden[0])
     return {
@@ -175,7 +180,8 @@ def run_mixer(model: FalconSlowReference, case: dict) -> dict[str, np.ndarray]:
         cache.has_previous_state = True
         for pos in range(prefill, total):
             # With mamba_rms_norm the gated norm squeezes a one-token output to (B, dim).
-            outs.append(mixer.torch_forward(x[:, pos : pos + 1], cache, torch.tensor([pos])).reshape(1, 1, -1))
+            outs.append(mixer.torch_forward(x[:, pos : pos + 1], cache, torch.tensor([pos]))
+                        .reshape(1, 1, -1))
     return {"full": full[0].numpy(), "steps": torch.cat(outs, dim=1)[0].numpy(),
             "ssm_state": cache.ssm_states[0][0].numpy(), "conv_state": cache.conv_states[0][0].numpy()}
 
@@ -196,7 +202,8 @@ def run_batch(model: FalconSlowReference, case: dict) -> dict[str, np.ndarray]:
         for step, (column, valid) in enumerate(zip(case["columns"], case["valid"])):
             mask = torch.cat((mask, torch.tensor(valid, dtype=torch.long)[:, None]), dim=1)
             logits, hidden = model.slow_forward(torch.tensor(column, dtype=torch.long)[..., None], mask,
-                                                (lengths + step)[:, None], cache, torch.tensor([width + step]))
+                                                (lengths + step)[:, None], cache,
+                                                torch.tensor([width + step]))
             out_logits.append(logits[:, -1])
             out_hidden.append(hidden[:, -1])
     return {"logits": torch.stack(out_logits, 1).numpy(), "hidden": torch.stack(out_hidden, 1).numpy()}
@@ -254,8 +261,9 @@ def arktts_01b_class(upstream):
             self.fast_embeddings = nn.Embedding(config.codebook_size, config.fast_dim)
             self.fast_layers = nn.ModuleList([
                 upstream.ArkttsTransformerBlock(
-                    config.fast_dim, config.fast_intermediate_size, config.fast_n_head, config.fast_n_local_heads,
-                    config.fast_head_dim, config.fast_attention_qkv_bias, config.fast_attention_o_bias,
+                    config.fast_dim, config.fast_intermediate_size, config.fast_n_head,
+                    config.fast_n_local_heads, config.fast_head_dim, config.fast_attention_qkv_bias,
+                    config.fast_attention_o_bias,
                     config.fast_attention_qk_norm, config.norm_eps, config.dropout, False)
                 for _ in range(config.n_fast_layer)])
             self.fast_norm = upstream.ArkttsRMSNorm(config.fast_dim, config.norm_eps)
@@ -300,7 +308,8 @@ def arktts_01b_class(upstream):
         def _compact(self, token):
             cfg = self.config
             return torch.where(token == cfg.eos_token_id, torch.full_like(token, cfg.codebook_size),
-                               torch.where(token >= cfg.semantic_begin_id, token - cfg.semantic_begin_id, token))
+                               torch.where(token >= cfg.semantic_begin_id, token - cfg.semantic_begin_id,
+                                           token))
 
         def _token(self, index):
             cfg = self.config
@@ -382,9 +391,11 @@ def run_generate(model, case: dict) -> dict[str, np.ndarray]:
                          temperature=float(case.get("temperature", 0.7)), top_p=float(case.get("top_p", 0.9)),
                          top_k=int(case.get("top_k", 50)), do_sample=bool(case.get("do_sample", True)),
                          generator=generator, return_dict_in_generate=True)
-    result = {"codes": out.codes.numpy(), "code_lengths": out.code_lengths.numpy(), "finished": out.finished.numpy()}
+    result = {"codes": out.codes.numpy(), "code_lengths": out.code_lengths.numpy(),
+              "finished": out.finished.numpy()}
     if stamps:
-        result.update(seconds=np.array(time.perf_counter() - stamps[0]), first_frame=np.array(stamps[1] - stamps[0]))
+        result.update(seconds=np.array(time.perf_counter() - stamps[0]),
+                      first_frame=np.array(stamps[1] - stamps[0]))
         del model._generate_codebooks
     if case.get("decode"):
         wav, lengths = model.decode_audio(out.codes)
@@ -417,8 +428,8 @@ def falcon_cases(reference: Any) -> list[dict[str, Any]]:
          "seed": 42, "max_new_tokens": 24},
         {"name": "clone_greedy", "kind": "generate", "text": t3, "references": [reference.REF1],
          "do_sample": False, "max_new_tokens": 16},
-        {"name": "multi_reference", "kind": "generate", "text": t1, "references": [reference.REF1, reference.REF2],
-         "seed": 11, "max_new_tokens": 16},
+        {"name": "multi_reference", "kind": "generate", "text": t1,
+         "references": [reference.REF1, reference.REF2], "seed": 11, "max_new_tokens": 16},
         {"name": "long_form", "kind": "long_form", "text": reference.LONG, "chunks": reference.LONG_CHUNKS,
          "text_chunk_size": 60, "seed": 5, "max_new_tokens": 10},
         {"name": "batch_sampled", "kind": "batch", "texts": [t1, t3], "seed": 3, "max_new_tokens": 16},
@@ -439,7 +450,8 @@ def randomize_01b(model: nn.Module, checkpoint: Any, seed: int) -> None:
         model.codebook_embeddings.weight.mul_(0.3)
 
 
-def write_01b_checkpoint(folder: Path, up: Any, checkpoint: Any, seed: int = 1) -> tuple[Path, dict[str, Any]]:
+def write_01b_checkpoint(folder: Path, up: Any, checkpoint: Any,
+                         seed: int = 1) -> tuple[Path, dict[str, Any]]:
     """A tiny 0.1B HF-layout folder: the 0.6B tiny's tokenizer, codec (the same bytes: seed 0) and
     fast AR sizes, a Falcon-H1 slow AR and the compact head (bf16 ``model.safetensors``, as the HF
     snapshot). The EOS row of the head is scaled down so that runs are not all a few frames long."""
@@ -499,23 +511,27 @@ def write_goldens(upstream: Path, out: Path) -> None:
         np.savez_compressed(out / "goldens" / f"{case['name']}.npz", **result)
         shapes[case["name"]] = {k: list(np.shape(v)) for k, v in result.items()}
         print(case["name"], shapes[case["name"]], file=sys.stderr)
-    files = {f"model/audio8_tts_0_6B_preview/{f}": reference.sha256(up.root / f) for f in checkpoint.UPSTREAM_FILES}
+    files = {f"model/audio8_tts_0_6B_preview/{f}": reference.sha256(up.root / f)
+             for f in checkpoint.UPSTREAM_FILES}
     manifest = {
         "upstream": {"repository": "Audio8-AI/Audio8_TTS", "commit": reference.COMMIT, "files": files},
-        "oracle": "upstream ArkttsModel (fast AR, sampling, generate, codec, processor) with the 0.1B slow side "
-                  "reconstructed on transformers.FalconH1Model (tools/audio8_tts/reference_falcon.py)",
+        "oracle": "upstream ArkttsModel (fast AR, sampling, generate, codec, processor) with the 0.1B "
+                  "slow side reconstructed on transformers.FalconH1Model "
+                  "(tools/audio8_tts/reference_falcon.py)",
         "generated_by": "tools/audio8_tts/reference_falcon.py goldens",
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         "defaults": reference.DEFAULTS, "cases": cases, "shapes": shapes,
     }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n",
+                                       encoding="utf-8")
 
 
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "goldens":
         repo = Path(__file__).resolve().parents[2]
         upstream = Path(argv[1]) if len(argv) > 1 else Path("/work/upstream/audio8")
-        write_goldens(upstream, Path(argv[2]) if len(argv) > 2 else repo / "tests" / "data" / "audio8_tts" / "falcon")
+        write_goldens(upstream,
+                      Path(argv[2]) if len(argv) > 2 else repo / "tests" / "data" / "audio8_tts" / "falcon")
         return 0
     spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     out_dir = Path(argv[1])

@@ -22,7 +22,8 @@ REQUESTS: dict[str, list[tuple[str, dict[str, Any], dict[str, Any]]]] = {
         ("tts", {"text": "Nice to meet you."}, {"num_inference_steps": 8, "seed": 3}),
         ("design", {"text": "Hello world, a slightly longer test.", "instruct": "female, high pitch",
                     "language": "en"}, {"num_inference_steps": 8, "seed": 4}),
-        ("clon", {"text": "One, two, three.", "reference_text": "Hello there"}, {"num_inference_steps": 8, "seed": 5}),
+        ("clon", {"text": "One, two, three.", "reference_text": "Hello there"},
+         {"num_inference_steps": 8, "seed": 5}),
     ],
     "voxcpm1": [
         ("tts", {"text": "Hello world.", "seed": 42}, {"max_tokens": 8, "retry_badcase": False}),
@@ -118,7 +119,8 @@ class Comparer:
         if key not in self._folder_audio:
             self._folder_audio[key] = self.audio(family, folder)
         drift = Drift()
-        for (ref, ref_tokens), (out, tokens) in zip(self._folder_audio[key], self.audio(family, converted, load_options)):
+        for (ref, ref_tokens), (out, tokens) in zip(self._folder_audio[key],
+                                                    self.audio(family, converted, load_options)):
             drift.add(ref, out)
             if ref_tokens is not None and tokens is not None:
                 drift.add_tokens(list(ref_tokens), list(tokens))

@@ -72,7 +72,8 @@ def run(cmd: list[str], cwd: Path | None = None) -> str:
     proc = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-15:]
-        raise RuntimeError(f"{Path(str(cmd[0])).name} {' '.join(map(str, cmd[1:3]))} exited {proc.returncode}:\n"
+        raise RuntimeError(f"{Path(str(cmd[0])).name} {' '.join(map(str, cmd[1:3]))} "
+                           f"exited {proc.returncode}:\n"
                            + "\n".join(tail))
     return proc.stdout + proc.stderr
 
@@ -232,7 +233,8 @@ def voxcpm_cpp(args: argparse.Namespace, ckpts: dict[str, Path], work: Path) -> 
         src = out_dir / f"{name}.gguf"
         jobs.append((Row("VoxCPM.cpp convert_voxcpm_to_gguf.py", commit, family, name, src.name,
                          claimed=family == "voxcpm1"),
-                     lambda c=ckpts[name], s=src: run([args.voxcpm_python, script, c, "--output", s], cwd=out_dir)))
+                     lambda c=ckpts[name], s=src: run([args.voxcpm_python, script, c, "--output", s],
+                                                      cwd=out_dir)))
         if not args.voxcpm_quantize or family != "voxcpm1" or "bf16" in name:
             continue
         pairs = not name.endswith("strmerges")  # ggml's GGUF reader refuses pair merges (type 9 arrays)
@@ -253,9 +255,11 @@ def audio_cpp(args: argparse.Namespace, ckpts: dict[str, Path], work: Path) -> l
     out_dir.mkdir(parents=True, exist_ok=True)
     families = {p.stem for p in (checkout / "model_specs").glob("*.json")}
     layouts = {
-        "omnivoice": ("omnivoice", ["weights=model.safetensors", "audio_tokenizer_weights=audio_tokenizer/model.safetensors"]),
+        "omnivoice": ("omnivoice", ["weights=model.safetensors",
+                                    "audio_tokenizer_weights=audio_tokenizer/model.safetensors"]),
         "voxcpm2": ("voxcpm2_f32", ["weights=model.safetensors", "audiovae_weights=audiovae.safetensors"]),
-        "voxcpm1": ("voxcpm1_15_f32", ["weights=model.safetensors", "audiovae_weights=audiovae.safetensors"]),
+        "voxcpm1": ("voxcpm1_15_f32", ["weights=model.safetensors",
+                                       "audiovae_weights=audiovae.safetensors"]),
     }
     runs = [(family, ckpt, inputs, wtype) for family, (ckpt, inputs) in layouts.items()
             for wtype in args.audiocpp_types.split(",")]
@@ -265,7 +269,8 @@ def audio_cpp(args: argparse.Namespace, ckpts: dict[str, Path], work: Path) -> l
     if args.audio8_spec:  # audio.cpp added audio8_tts after release 0.4: its spec file from a later commit
         families.add("audio8_tts")
         specs["audio8_tts"] = args.audio8_spec
-        runs += [("audio8_tts", "audio8_tts", ["model_weights=model.safetensors", "codec_weights=codec.safetensors"], t)
+        runs += [("audio8_tts", "audio8_tts",
+                  ["model_weights=model.safetensors", "codec_weights=codec.safetensors"], t)
                  for t in args.audiocpp_types.split(",") if t != "q4_k"]
         scale = scale_rows(work, "audio8_tts", ckpts["audio8_tts"], "audio8_tts")
     else:
@@ -321,14 +326,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, required=True)
     ap.add_argument("--omnivoice-cpp", type=Path)
     ap.add_argument("--omnivoice-quantize", type=Path)
-    ap.add_argument("--omnivoice-python", type=Path, default=REPO / ".ref-envs" / "omnivoice" / "bin" / "python")
+    ap.add_argument("--omnivoice-python", type=Path,
+                    default=REPO / ".ref-envs" / "omnivoice" / "bin" / "python")
     ap.add_argument("--voxcpm-cpp", type=Path)
     ap.add_argument("--voxcpm-quantize", type=Path)
     ap.add_argument("--voxcpm-python", type=Path)
     ap.add_argument("--audio-cpp", type=Path)
     ap.add_argument("--audiocpp-gguf", type=Path)
     ap.add_argument("--audiocpp-types", default="orig,f16,bf16,q8_0,q4_k")
-    ap.add_argument("--audio8-spec", type=Path, help="audio.cpp's model_specs/audio8_tts.json (after release 0.4)")
+    ap.add_argument("--audio8-spec", type=Path,
+                    help="audio.cpp's model_specs/audio8_tts.json (after release 0.4)")
     ap.add_argument("--json", type=Path, help="write the rows here (default WORK/matrix.json)")
     ap.add_argument("--checkpoints", help="comma-separated checkpoint names: run only their rows")
     args = ap.parse_args(argv)
@@ -367,13 +374,15 @@ def main(argv: list[str] | None = None) -> int:
             if not hasattr(exc, "hint"):
                 traceback.print_exc()
         _print(row)
-    (args.json or work / "matrix.json").write_text(json.dumps([asdict(r) for r in rows], indent=2), encoding="utf-8")
+    (args.json or work / "matrix.json").write_text(json.dumps([asdict(r) for r in rows], indent=2),
+                                                   encoding="utf-8")
     print()
     print("| converter | commit | family | checkpoint | output | tensor types | result | drift vs folder |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         result = r.result if r.claimed else f"{r.result} (layout not claimed)"
-        print(f"| {r.converter} | {r.commit} | {r.family} | {r.checkpoint} | `{r.output}` | {r.types} | {result} | {r.drift} |")
+        print(f"| {r.converter} | {r.commit} | {r.family} | {r.checkpoint} | `{r.output}` | {r.types} "
+              f"| {result} | {r.drift} |")
     return 0 if all(r.ok for r in rows if r.claimed) else 1
 
 

@@ -5,8 +5,9 @@ random-weight checkpoint with upstream's classes (Qwen3-0.6B dims, full-size Hig
 then synthesizes one fixed ~80-character sentence as 5 s of audio with 16 MaskGIT steps and
 guidance 2.0 (seeded default sampling) with upstream fp32, ours fp32 and ours bf16, each in
 its own process (model load excluded from the timings; one warm-up run each, then
-``--repeats`` timed rounds, the implementations taking turns within each round). Prints wall time (median, min..max), RTF (wall / 5 s), peak RSS, the
-ours/upstream ratio, whether ours fp32 reproduced upstream's tokens, and the bf16 drift.
+``--repeats`` timed rounds, the implementations taking turns within each round). Prints wall
+time (median, min..max), RTF (wall / 5 s), peak RSS, the ours/upstream ratio, whether ours fp32
+reproduced upstream's tokens, and the bf16 drift.
 
 Usage: python tools/bench.py omnivoice [--repeats 3] [--model DIR] [--skip-upstream] [--no-bf16]
                                        [--package omnivoice-q8_0.gguf]
@@ -54,8 +55,8 @@ def ensure_model(path: Path | None) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".omnivoice-full-", dir=target.parent))
     print(f"building the full-size random checkpoint in {target} (once) ...", file=sys.stderr)
-    subprocess.run([str(REF_PYTHON), str(TOOLS / "checkpoint.py"), str(tmp / "m"), "--size", "full"], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run([str(REF_PYTHON), str(TOOLS / "checkpoint.py"), str(tmp / "m"), "--size", "full"],
+                   check=True, stdout=subprocess.DEVNULL)
     os.replace(tmp / "m", target)
     shutil.rmtree(tmp, ignore_errors=True)
     return target
@@ -79,9 +80,9 @@ def interleaved(plan: list, args) -> list[tuple[str, dict]]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     procs = []
     for name, python, impl, model, dtype, save in plan:
-        cmd = [str(python), str(TOOLS / "bench_worker.py"), "--impl", impl, "--model", str(model), "--text", TEXT,
-               "--duration", str(args.duration), "--steps", str(args.steps), "--compute-dtype", dtype,
-               "--save", str(save), "--serve"]
+        cmd = [str(python), str(TOOLS / "bench_worker.py"), "--impl", impl, "--model", str(model),
+               "--text", TEXT, "--duration", str(args.duration), "--steps", str(args.steps),
+               "--compute-dtype", dtype, "--save", str(save), "--serve"]
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         procs.append((name, proc))
         _reply(name, proc)  # loaded; load one at a time (memory and disk)
@@ -136,8 +137,9 @@ def main(argv: list[str]) -> int:
         from tools.batch_bench import Options as BatchOptions
         from tools.batch_bench import run as run_batch
 
-        run_batch("omnivoice", model, BatchOptions(args.batch, args.weights or "q8_0,f32", max(2, args.threads), [
-            "--duration", str(args.duration), "--steps", str(args.steps)]))
+        run_batch("omnivoice", model,
+                  BatchOptions(args.batch, args.weights or "q8_0,f32", max(2, args.threads),
+                               ["--duration", str(args.duration), "--steps", str(args.steps)]))
         return 0
     if args.weights:
         from tools.weights_bench import Options, run
@@ -159,12 +161,13 @@ def main(argv: list[str]) -> int:
                      work / "package.npz"))
     rows = interleaved(plan, args)
     base = next((r for name, r in rows if name == "upstream fp32"), None)
-    print(f"{'implementation':15} {'median s':>9} {'min..max s':>14} {'RTF':>6} {'peak RSS MB':>12} {'ratio':>6}")
+    print(f"{'implementation':15} {'median s':>9} {'min..max s':>14} {'RTF':>6} {'peak RSS MB':>12} "
+          f"{'ratio':>6}")
     for name, r in rows:
         med = statistics.median(r["walls"])
         ratio = f"{med / statistics.median(base['walls']):.3f}" if base else "-"
-        print(f"{name:15} {med:9.2f} {min(r['walls']):6.2f}..{max(r['walls']):6.2f} {med / args.duration:6.2f} "
-              f"{r['peak_rss_mb']:12.0f} {ratio:>6}")
+        print(f"{name:15} {med:9.2f} {min(r['walls']):6.2f}..{max(r['walls']):6.2f} "
+              f"{med / args.duration:6.2f} {r['peak_rss_mb']:12.0f} {ratio:>6}")
     print(f"load average after: {loadavg()}")
     ours_tokens = np.load(work / "ours.npz")["tokens"]
     if base:
@@ -181,7 +184,8 @@ def main(argv: list[str]) -> int:
               "(random weights: MaskGIT amplifies any difference)")
     if args.package is not None:
         pk = np.load(work / "package.npz")["tokens"]
-        print(f"{args.package.name}: final tokens {int((pk == ours_tokens).sum())}/{ours_tokens.size} equal to fp32")
+        print(f"{args.package.name}: final tokens {int((pk == ours_tokens).sum())}/{ours_tokens.size} "
+              "equal to fp32")
     print(json.dumps({"rows": {n: r for n, r in rows}}))
     shutil.rmtree(work, ignore_errors=True)
     return 0

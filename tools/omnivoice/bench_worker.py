@@ -53,7 +53,8 @@ def upstream(args):
 
     def once():
         torch.manual_seed(args.seed)
-        audio = model.generate(text=args.text, duration=args.duration, num_step=args.steps, guidance_scale=2.0)[0]
+        audio = model.generate(text=args.text, duration=args.duration, num_step=args.steps,
+                               guidance_scale=2.0)[0]
         return np.asarray(audio, dtype=np.float32), captured[0].numpy()
 
     return load_s, once

@@ -44,7 +44,8 @@ def build_text_tokenizer(out: Path):
     tt = _tiny_tokenizer_module()
     vocab, merges = tt.vocab_and_merges(tt.train_bpe())
     tok = Qwen2Tokenizer(vocab=vocab, merges=merges)
-    tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>", *tt.OMNIVOICE_SPECIAL_TOKENS]})
+    tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>",
+                                                          *tt.OMNIVOICE_SPECIAL_TOKENS]})
     tok.save_pretrained(out)
     return tok
 
@@ -59,14 +60,16 @@ def build_lm(tok, size: str, gen: torch.Generator):
 
     if size == "tiny":
         llm = Qwen3Config(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                          num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096,
-                          rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 1e6},
+                          num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                          max_position_embeddings=4096, rms_norm_eps=1e-6,
+                          rope_parameters={"rope_type": "default", "rope_theta": 1e6},
                           tie_word_embeddings=True)
     else:
         llm = Qwen3Config(vocab_size=151676, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
                           num_attention_heads=16, num_key_value_heads=8, head_dim=128,
                           max_position_embeddings=40960, rms_norm_eps=1e-6,
-                          rope_parameters={"rope_type": "default", "rope_theta": 1e6}, tie_word_embeddings=True)
+                          rope_parameters={"rope_type": "default", "rope_theta": 1e6},
+                          tie_word_embeddings=True)
     cfg = OmniVoiceConfig(audio_vocab_size=1025, audio_mask_id=1024, num_audio_codebook=8, llm_config=llm)
     model = OmniVoice(cfg).to(torch.float32).eval()
     with torch.no_grad():
@@ -92,13 +95,15 @@ def build_codec(size: str, gen: torch.Generator):
                                    "upsampling_ratios": [8, 5, 4, 2, 3]},
             semantic_model_config={"model_type": "hubert", "hidden_size": 32, "num_hidden_layers": 2,
                                    "num_attention_heads": 2, "intermediate_size": 64, "conv_dim": [16] * 7,
-                                   "conv_kernel": [10, 3, 3, 3, 3, 2, 2], "conv_stride": [5, 2, 2, 2, 2, 2, 2],
+                                   "conv_kernel": [10, 3, 3, 3, 3, 2, 2],
+                                   "conv_stride": [5, 2, 2, 2, 2, 2, 2],
                                    "num_conv_pos_embeddings": 16, "num_conv_pos_embedding_groups": 4,
                                    "mask_time_prob": 0.0})
     else:
         cfg = HiggsAudioV2TokenizerConfig(
             target_bandwidths=[0.5, 1, 1.5, 2], codebook_dim=64,
-            acoustic_model_config={"model_type": "dac", "encoder_hidden_size": 64, "decoder_hidden_size": 1024,
+            acoustic_model_config={"model_type": "dac", "encoder_hidden_size": 64,
+                                   "decoder_hidden_size": 1024,
                                    "hidden_size": 256, "downsampling_ratios": [8, 5, 4, 2, 3],
                                    "upsampling_ratios": [8, 5, 4, 2, 3]},
             semantic_model_config={"model_type": "hubert", "mask_time_prob": 0.0})

@@ -110,7 +110,8 @@ def write_codec(src: Path, out: Path) -> Path:
     v = tensors[f"{POS_CONV}.parametrizations.weight.original1"]
     tensors[f"{POS_CONV}.weight"] = torch._weight_norm(v, g, 2)
     for name in sorted(tensors):
-        if name.startswith(CODEC_SKIP) or name.endswith(CODEC_SKIP_SUFFIX) or "parametrizations.weight.original" in name:
+        if name.startswith(CODEC_SKIP) or name.endswith(CODEC_SKIP_SUFFIX) \
+                or "parametrizations.weight.original" in name:
             continue
         _add(w, name, tensors[name], "f32")
     _finish(w)

@@ -26,7 +26,8 @@ def main() -> None:
     spec = json.loads(SPEC.read_text())
     spec["languages"] = ["auto", *sorted(set(LANG_NAME_TO_ID.values()))]
     SPEC.write_text(json.dumps(spec, indent=2, ensure_ascii=False) + "\n")
-    print(f"{len(LANG_NAME_TO_ID)} names, {len(set(LANG_NAME_TO_ID.values()))} ids -> {OUT.relative_to(REPO)}")
+    print(f"{len(LANG_NAME_TO_ID)} names, {len(set(LANG_NAME_TO_ID.values()))} ids "
+          f"-> {OUT.relative_to(REPO)}")
 
 
 if __name__ == "__main__":

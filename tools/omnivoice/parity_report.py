@@ -48,7 +48,8 @@ def main(argv: list[str]) -> int:
     refs = write_references(root / "refs")
     items = cases(refs, root / "upstream_prompt.pt")
     write_cases(root / "cases.json", items)
-    run_reference("omnivoice", HERE / "reference.py", snapshot, root / "cases.json", root / "out", timeout=1200)
+    run_reference("omnivoice", HERE / "reference.py", snapshot, root / "cases.json", root / "out",
+                  timeout=1200)
 
     torch.set_num_threads(1)
     from audiocpp.engine.records import TaskRequest, VoiceReference
@@ -76,7 +77,8 @@ def main(argv: list[str]) -> int:
         same = audio.shape == expected.shape
         diff = float(np.abs(audio - expected).max()) if same else float("nan")
         cos = cosine(audio, expected) if same else float("nan")
-        print(f"{case['name']:15s} {len(ours):6d} {equal:6d}/{total:<7d} {logit_diff:13.2e} {diff:11.2e} {cos:12.9f}")
+        print(f"{case['name']:15s} {len(ours):6d} {equal:6d}/{total:<7d} {logit_diff:13.2e} {diff:11.2e} "
+              f"{cos:12.9f}")
     return 0
 
 

@@ -116,15 +116,16 @@ def main(argv: list[str]) -> int:
         if record["forward"]:
             f = record["forward"][0]
             arrays.update(step0_input_ids=f["input_ids"].numpy(), step0_audio_mask=f["audio_mask"].numpy(),
-                          step0_attention_mask=f["attention_mask"].numpy(), step0_logits=f["logits"].float().numpy())
+                          step0_attention_mask=f["attention_mask"].numpy(),
+                          step0_logits=f["logits"].float().numpy())
         if record["encode"]:
             arrays["encode_input"] = record["encode"][0][0].numpy()
             arrays["ref_codes"] = record["encode"][0][1].numpy().astype(np.int64)
         for i, d in enumerate(record["decode"]):
             arrays[f"decode_{i}"] = d.numpy()
         np.savez(out / f"{case['name']}.npz", **arrays)
-        summary[case["name"]] = {"target_lens": lens, "num_chunks": chunk, "samples": int(arrays["audio"].shape[0]),
-                                 "wall_s": round(wall, 3)}
+        summary[case["name"]] = {"target_lens": lens, "num_chunks": chunk,
+                                 "samples": int(arrays["audio"].shape[0]), "wall_s": round(wall, 3)}
     print(json.dumps({"cases": summary, "transformers": __import__("transformers").__version__,
                       "torch": torch.__version__}))
     return 0
@@ -141,8 +142,9 @@ def run_batch(model, case: dict, record: dict, out: Path, config_class) -> dict:
 
     torch.manual_seed(int(case.get("seed", 0)))
     audios = model.generate(text=[item["text"] for item in items], language=column("language"),
-                            ref_text=column("ref_text"), ref_audio=column("ref_audio"), instruct=column("instruct"),
-                            duration=column("duration"), speed=column("speed"), generation_config=gen_config)
+                            ref_text=column("ref_text"), ref_audio=column("ref_audio"),
+                            instruct=column("instruct"), duration=column("duration"), speed=column("speed"),
+                            generation_config=gen_config)
     arrays: dict[str, np.ndarray] = {}
     lens: list[int] = []
     for target_lens, tokens in record["iter"]:

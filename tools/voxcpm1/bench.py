@@ -1,6 +1,7 @@
 """VoxCPM1 benchmark: ours against upstream (PyPI voxcpm 2.0.3) in the same run, at VoxCPM-0.5B size.
 
-    python tools/bench.py voxcpm1 [--patches 8] [--repeats 3] [--rounds 2] [--threads 1] [--dtypes float32,bfloat16]
+    python tools/bench.py voxcpm1 [--patches 8] [--repeats 3] [--rounds 2] [--threads 1]
+                                  [--dtypes float32,bfloat16]
 
 A checkpoint of VoxCPM-0.5B's dimensions with random weights (24+6 LM layers of 1024, local
 encoder / DiT 4 layers of 1024, patch 2, AudioVAE 16 kHz; tools/voxcpm1/checkpoint.py REAL_05B)
@@ -33,7 +34,8 @@ def ensure_checkpoint(root: Path) -> dict[str, Path]:
     """The 0.5B-size checkpoint (bf16 weights) and one folder per upstream compute dtype."""
     base = root / "voxcpm1-0.5b-real"
     if not (base / "config.json").is_file() or not (base / "audiovae.pth").is_file():
-        print(f"building the VoxCPM-0.5B-sized random checkpoint in {base} (once; ~1.4 GB)...", file=sys.stderr)
+        print(f"building the VoxCPM-0.5B-sized random checkpoint in {base} (once; ~1.4 GB)...",
+              file=sys.stderr)
         import torch
 
         from tools.voxcpm1.checkpoint import REAL_05B, write_v1_checkpoint
@@ -46,14 +48,17 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="tools/bench.py voxcpm1", description=__doc__.split("\n\n")[0])
     parser.add_argument("--patches", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=2, help="alternating upstream/ours processes per setting")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="alternating upstream/ours processes per setting")
     parser.add_argument("--threads", default="1", help="comma-separated torch thread counts")
     parser.add_argument("--dtypes", default="float32,bfloat16")
     parser.add_argument("--ours-only", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
-    parser.add_argument("--drift", action="store_true", help="measure reduced-precision drift instead (see above)")
+    parser.add_argument("--drift", action="store_true",
+                        help="measure reduced-precision drift instead (see above)")
     parser.add_argument("--weights", help="with --batch: the weight types (default q8_0,f32)")
-    parser.add_argument("--batch", help="1,2,4,8: batched generation against sequential (tools/batch_bench.py); "
+    parser.add_argument("--batch",
+                        help="1,2,4,8: batched generation against sequential (tools/batch_bench.py); "
                         "--patches per request (default 16), --weights (default q8_0,f32)")
     args = parser.parse_args(argv)
     folders = ensure_checkpoint(bench_dir())

@@ -62,7 +62,8 @@ REAL_05B: dict[str, Any] = {
     "encoder_config": {"hidden_dim": 1024, "ffn_dim": 4096, "num_heads": 16, "num_layers": 4},
     "dit_config": {
         "hidden_dim": 1024, "ffn_dim": 4096, "num_heads": 16, "num_layers": 4,
-        "cfm_config": {"sigma_min": 1e-06, "solver": "euler", "t_scheduler": "log-norm", "inference_cfg_rate": 2.0},
+        "cfm_config": {"sigma_min": 1e-06, "solver": "euler", "t_scheduler": "log-norm",
+                       "inference_cfg_rate": 2.0},
     },
     "audio_vae_config": {
         "encoder_dim": 128, "encoder_rates": [2, 5, 8, 8], "latent_dim": 64, "decoder_dim": 1536,
@@ -77,8 +78,9 @@ CONFIGS: dict[str, tuple[dict[str, Any], str]] = {
 }
 
 
-def write_v1_checkpoint(out_dir: str | Path, config: dict[str, Any], *, seed: int = 1234, weights: str = "safetensors",
-                        dtype: torch.dtype = torch.float32, stop_tie: float = 0.0) -> Path:
+def write_v1_checkpoint(out_dir: str | Path, config: dict[str, Any], *, seed: int = 1234,
+                        weights: str = "safetensors", dtype: torch.dtype = torch.float32,
+                        stop_tie: float = 0.0) -> Path:
     """Write a VoxCPM1 checkpoint; ``weights`` is ``safetensors`` (model.safetensors) or ``bin``
     (pytorch_model.bin holding ``{"state_dict": ...}``, as VoxCPM-0.5B).
 
@@ -113,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", choices=sorted(CONFIGS), default="tiny_05b")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--seed", type=int, default=1234)
-    parser.add_argument("--stop-tie", type=float, default=0.0, help="near-tie stop head (see write_v1_checkpoint)")
+    parser.add_argument("--stop-tie", type=float, default=0.0,
+                        help="near-tie stop head (see write_v1_checkpoint)")
     args = parser.parse_args(argv)
     config, weights = CONFIGS[args.size]
     write_v1_checkpoint(args.out, config, seed=args.seed, weights=weights, dtype=getattr(torch, args.dtype),

@@ -42,7 +42,8 @@ from audiocpp.engine.tokenizer import add_to_gguf_writer, gguf_tokenizer_metadat
 Q8 = gguf.GGMLQuantizationType.Q8_0
 # upstream AudioVAEConfig defaults (voxcpm/modules/audiovae/audio_vae.py)
 VAE_DEFAULTS = {"encoder_dim": 128, "encoder_rates": [2, 5, 8, 8], "latent_dim": 64, "decoder_dim": 1536,
-                "decoder_rates": [8, 8, 5, 2], "depthwise": True, "sample_rate": 16000, "use_noise_block": False}
+                "decoder_rates": [8, 8, 5, 2], "depthwise": True, "sample_rate": 16000,
+                "use_noise_block": False}
 LAYER_PARTS = {
     "input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
     "self_attn.q_proj.weight": "attn_q.weight", "self_attn.k_proj.weight": "attn_k.weight",
@@ -215,7 +216,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("snapshot", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--type", choices=("f32", "f16", "q8_0"), default="f32")
-    ap.add_argument("--vae", choices=("f32", "f16", "q8_0"), default=None, help="default: f16 for q8_0, else --type")
+    ap.add_argument("--vae", choices=("f32", "f16", "q8_0"), default=None,
+                    help="default: f16 for q8_0, else --type")
     ap.add_argument("--conv-layout", choices=("3d", "2d"), default="3d")
     ap.add_argument("--fold", choices=("torch", "voxcpm_cpp"), default="torch")
     args = ap.parse_args(argv)

@@ -37,22 +37,24 @@ def main(argv: list[str]) -> int:
     root.mkdir(parents=True, exist_ok=True)
     ckpts = write_checkpoints(root / "ckpt")
     audio = write_audio(root / "audio")
-    spec = {"checkpoints": {k: str(v) for k, v in ckpts.items()}, "cases": reference_cases(audio), "threads": 1}
+    spec = {"checkpoints": {k: str(v) for k, v in ckpts.items()}, "cases": reference_cases(audio),
+            "threads": 1}
     run_upstream(root, spec)
     torch.set_num_threads(1)
     from audiocpp.families.voxcpm1 import plugin
 
     models = {(name, packed): plugin.load(path, {"packed_linear": packed})
               for name, path in ckpts.items() for packed in (True, False)}
-    print(f"{'case':32s} {'patches':>9s} {'ctx':>3s} {'attempts':>8s} {'latent diff':>12s} {'(unpacked)':>11s} "
-          f"{'audio cos':>11s}")
+    print(f"{'case':32s} {'patches':>9s} {'ctx':>3s} {'attempts':>8s} {'latent diff':>12s} "
+          f"{'(unpacked)':>11s} {'audio cos':>11s}")
     for case in CASES:
         ref = dict(np.load(root / "out" / f"{case.name.replace(':', '__')}.npz"))
-        figs = [compare(case, *run_ours(models[case.checkpoint, packed], case, audio), ref) for packed in (True, False)]
+        figs = [compare(case, *run_ours(models[case.checkpoint, packed], case, audio), ref)
+                for packed in (True, False)]
         f = figs[0]
         print(f"{case.name:32s} {f['patches']:4d}/{f['upstream_patches']:<4d} {f['context']:3d} "
-              f"{f['attempts']:4d}/{f['upstream_attempts']:<3d} {f['latent_diff']:12.2e} {figs[1]['latent_diff']:11.2e} "
-              f"{f['cosine']:11.8f}")
+              f"{f['attempts']:4d}/{f['upstream_attempts']:<3d} {f['latent_diff']:12.2e} "
+              f"{figs[1]['latent_diff']:11.2e} {f['cosine']:11.8f}")
     for name, wav in (("tiny_05b", "vae16k"), ("tiny_15", "vae44k")):
         import soundfile as sf
 
@@ -73,7 +75,8 @@ def load_paths(root: Path, ckpts: dict[str, Path], audio: dict[str, Path], model
     from audiocpp.families.voxcpm1 import plugin
     from tests.voxcpm1.cases import CASE_BY_NAME
     from tools.voxcpm1.convert_voxcpm_cpp import convert
-    print(f"\n{'variant':9s} {'layout':34s} {'case':16s} {'patches':>8s} {'latent diff':>12s} {'audio cos':>11s}")
+    print(f"\n{'variant':9s} {'layout':34s} {'case':16s} {'patches':>8s} {'latent diff':>12s} "
+          f"{'audio cos':>11s}")
     for ck, path in ckpts.items():
         layouts: dict[str, tuple[Path, dict]] = {}
         for kind in ("f32", "bf16", "f16", "q8_0"):
@@ -86,7 +89,8 @@ def load_paths(root: Path, ckpts: dict[str, Path], audio: dict[str, Path], model
                                ("voxcpm.cpp f32 fold g*v/(|v|+1e-12)", {"fold_with": "voxcpm_cpp"}),
                                ("voxcpm.cpp f16", {"weight_type": "f16"}),
                                ("voxcpm.cpp q8_0 (VAE f16)", {"weight_type": "q8_0"}),
-                               ("voxcpm.cpp q8_0 (VAE q8_0 2-D)", {"weight_type": "q8_0", "vae_type": "q8_0"})):
+                               ("voxcpm.cpp q8_0 (VAE q8_0 2-D)",
+                                {"weight_type": "q8_0", "vae_type": "q8_0"})):
             out = root / f"{ck}-cpp-{len(layouts)}.gguf"
             layouts[label] = (convert(path, out, **options), {})
         layouts["folder, compute bfloat16"] = (path, {"compute_dtype": "bfloat16"})
@@ -100,7 +104,8 @@ def load_paths(root: Path, ckpts: dict[str, Path], audio: dict[str, Path], model
                 a, b = base.details["latents"][0], result.details["latents"][0]
                 diff = float(np.abs(a - b).max()) if a.shape == b.shape else float("nan")
                 cos = cosine(base.audio.samples, result.audio.samples) if a.shape == b.shape else float("nan")
-                print(f"{ck:9s} {label:34s} {case_name:16s} {len(b):4d}/{len(a):<3d} {diff:12.2e} {cos:11.8f}")
+                print(f"{ck:9s} {label:34s} {case_name:16s} {len(b):4d}/{len(a):<3d} {diff:12.2e} "
+                      f"{cos:11.8f}")
 
 
 if __name__ == "__main__":

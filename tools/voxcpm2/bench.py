@@ -45,14 +45,17 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="tools/bench.py voxcpm2", description=__doc__.split("\n\n")[0])
     parser.add_argument("--patches", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=1, help="alternating upstream/ours processes per setting")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="alternating upstream/ours processes per setting")
     parser.add_argument("--threads", default="1,2", help="comma-separated torch thread counts")
     parser.add_argument("--dtypes", default="float32,bfloat16")
     parser.add_argument("--ours-only", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
-    parser.add_argument("--weights", help="f32,bf16,q8_0: package the checkpoint in each type, run ours on each")
+    parser.add_argument("--weights",
+                        help="f32,bf16,q8_0: package the checkpoint in each type, run ours on each")
     parser.add_argument("--device", help="device of the --weights workers (default: auto)")
-    parser.add_argument("--batch", help="1,2,4,8: batched generation against sequential (tools/batch_bench.py); "
+    parser.add_argument("--batch",
+                        help="1,2,4,8: batched generation against sequential (tools/batch_bench.py); "
                         "--patches per request (default 16), --weights (default q8_0,f32)")
     args = parser.parse_args(argv)
     folders = ensure_checkpoint(bench_dir())

@@ -1,6 +1,8 @@
-"""One side of the VoxCPM benchmarks, in its own process (tools/voxcpm2/bench.py and tools/voxcpm1/bench.py run it).
+"""One side of the VoxCPM benchmarks, in its own process (tools/voxcpm2/bench.py and
+tools/voxcpm1/bench.py run it).
 
-    python bench_worker.py ours|upstream CKPT --dtype float32 --patches 6 --repeats 3 --text "..." [--family voxcpm1]
+    python bench_worker.py ours|upstream CKPT --dtype float32 --patches 6 --repeats 3 --text "..."
+           [--family voxcpm1]
 
 ``ours`` runs in the project venv (audiocpp), ``upstream`` in .ref-envs/voxcpm (voxcpm 2.0.3;
 its compute dtype is the checkpoint config's ``dtype``, so the orchestrator hands it a config
@@ -102,7 +104,8 @@ def main(argv: list[str]) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    side = Ours(args.ckpt, args.dtype, args.family) if args.side == "ours" else Upstream(args.ckpt, args.dtype)
+    side = (Ours(args.ckpt, args.dtype, args.family) if args.side == "ours"
+            else Upstream(args.ckpt, args.dtype))
     load_s = time.perf_counter() - t0
     rss_load_mb = status_bytes("VmHWM") / 2**20
     side.run(args.text, 2, args.seed)  # warm-up (first-touch of every weight page, allocator)

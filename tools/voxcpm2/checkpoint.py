@@ -42,8 +42,8 @@ TINY_V2: dict[str, Any] = {
         "bos_token_id": 1, "eos_token_id": 2, "hidden_size": 64, "intermediate_size": 128,
         "max_position_embeddings": 512, "num_attention_heads": 4, "num_hidden_layers": 2,
         "num_key_value_heads": 2, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
-        "rope_scaling": {"type": "longrope", "long_factor": TINY_FACTORS_LONG, "short_factor": TINY_FACTORS_SHORT,
-                         "original_max_position_embeddings": 256},
+        "rope_scaling": {"type": "longrope", "long_factor": TINY_FACTORS_LONG,
+                         "short_factor": TINY_FACTORS_SHORT, "original_max_position_embeddings": 256},
         "vocab_size": 550, "use_mup": False, "scale_emb": 12, "dim_model_base": 256, "scale_depth": 1.4,
     },
     "patch_size": 4, "feat_dim": 16, "residual_lm_num_layers": 2, "residual_lm_no_rope": True,
@@ -55,8 +55,8 @@ TINY_V2: dict[str, Any] = {
                        "training_cfg_rate": 0.1, "inference_cfg_rate": 1.0},
     },
     "audio_vae_config": {
-        "encoder_dim": 8, "encoder_rates": [2, 5], "latent_dim": 16, "decoder_dim": 32, "decoder_rates": [5, 3, 2],
-        "depthwise": True, "sample_rate": 16000, "out_sample_rate": 48000,
+        "encoder_dim": 8, "encoder_rates": [2, 5], "latent_dim": 16, "decoder_dim": 32,
+        "decoder_rates": [5, 3, 2], "depthwise": True, "sample_rate": 16000, "out_sample_rate": 48000,
         "sr_bin_boundaries": [20000, 30000, 40000], "cond_type": "scale_bias",
     },
     "max_length": 512, "device": "cpu", "dtype": "float32",
@@ -95,15 +95,17 @@ REAL_V2: dict[str, Any] = {
     },
     "patch_size": 4, "feat_dim": 64, "residual_lm_num_layers": 8, "residual_lm_no_rope": True,
     "scalar_quantization_latent_dim": 512, "scalar_quantization_scale": 9,
-    "encoder_config": {"hidden_dim": 1024, "ffn_dim": 4096, "num_heads": 16, "num_layers": 12, "kv_channels": 128},
+    "encoder_config": {"hidden_dim": 1024, "ffn_dim": 4096, "num_heads": 16, "num_layers": 12,
+                       "kv_channels": 128},
     "dit_config": {
         "hidden_dim": 1024, "ffn_dim": 4096, "num_heads": 16, "num_layers": 12, "kv_channels": 128,
-        "cfm_config": {"sigma_min": 1e-06, "solver": "euler", "t_scheduler": "log-norm", "inference_cfg_rate": 2.0},
+        "cfm_config": {"sigma_min": 1e-06, "solver": "euler", "t_scheduler": "log-norm",
+                       "inference_cfg_rate": 2.0},
     },
     "audio_vae_config": {
         "encoder_dim": 128, "encoder_rates": [2, 5, 8, 8], "latent_dim": 64, "decoder_dim": 2048,
-        "decoder_rates": [8, 6, 5, 2, 2, 2], "depthwise": True, "sample_rate": 16000, "out_sample_rate": 48000,
-        "sr_bin_boundaries": [20000, 30000, 40000],
+        "decoder_rates": [8, 6, 5, 2, 2, 2], "depthwise": True, "sample_rate": 16000,
+        "out_sample_rate": 48000, "sr_bin_boundaries": [20000, 30000, 40000],
     },
     "max_length": 8192, "device": "cpu", "dtype": "float32",
 }
@@ -133,7 +135,8 @@ def _value(name: str, shape: tuple[int, ...], gen: torch.Generator) -> torch.Ten
     return (torch.rand(shape, generator=gen) * 2 - 1) * bound
 
 
-def random_state(module: torch.nn.Module, gen: torch.Generator, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+def random_state(module: torch.nn.Module, gen: torch.Generator,
+                 dtype: torch.dtype) -> dict[str, torch.Tensor]:
     out = {}
     for name, t in module.state_dict(keep_vars=True).items():
         if not t.is_floating_point():
@@ -173,7 +176,8 @@ def write_checkpoint(out_dir: str | Path, config: dict[str, Any], *, seed: int =
         else:
             upstream[name] = value
     if cfg.audio_vae.sr_bin_boundaries is not None:
-        upstream["decoder.sr_bin_boundaries"] = torch.tensor(cfg.audio_vae.sr_bin_boundaries, dtype=torch.int32)
+        upstream["decoder.sr_bin_boundaries"] = torch.tensor(cfg.audio_vae.sr_bin_boundaries,
+                                                             dtype=torch.int32)
     torch.save({"state_dict": upstream}, out / "audiovae.pth")
     (out / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
     if tokenizer:

@@ -34,7 +34,8 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 def run_upstream(root: Path, spec: dict) -> dict:
     """Upstream's results for ``spec`` (reference.py in .ref-envs/voxcpm) under ``root/out``."""
     (root / "cases.json").write_text(json.dumps(spec), encoding="utf-8")
-    return run_reference("voxcpm", Path(__file__).with_name("reference.py"), root / "cases.json", root / "out")
+    return run_reference("voxcpm", Path(__file__).with_name("reference.py"), root / "cases.json",
+                         root / "out")
 
 
 def main(argv: list[str]) -> int:
@@ -70,7 +71,8 @@ def main(argv: list[str]) -> int:
                 models[name, packed] = VoxCPM2LoadedModel(plugin.spec, path, options, parts)
             else:
                 models[name, packed] = plugin.load(path, {"packed_linear": packed})
-    print(f"{'case':20s} {'patches':>9s} {'attempts':>8s} {'latent diff':>12s} {'(unpacked)':>11s} {'audio cos':>12s}")
+    print(f"{'case':20s} {'patches':>9s} {'attempts':>8s} {'latent diff':>12s} {'(unpacked)':>11s} "
+          f"{'audio cos':>12s}")
     for case in cases:
         ref = dict(np.load(root / "out" / f"{case.name}.npz"))
         figures = []
@@ -86,10 +88,12 @@ def main(argv: list[str]) -> int:
         latents, result, diff = figures[0]
         wav = ref["wav"]
         if case.streaming and case.prompt and case.checkpoint != "tiny_v1":
-            wav = dict(np.load(root / "out" / "clone_prompt.npz"))["wav"]  # upstream offline of the same request
+            # upstream offline of the same request
+            wav = dict(np.load(root / "out" / "clone_prompt.npz"))["wav"]
         cos = cosine(result.audio.samples, wav) if result.audio.samples.shape == wav.shape else float("nan")
-        print(f"{case.name:20s} {len(latents):4d}/{len(ref['patches']):<4d} {result.details['attempts'][0]:4d}/"
-              f"{int(ref['runs']):<3d} {diff:12.2e} {figures[1][2]:11.2e} {cos:12.8f}")
+        print(f"{case.name:20s} {len(latents):4d}/{len(ref['patches']):<4d} "
+              f"{result.details['attempts'][0]:4d}/{int(ref['runs']):<3d} {diff:12.2e} {figures[1][2]:11.2e} "
+              f"{cos:12.8f}")
     return 0
 
 

@@ -49,8 +49,8 @@ def _check_round_trip(model, ckpt: Path) -> int:
     missing = sorted(set(state) - set(expected))
     unexpected = sorted(set(expected) - set(state))
     if missing or unexpected:
-        raise SystemExit(f"round trip: model tensors not in the files {missing[:5]}, file tensors not in the model "
-                         f"{unexpected[:5]}")
+        raise SystemExit(f"round trip: model tensors not in the files {missing[:5]}, "
+                         f"file tensors not in the model {unexpected[:5]}")
     for name, value in expected.items():
         got = state[name]
         if got.shape != value.shape or not torch.equal(got.to(value.dtype), value):

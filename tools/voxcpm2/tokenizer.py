@@ -34,8 +34,10 @@ def build_tokenizer(vocab_size: int = 550):
 
     trained_size = vocab_size - len(SPECIALS) - 256
     trainer_tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    trainer_tok.normalizer = normalizers.Sequence([normalizers.Prepend(SPACE), normalizers.Replace(" ", SPACE)])
-    trainer_tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="never", split=True)
+    trainer_tok.normalizer = normalizers.Sequence([normalizers.Prepend(SPACE),
+                                                   normalizers.Replace(" ", SPACE)])
+    trainer_tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="never",
+                                                         split=True)
     trainer = trainers.BpeTrainer(vocab_size=trained_size, show_progress=False, special_tokens=[])
     trainer_tok.train_from_iterator(CORPUS * 4, trainer)
     data = json.loads(trainer_tok.to_str())
@@ -52,12 +54,14 @@ def build_tokenizer(vocab_size: int = 550):
             vocab[piece] = len(vocab)
     if len(vocab) > vocab_size:
         raise RuntimeError(f"tokenizer vocab {len(vocab)} exceeds {vocab_size}")
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", byte_fallback=True,
+                               fuse_unk=True))
     tok.normalizer = normalizers.Sequence([normalizers.Prepend(SPACE), normalizers.Replace(" ", SPACE)])
     tok.decoder = decoders.Sequence([
         decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0),
     ])
-    specials = ["<unk>", "<s>", "</s>", "<|audio_start|>", "<|audio_end|>", "<|ref_audio_start|>", "<|ref_audio_end|>"]
+    specials = ["<unk>", "<s>", "</s>", "<|audio_start|>", "<|audio_end|>", "<|ref_audio_start|>",
+                "<|ref_audio_end|>"]
     tok.add_special_tokens([AddedToken(s, normalized=False, special=True) for s in specials])
     return tok
 

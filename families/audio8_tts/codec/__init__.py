@@ -73,7 +73,8 @@ class DecoderBlock(nn.Module):
     def __init__(self, input_dim: int, output_dim: int, stride: int) -> None:
         super().__init__()
         self.block = nn.Sequential(Snake1d(input_dim),
-                                   CausalConvTranspose1d(input_dim, output_dim, kernel_size=2 * stride, stride=stride),
+                                   CausalConvTranspose1d(input_dim, output_dim, kernel_size=2 * stride,
+                                                         stride=stride),
                                    *_residual_units(output_dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -116,7 +117,8 @@ class ArkttsCodec(nn.Module):
 
     @torch.inference_mode()
     def encode(self, audio: torch.Tensor) -> torch.Tensor:
-        """Codes ``[B, 10, ceil(n / 2048)]`` of audio ``[B, n]`` or ``[B, 1, n]`` (zero-padded to whole frames)."""
+        """Codes ``[B, 10, ceil(n / 2048)]`` of audio ``[B, n]`` or ``[B, 1, n]`` (zero-padded to whole
+        frames)."""
         if audio.ndim == 2:
             audio = audio[:, None]
         if audio.ndim != 3 or audio.shape[1] != 1:
@@ -131,7 +133,8 @@ class ArkttsCodec(nn.Module):
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
         """Audio ``[B, 1, 2048 * T]`` of codes ``[B, 10, T]``."""
         if codes.ndim != 3 or codes.shape[1] != self.cfg.num_codebooks:
-            raise ValueError(f"codes must have shape [B, {self.cfg.num_codebooks}, T], got {tuple(codes.shape)}")
+            raise ValueError(f"codes must have shape [B, {self.cfg.num_codebooks}, T], "
+                             f"got {tuple(codes.shape)}")
         return self.decoder(self.quantizer.decode(codes.long()))
 
 

@@ -34,7 +34,8 @@ class VectorQuantizer(nn.Module):
         batch, _, length = projected.shape
         flat = F.normalize(projected.transpose(1, 2).reshape(batch * length, -1))
         codebook = F.normalize(self.codebook.weight)
-        distances = flat.pow(2).sum(1, keepdim=True) - 2 * flat @ codebook.t() + codebook.pow(2).sum(1, keepdim=True).t()
+        distances = (flat.pow(2).sum(1, keepdim=True) - 2 * flat @ codebook.t()
+                     + codebook.pow(2).sum(1, keepdim=True).t())
         indices = (-distances).argmax(1).view(batch, length)
         quantized = self.decode_code(indices)
         return self.out_proj(projected + (quantized - projected)), indices
@@ -96,15 +97,19 @@ class DownsampleQuantizer(nn.Module):
         super().__init__()
         d = cfg.latent_dim
         self.semantic_quantizer = ResidualQuantizer(d, 1, cfg.semantic_codebook_size, cfg.codebook_dim)
-        self.quantizer = ResidualQuantizer(d, cfg.residual_codebooks, cfg.residual_codebook_size, cfg.codebook_dim)
+        self.quantizer = ResidualQuantizer(d, cfg.residual_codebooks, cfg.residual_codebook_size,
+                                           cfg.codebook_dim)
         self.downsample = nn.Sequential(*(_stage(CausalConv1d(d, d, 2, stride=2), d) for _ in range(2)))
-        self.upsample = nn.Sequential(*(_stage(CausalConvTranspose1d(d, d, 2, stride=2), d) for _ in range(2)))
+        self.upsample = nn.Sequential(*(_stage(CausalConvTranspose1d(d, d, 2, stride=2), d)
+                                        for _ in range(2)))
         self.pre_module = WindowTransformer(WindowTransformerConfig(
             n_layer=cfg.pre_n_layer, n_head=cfg.pre_n_head, n_local_heads=cfg.pre_n_local_heads, dim=d,
-            intermediate_size=cfg.pre_intermediate_size, head_dim=cfg.pre_head_dim, window=cfg.quantizer_window))
+            intermediate_size=cfg.pre_intermediate_size, head_dim=cfg.pre_head_dim,
+            window=cfg.quantizer_window))
         self.post_module = WindowTransformer(WindowTransformerConfig(
             n_layer=cfg.post_n_layer, n_head=cfg.post_n_head, n_local_heads=cfg.post_n_local_heads, dim=d,
-            intermediate_size=cfg.post_intermediate_size, head_dim=cfg.post_head_dim, window=cfg.quantizer_window))
+            intermediate_size=cfg.post_intermediate_size, head_dim=cfg.post_head_dim,
+            window=cfg.quantizer_window))
 
     def encode(self, z: torch.Tensor) -> torch.Tensor:
         """Codes ``[B, 10, T/4]`` of encoder latents (upstream's forward, without the unused decode)."""

@@ -36,8 +36,9 @@ class WindowTransformerConfig:
     def decoder_config(self) -> DecoderConfig:
         kv = self.n_head if self.n_local_heads == -1 else self.n_local_heads
         return DecoderConfig(dim=self.dim, n_head=self.n_head, n_kv_head=kv, head_dim=self.head_dim,
-                             intermediate_size=self.intermediate_size, norm_eps=NORM_EPS, rope_style="interleaved",
-                             rope_base=ROPE_BASE, rope_table_dtype=torch.bfloat16, names=FISH_NAMES)
+                             intermediate_size=self.intermediate_size, norm_eps=NORM_EPS,
+                             rope_style="interleaved", rope_base=ROPE_BASE, rope_table_dtype=torch.bfloat16,
+                             names=FISH_NAMES)
 
 
 class LayerScale(nn.Module):
@@ -61,7 +62,8 @@ class TransformerBlock(nn.Module):
         self.ffn_layer_scale = LayerScale(cfg.dim)
 
     def attend(self, x: torch.Tensor, rope: torch.Tensor, mask: torch.Tensor,
-               past: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+               past: tuple[torch.Tensor, torch.Tensor] | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Attention output for ``x`` ``[B, T, dim]`` and its (k, v) (past ones prepended)."""
         cfg = self.cfg
         b, t, _ = x.shape
@@ -71,7 +73,8 @@ class TransformerBlock(nn.Module):
         v = v.transpose(1, 2)
         if past is not None:
             k, v = torch.cat((past[0], k), dim=2), torch.cat((past[1], v), dim=2)
-        out = F.scaled_dot_product_attention(q, repeat_kv(k, cfg.n_rep), repeat_kv(v, cfg.n_rep), attn_mask=mask)
+        out = F.scaled_dot_product_attention(q, repeat_kv(k, cfg.n_rep), repeat_kv(v, cfg.n_rep),
+                                             attn_mask=mask)
         out = out.transpose(1, 2).contiguous().view(b, t, cfg.n_head * cfg.head_dim)
         return self.attention.output(out), k, v
 

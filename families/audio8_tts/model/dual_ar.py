@@ -24,9 +24,10 @@ from .slow_ar import SlowAR
 
 def fast_decoder_config(cfg: Audio8Config) -> DecoderConfig:
     return DecoderConfig(
-        dim=cfg.fast_dim, n_head=cfg.fast_n_head, n_kv_head=cfg.fast_n_local_heads, head_dim=cfg.fast_head_dim,
-        intermediate_size=cfg.fast_intermediate_size, norm_eps=cfg.norm_eps, qkv_bias=cfg.fast_attention_qkv_bias,
-        o_bias=cfg.fast_attention_o_bias, qk_norm=cfg.fast_attention_qk_norm, rope_style="interleaved",
+        dim=cfg.fast_dim, n_head=cfg.fast_n_head, n_kv_head=cfg.fast_n_local_heads,
+        head_dim=cfg.fast_head_dim, intermediate_size=cfg.fast_intermediate_size, norm_eps=cfg.norm_eps,
+        qkv_bias=cfg.fast_attention_qkv_bias, o_bias=cfg.fast_attention_o_bias,
+        qk_norm=cfg.fast_attention_qk_norm, rope_style="interleaved",
         rope_base=cfg.rope_base, rope_table_dtype=torch.bfloat16, attention="eager", names=FISH_NAMES,
     )
 
@@ -47,7 +48,8 @@ class FastAR(nn.Module):
     def __init__(self, cfg: Audio8Config) -> None:
         super().__init__()
         self.cfg = cfg
-        self.fast_project_in: nn.Module = nn.Linear(cfg.dim, cfg.fast_dim) if cfg.fast_dim != cfg.dim else nn.Identity()
+        self.fast_project_in: nn.Module = (nn.Linear(cfg.dim, cfg.fast_dim) if cfg.fast_dim != cfg.dim
+                                           else nn.Identity())
         self.fast_embeddings = nn.Embedding(cfg.codebook_size, cfg.fast_dim)
         dcfg = fast_decoder_config(cfg)
         self.fast_layers = nn.ModuleList(DecoderLayer(dcfg) for _ in range(cfg.n_fast_layer))
@@ -63,7 +65,8 @@ class FastAR(nn.Module):
         if self._valid is not None and self._valid.shape[0] == batch_size and self._valid.device == device:
             return
         self.stack.setup(batch_size, self.cfg.num_codebooks)
-        self._positions = torch.arange(self.cfg.num_codebooks, device=device).view(-1, 1, 1).expand(-1, batch_size, 1)
+        self._positions = (torch.arange(self.cfg.num_codebooks, device=device).view(-1, 1, 1)
+                           .expand(-1, batch_size, 1))
         self._valid = torch.ones(batch_size, 1, dtype=torch.long, device=device)
 
     def release(self) -> None:
@@ -76,7 +79,8 @@ class FastAR(nn.Module):
         self.stack.step(self.fast_project_in(slow_hidden), self._positions[0], self._valid)
 
     def logits(self, code: torch.Tensor, position: int) -> torch.Tensor:
-        """Feed the previous code ``[B]`` at ``position`` (1..) and score the next one: ``[B, codebook_size]``."""
+        """Feed the previous code ``[B]`` at ``position`` (1..) and score the next one:
+        ``[B, codebook_size]``."""
         hidden = self.fast_embeddings(code)[:, None]
         hidden = self.stack.step(hidden, self._positions[position], self._valid)
         return self.fast_output(self.fast_norm(hidden))[:, -1]

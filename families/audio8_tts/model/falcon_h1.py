@@ -206,12 +206,13 @@ class FalconH1Attention(nn.Module):
         """One column per row (``x`` (B, 1, dim)), row ``b`` at ``slots[b]`` of ``caches[b]``:
         projections over all rows, attention row by row."""
         q, k, v = self._qkv(x, rope)
-        context = torch.cat([self._cached_context(q[b:b + 1], k[b:b + 1], v[b:b + 1], cache, layer, slot, mask)
+        context = torch.cat([self._cached_context(q[b:b + 1], k[b:b + 1], v[b:b + 1], cache, layer, slot,
+                                                  mask)
                              for b, (cache, slot, mask) in enumerate(zip(caches, slots, masks))])
         return self.o_proj(context)
 
-    def _cached_context(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: FalconH1Cache, layer: int,
-                        pos: int, mask: torch.Tensor | None) -> torch.Tensor:
+    def _cached_context(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: FalconH1Cache,
+                        layer: int, pos: int, mask: torch.Tensor | None) -> torch.Tensor:
         cache.kv.write(layer, pos, k, v)
         keys, values = cache.kv.layer(layer)
         return self._context(q, keys[:, :, : pos + 1], values[:, :, : pos + 1], mask, causal=False)
@@ -259,7 +260,8 @@ class FalconH1Layer(nn.Module):
     def forward(self, x: torch.Tensor, rope: Rope, cache: FalconH1Cache | None, i: int,
                 attn_mask: torch.Tensor | None, pad_mask: torch.Tensor | None) -> torch.Tensor:
         h = self.input_layernorm(x)
-        mamba = self.mamba(_scale(h, self.ssm_in), None if cache is None else cache.mamba, i, pad_mask=pad_mask)
+        mamba = self.mamba(_scale(h, self.ssm_in), None if cache is None else cache.mamba, i,
+                           pad_mask=pad_mask)
         attn = self.self_attn(_scale(h, self.attn_in), rope, cache, i, attn_mask)
         return self._mix(x, mamba, attn)
 
@@ -307,7 +309,8 @@ class FalconH1Backbone(nn.Module):
 
     def new_cache(self, max_length: int, *, batch_size: int = 1) -> FalconH1Cache:
         if max_length > self.config.max_seq_len:
-            raise ModelError(f"a generation of {max_length} positions is past max_seq_len {self.config.max_seq_len}",
+            raise ModelError(f"a generation of {max_length} positions is past "
+                             f"max_seq_len {self.config.max_seq_len}",
                              hint="use a shorter text or reference, or fewer max_new_tokens")
         w = self.final_layernorm.weight
         return FalconH1Cache(self.config, max_length, batch_size=batch_size, dtype=w.dtype, device=w.device)
@@ -318,8 +321,8 @@ class FalconH1Backbone(nn.Module):
             return cos[start : start + length].to(h.dtype), sin[start : start + length].to(h.dtype)
         return cos[positions][:, None].to(h.dtype), sin[positions][:, None].to(h.dtype)
 
-    def prefill(self, h: torch.Tensor, cache: FalconH1Cache | None = None, positions: torch.Tensor | None = None,
-                mask: torch.Tensor | None = None) -> torch.Tensor:
+    def prefill(self, h: torch.Tensor, cache: FalconH1Cache | None = None,
+                positions: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The prompt ``h`` (B, T, dim) at slots 0..T-1 -> last_hidden_state (B, T, dim).
 
         ``positions`` (B, T) are rotary positions (default ``0..T-1``); ``mask`` (B, T) the key
@@ -363,7 +366,8 @@ class FalconH1Backbone(nn.Module):
         cache.length = pos + 1
         return self.final_layernorm(h)
 
-    def step_rows(self, h: torch.Tensor, caches: list[FalconH1Cache], positions: torch.Tensor) -> torch.Tensor:
+    def step_rows(self, h: torch.Tensor, caches: list[FalconH1Cache],
+                  positions: torch.Tensor) -> torch.Tensor:
         """One column per row (``h`` (B, 1, dim)), row ``b`` at the next slot of its one-row
         ``caches[b]``; ``positions`` (B, 1) the rotary positions."""
         if len(caches) == 1:
@@ -401,8 +405,9 @@ class FalconH1SlowAR(SlowAR):
         super().__init__()
         self.config = config
         self.falcon = FalconH1Config.from_dict(config.raw or {
-            k: getattr(config, k) for k in ("vocab_size", "dim", "n_layer", "n_head", "n_local_heads", "head_dim",
-                                            "intermediate_size", "max_seq_len", "rope_base", "norm_eps")})
+            k: getattr(config, k) for k in ("vocab_size", "dim", "n_layer", "n_head", "n_local_heads",
+                                            "head_dim", "intermediate_size", "max_seq_len", "rope_base",
+                                            "norm_eps")})
         self.dim = config.dim
         self.codebook_embeddings = nn.Embedding(config.codebook_size * config.num_codebooks, config.dim)
         self.slow = FalconH1Backbone(self.falcon)
@@ -427,7 +432,8 @@ class FalconH1SlowAR(SlowAR):
     def embed(self, rows: torch.Tensor) -> torch.Tensor:
         """(text embedding + codebook sum where row 0 is semantic) x ``embedding_multiplier``."""
         cfg = self.config
-        offsets = torch.arange(0, cfg.num_codebooks * cfg.codebook_size, cfg.codebook_size, device=rows.device)
+        offsets = torch.arange(0, cfg.num_codebooks * cfg.codebook_size, cfg.codebook_size,
+                               device=rows.device)
         codebook_sum = self.codebook_embeddings(rows[:, 1:] + offsets[:, None]).sum(dim=1)
         semantic = (rows[:, 0] >= cfg.semantic_begin_id) & (rows[:, 0] <= cfg.semantic_end_id)
         codebook_sum = torch.where(semantic.unsqueeze(-1), codebook_sum, 0.0)
@@ -449,7 +455,8 @@ class FalconH1SlowAR(SlowAR):
         hidden = self.slow.step(embeds, state or self._need_cache(), positions, valid)
         return SlowHidden(hidden, hidden)
 
-    def step_rows(self, embeds: torch.Tensor, positions: torch.Tensor, states: list[FalconH1Cache]) -> SlowHidden:
+    def step_rows(self, embeds: torch.Tensor, positions: torch.Tensor,
+                  states: list[FalconH1Cache]) -> SlowHidden:
         hidden = self.slow.step_rows(embeds, states, positions)
         return SlowHidden(hidden, hidden)
 

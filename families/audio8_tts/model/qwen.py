@@ -35,7 +35,8 @@ def embed_rows(rows: torch.Tensor, embeddings: nn.Embedding, codebook_embeddings
                cfg: Audio8Config) -> torch.Tensor:
     """``embeddings(row0) + sum_i codebook_embeddings(row_{i+1} + i * codebook_size)``, the sum
     zeroed where row 0 is not a semantic id (upstream ``_embed``; no scaling)."""
-    codebook_embeds = [codebook_embeddings(rows[:, i + 1] + i * cfg.codebook_size) for i in range(cfg.num_codebooks)]
+    codebook_embeds = [codebook_embeddings(rows[:, i + 1] + i * cfg.codebook_size)
+                       for i in range(cfg.num_codebooks)]
     codebook_sum = torch.stack(codebook_embeds, dim=1).sum(dim=1)
     semantic = (rows[:, 0] >= cfg.semantic_begin_id) & (rows[:, 0] <= cfg.semantic_end_id)
     codebook_sum = torch.where(semantic.unsqueeze(-1), codebook_sum, 0.0)
@@ -82,7 +83,8 @@ class QwenSlowAR(SlowAR):
              state: DecoderCache | None = None) -> SlowHidden:
         return self._hidden(self.stack.step(embeds, positions, valid, state))
 
-    def step_rows(self, embeds: torch.Tensor, positions: torch.Tensor, states: list[DecoderCache]) -> SlowHidden:
+    def step_rows(self, embeds: torch.Tensor, positions: torch.Tensor,
+                  states: list[DecoderCache]) -> SlowHidden:
         return self._hidden(self.stack.step_rows(embeds, positions, states))
 
     def semantic_logits(self, hidden: torch.Tensor, *, compact: bool = False) -> torch.Tensor:
@@ -98,7 +100,8 @@ class QwenSlowAR(SlowAR):
         head = self._head
         if head is None or head.dtype != weight.dtype or head.device != weight.device:
             cfg = self.cfg
-            rows = [weight[cfg.semantic_begin_id: cfg.semantic_end_id + 1], weight[cfg.eos_token_id:cfg.eos_token_id + 1]]
+            rows = [weight[cfg.semantic_begin_id: cfg.semantic_end_id + 1],
+                    weight[cfg.eos_token_id:cfg.eos_token_id + 1]]
             n = cfg.num_semantic + 1
             pad = -n % HEAD_ROWS_MULTIPLE
             if pad:

@@ -24,7 +24,8 @@ class ResidualUnit(nn.Module):
     def __init__(self, cfg: CodecConfig, in_ch: int, out_ch: int, dilation: int) -> None:
         super().__init__()
         pad = ((cfg.unit_kernel_size - 1) // 2) * dilation
-        self.conv1 = nn.Conv1d(in_ch, out_ch, cfg.unit_kernel_size, padding=pad, dilation=dilation, bias=False)
+        self.conv1 = nn.Conv1d(in_ch, out_ch, cfg.unit_kernel_size, padding=pad, dilation=dilation,
+                               bias=False)
         self.conv2 = nn.Conv1d(out_ch, out_ch, kernel_size=1, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -45,7 +45,8 @@ class DacEncoderBlock(nn.Module):
         self.res_unit2 = DacResidualUnit(dim // 2, 3)
         self.res_unit3 = DacResidualUnit(dim // 2, 9)
         self.snake1 = Snake1d(dim // 2)
-        self.conv1 = nn.Conv1d(dim // 2, dim, kernel_size=2 * stride, stride=stride, padding=math.ceil(stride / 2))
+        self.conv1 = nn.Conv1d(dim // 2, dim, kernel_size=2 * stride, stride=stride,
+                               padding=math.ceil(stride / 2))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.res_unit3(self.res_unit2(self.res_unit1(x)))

@@ -35,7 +35,8 @@ class VoxCPMModel(nn.Module):
         self.base_lm = MiniCPMModel(cfg.lm)
         self.residual_lm = MiniCPMModel(cfg.residual_lm_config())
         self.feat_encoder = LocEnc(cfg.encoder_lm_config(), cfg.feat_dim)
-        estimator = LocDiT(cfg.dit_lm_config(), cfg.feat_dim, mu_tokens=2 if variant.dit_mu == "concat" else 0)
+        estimator = LocDiT(cfg.dit_lm_config(), cfg.feat_dim,
+                           mu_tokens=2 if variant.dit_mu == "concat" else 0)
         self.feat_decoder = UnifiedCFM(cfg.feat_dim, estimator, mean_mode=cfg.dit_mean_mode)
         self.fsq_layer = ScalarQuantizationLayer(
             hidden, hidden, cfg.scalar_quantization_latent_dim, cfg.scalar_quantization_scale

@@ -17,7 +17,8 @@ from torch import nn
 from .locdit import LocDiT
 
 
-def sway_time_grid(n_timesteps: int, coef: float, *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+def sway_time_grid(n_timesteps: int, coef: float, *, dtype: torch.dtype,
+                   device: torch.device) -> torch.Tensor:
     t_span = torch.linspace(1, 0, n_timesteps + 1, device=device, dtype=dtype)
     return t_span + coef * (torch.cos(torch.pi / 2 * t_span) - 1 + t_span)
 
@@ -33,7 +34,8 @@ class UnifiedCFM(nn.Module):
                    generator: torch.Generator | None) -> torch.Tensor:
         """The one random draw per patch, in upstream's shape and dtype, on the generator's device."""
         where = generator.device if generator is not None else device
-        noise = torch.randn((batch, self.in_channels, patch_size), generator=generator, dtype=dtype, device=where)
+        noise = torch.randn((batch, self.in_channels, patch_size), generator=generator, dtype=dtype,
+                            device=where)
         return noise.to(device)
 
     @torch.inference_mode()
@@ -81,7 +83,8 @@ class UnifiedCFM(nn.Module):
                 v_cond, v_uncond = out[:b], out[b:]
                 if use_cfg_zero_star:
                     pos, neg = v_cond.reshape(b, -1), v_uncond.reshape(b, -1)
-                    st = torch.sum(pos * neg, dim=1, keepdim=True) / (torch.sum(neg**2, dim=1, keepdim=True) + 1e-8)
+                    st = (torch.sum(pos * neg, dim=1, keepdim=True)
+                          / (torch.sum(neg**2, dim=1, keepdim=True) + 1e-8))
                     st = st.view(b, *([1] * (v_cond.dim() - 1)))
                     dphi_dt = v_uncond * st + cfg_value * (v_cond - v_uncond * st)
                 else:

@@ -62,7 +62,8 @@ class LocDiT(nn.Module):
 
     def forward(self, x: torch.Tensor, mu: torch.Tensor, t: torch.Tensor, cond: torch.Tensor,
                 dt: torch.Tensor) -> torch.Tensor:
-        """``x``: ``(N, C, P)``, ``mu``: ``(N, k*hidden)``, ``t``/``dt``: ``(N,)``, ``cond``: ``(N, C, P')``."""
+        """``x``: ``(N, C, P)``, ``mu``: ``(N, k*hidden)``, ``t``/``dt``: ``(N,)``,
+        ``cond``: ``(N, C, P')``."""
         x = self.in_proj(x.transpose(1, 2).contiguous())
         cond = self.cond_proj(cond.transpose(1, 2).contiguous())
         prefix = cond.size(1)

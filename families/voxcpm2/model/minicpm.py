@@ -35,8 +35,9 @@ Rope = tuple[torch.Tensor, torch.Tensor]
 
 def decoder_config(cfg: MiniCPMConfig) -> DecoderConfig:
     """A MiniCPM4 block as ``engine.nn.decoder`` describes it (HF names, GQA, no biases)."""
-    return DecoderConfig(dim=cfg.hidden_size, n_head=cfg.num_attention_heads, n_kv_head=cfg.num_key_value_heads,
-                         head_dim=cfg.head_dim, intermediate_size=cfg.intermediate_size, norm_eps=cfg.rms_norm_eps,
+    return DecoderConfig(dim=cfg.hidden_size, n_head=cfg.num_attention_heads,
+                         n_kv_head=cfg.num_key_value_heads, head_dim=cfg.head_dim,
+                         intermediate_size=cfg.intermediate_size, norm_eps=cfg.rms_norm_eps,
                          names=HF_NAMES)
 
 
@@ -67,7 +68,8 @@ class MiniCPMDecoderLayer(DecoderLayer):
     def _mlp(self, x: torch.Tensor) -> torch.Tensor:
         return self._add(x, self.mlp(self.post_attention_layernorm(x)))
 
-    def forward(self, x: torch.Tensor, rope: Rope | None, causal: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, rope: Rope | None,
+                causal: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Full-sequence attention; also returns ``k, v`` (after rope) for a cache."""
         q, k, v = self._qkv(self.input_layernorm(x), rope)
         attn = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
@@ -90,7 +92,8 @@ class MiniCPMDecoderLayer(DecoderLayer):
                        pos: int) -> torch.Tensor:
         cache.write(layer, pos, k, v)
         keys, values = cache.layer(layer)
-        return F.scaled_dot_product_attention(q, keys[:, :, : pos + 1], values[:, :, : pos + 1], enable_gqa=True)
+        return F.scaled_dot_product_attention(q, keys[:, :, : pos + 1], values[:, :, : pos + 1],
+                                              enable_gqa=True)
 
 
 class MiniCPMModel(nn.Module):

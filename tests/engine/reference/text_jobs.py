@@ -21,7 +21,8 @@ def main() -> None:
     results = []
     for case in cases:
         if case["fn"] == "chunk":
-            results.append(text.chunk_text_punctuation(case["text"], case["chunk_len"], case.get("min_chunk_len")))
+            results.append(text.chunk_text_punctuation(case["text"], case["chunk_len"],
+                                                       case.get("min_chunk_len")))
         elif case["fn"] == "punct":
             results.append(text.add_punctuation(case["text"]))
         else:

@@ -20,4 +20,5 @@ class ToneConfig:
             return cls(seconds_per_char=float(raw.get("seconds_per_char", cls.seconds_per_char)))
         except (OSError, ValueError, TypeError, AttributeError) as exc:
             raise ModelError(f"cannot read the toy config {path}: {exc}",
-                             hint="config.json holds an object such as {\"seconds_per_char\": 0.02}") from None
+                             hint="config.json holds an object such as "
+                                  "{\"seconds_per_char\": 0.02}") from None

@@ -19,7 +19,8 @@ from audiocpp.engine.plugin_api import cache_dir
 def write_demo(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps({"model_type": "toy_tone", "seconds_per_char": 0.02}))
-    save_file({"tone.frequencies": np.linspace(200, 800, 32, dtype=np.float32)}, str(folder / "model.safetensors"))
+    save_file({"tone.frequencies": np.linspace(200, 800, 32, dtype=np.float32)},
+              str(folder / "model.safetensors"))
 
 
 def demo_checkpoint() -> Path:
