@@ -14,11 +14,18 @@ options, so every request has the same length; seeds differ); printed per server
 
 ``--first-audio`` also times one long text offline against streamed (the first chunk), on the
 first server. Text: a short sentence per request (``--text``).
+
+``--text-in`` times text streamed *in*, as a voice agent's LLM writes its reply (``--chars-per-s``,
+a few characters per delta): the first sentence's audio over ``WS /v1/audio/speech/stream`` and over
+Wyoming's streaming synthesis (the started server gets a ``--wyoming-port``), against a plain POST
+that must wait for the whole reply. Printed: seconds from the end of the first sentence to its first
+audio, for each (the POST's includes the wait for the rest of the reply).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import socket
 import subprocess
@@ -106,7 +113,119 @@ def _quantile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, max(0, int(round(q * (len(values) - 1)))))]
 
 
-def start_server(models: list[str], max_batch: int, clients: int, extra: list[str]) -> tuple[subprocess.Popen, str]:
+def _deltas(text: str, size: int = 4) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def _first_sentence_end(text: str) -> int:
+    """Characters up to and including the first sentence's end (the chunker's cut, ``. `` here)."""
+    return text.index(". ") + 1
+
+
+async def _ws_text_in(url: str, body: dict, text: str, chars_per_s: float) -> dict[str, float]:
+    import json
+
+    import websockets
+
+    config = {key: value for key, value in body.items() if key != "input"}
+    config.update(type="session.config", response_format="pcm")
+    sentence_end = _first_sentence_end(text)
+    first = sentence_at = None
+    async with websockets.connect(url.replace("http", "ws") + "/v1/audio/speech/stream", max_size=None) as ws:
+        await ws.send(json.dumps(config))
+        t0 = time.perf_counter()
+
+        async def reader() -> None:
+            nonlocal first
+            async for message in ws:
+                if isinstance(message, bytes) and first is None:
+                    first = time.perf_counter() - t0
+                elif isinstance(message, str) and json.loads(message)["type"] == "error":
+                    raise RuntimeError(message)
+
+        task = asyncio.ensure_future(reader())
+        sent = 0
+        for piece in _deltas(text):
+            await ws.send(json.dumps({"type": "input.text", "text": piece}))
+            sent += len(piece)
+            if sentence_at is None and sent >= sentence_end:
+                sentence_at = time.perf_counter() - t0
+            await asyncio.sleep(len(piece) / chars_per_s)
+        await ws.send(json.dumps({"type": "input.done"}))
+        await asyncio.wait_for(task, timeout=1800)
+    assert first is not None and sentence_at is not None
+    return {"sentence_at": sentence_at, "first": first}
+
+
+async def _wyoming_text_in(port: int, voice: str, text: str, chars_per_s: float) -> dict[str, float]:
+    from wyoming.audio import AudioChunk
+    from wyoming.client import AsyncTcpClient
+    from wyoming.error import Error
+    from wyoming.tts import (
+        SynthesizeChunk,
+        SynthesizeStart,
+        SynthesizeStop,
+        SynthesizeStopped,
+        SynthesizeVoice,
+    )
+
+    sentence_end = _first_sentence_end(text)
+    first = sentence_at = None
+    async with AsyncTcpClient("127.0.0.1", port) as client:
+        t0 = time.perf_counter()
+
+        async def reader() -> None:
+            nonlocal first
+            while True:
+                event = await client.read_event()
+                if event is None or SynthesizeStopped.is_type(event.type):
+                    return
+                if Error.is_type(event.type):
+                    raise RuntimeError(Error.from_event(event).text)
+                if AudioChunk.is_type(event.type) and first is None:
+                    first = time.perf_counter() - t0
+
+        task = asyncio.ensure_future(reader())
+        await client.write_event(SynthesizeStart(voice=SynthesizeVoice(name=voice)).event())
+        sent = 0
+        for piece in _deltas(text):
+            await client.write_event(SynthesizeChunk(text=piece).event())
+            sent += len(piece)
+            if sentence_at is None and sent >= sentence_end:
+                sentence_at = time.perf_counter() - t0
+            await asyncio.sleep(len(piece) / chars_per_s)
+        await client.write_event(SynthesizeStop().event())
+        await asyncio.wait_for(task, timeout=1800)
+    assert first is not None and sentence_at is not None
+    return {"sentence_at": sentence_at, "first": first}
+
+
+def text_in_run(url: str, wyoming_port: int | None, body: dict, chars_per_s: float, repeats: int) -> None:
+    """The first sentence's audio, text streamed in, over each way in (medians of ``repeats``)."""
+    text = LONG_TEXT
+    written = len(text) / chars_per_s
+    sentence = _first_sentence_end(text) / chars_per_s
+    ways: dict[str, list[float]] = {"POST (whole reply)": [], "WS /v1/audio/speech/stream": []}
+    if wyoming_port is not None:
+        ways["Wyoming synthesize-chunk"] = []
+    for _ in range(repeats):  # alternated, so drift hits every way alike
+        post = one_request(url, {**body, "input": text})
+        ways["POST (whole reply)"].append(written - sentence + post["first"])
+        ws = asyncio.run(_ws_text_in(url, body, text, chars_per_s))
+        ways["WS /v1/audio/speech/stream"].append(ws["first"] - ws["sentence_at"])
+        if wyoming_port is not None:
+            wy = asyncio.run(_wyoming_text_in(wyoming_port, body["model"], text, chars_per_s))
+            ways["Wyoming synthesize-chunk"].append(wy["first"] - wy["sentence_at"])
+    print(f"text streamed in at {chars_per_s:g} characters/s ({len(text)} characters, the first sentence "
+          f"written after {sentence:.1f} s, the whole reply after {written:.1f} s); seconds from the end "
+          f"of the first sentence to its first audio, median (min-max) of {repeats}:")
+    for way, values in ways.items():
+        values = sorted(values)
+        print(f"  {way:30s} {_quantile(values, 0.5):7.2f} ({values[0]:.2f}-{values[-1]:.2f})")
+
+
+def start_server(models: list[str], max_batch: int, clients: int,
+                 extra: list[str]) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     exe = Path(sys.executable).parent / "audiocpp"
     voices = tempfile.mkdtemp(prefix="audiocpp-bench-voices-")
@@ -131,31 +250,48 @@ def wait_ready(url: str, proc: subprocess.Popen | None) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m audiocpp.server.bench", description=__doc__.split("\n")[0])
-    parser.add_argument("--url", action="append", default=[], help="running servers, one per --max-batch value")
+    parser = argparse.ArgumentParser(prog="python -m audiocpp.server.bench",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--url", action="append", default=[],
+                        help="running servers, one per --max-batch value")
     parser.add_argument("--model", action="append", default=[], help="--model for the started servers")
     parser.add_argument("--name", help="the model field of requests (default: the server's first model)")
-    parser.add_argument("--clients", default="1,4,8,16", help="comma-separated client counts")
-    parser.add_argument("--max-batch", default="1,8", help="comma-separated --max-batch values; the first is the baseline")
+    parser.add_argument("--clients", default="1,4,8,16", help="comma-separated client counts ('' for none)")
+    parser.add_argument("--max-batch", default="1,8",
+                        help="comma-separated --max-batch values; the first is the baseline")
     parser.add_argument("--requests", type=int, default=2, help="requests per client")
     parser.add_argument("--option", action="append", default=[], help="request option key=value (repeatable)")
-    parser.add_argument("--serve-arg", action="append", default=[], help="extra argument for the started servers")
-    parser.add_argument("--first-audio", action="store_true", help="also time a long text offline vs streamed")
+    parser.add_argument("--serve-arg", action="append", default=[],
+                        help="extra argument for the started servers")
+    parser.add_argument("--first-audio", action="store_true",
+                        help="also time a long text offline vs streamed")
+    parser.add_argument("--text-in", action="store_true",
+                        help="time text streamed in (WS, Wyoming) against a POST of the whole reply")
+    parser.add_argument("--chars-per-s", type=float, default=60.0,
+                        help="--text-in: how fast the reply is written")
+    parser.add_argument("--repeats", type=int, default=3, help="--text-in: runs of each way")
+    parser.add_argument("--wyoming-port", type=int,
+                        help="--text-in with --url: the running server's Wyoming port")
     args = parser.parse_args(argv)
 
     options: dict[str, object] = {}
     for item in args.option:
         key, _, value = item.partition("=")
         options[key] = value
-    counts = [int(c) for c in args.clients.split(",")]
+    counts = [int(c) for c in args.clients.split(",") if c]
     batches = [int(b) for b in args.max_batch.split(",")]
     procs: list[subprocess.Popen] = []
     urls = list(args.url)
     if urls and len(urls) != len(batches):
         raise SystemExit("give one --url per --max-batch value")
+    wyoming_port = args.wyoming_port
     if not urls:
-        for max_batch in batches:
-            proc, url = start_server(args.model, max_batch, max(counts), args.serve_arg)
+        for i, max_batch in enumerate(batches):
+            extra = list(args.serve_arg)
+            if args.text_in and i == 0:
+                wyoming_port = _free_port()
+                extra += ["--wyoming-port", str(wyoming_port)]
+            proc, url = start_server(args.model, max_batch, max(counts, default=1), extra)
             procs.append(proc)
             urls.append(url)
     try:
@@ -166,8 +302,11 @@ def main(argv: list[str] | None = None) -> None:
             one_request(url, {**body, "input": "Warm up.", "seed": 0})
         print(f"model {name} ({models[0][0]['family']}), options {options or '-'}, {args.requests} streaming "
               f"requests per client, servers with --max-batch {', '.join(map(str, batches))}")
-        print(f"{'clients':>7s} {'max-batch':>9s} {'req/s':>7s} {'audio s/s':>9s} {'latency p50/p99 s':>18s} "
-              f"{'first audio p50/p99 s':>22s} {'vs baseline':>11s}")
+        if args.text_in:
+            text_in_run(urls[0], wyoming_port, body, args.chars_per_s, args.repeats)
+        if counts:
+            print(f"{'clients':>7s} {'max-batch':>9s} {'req/s':>7s} {'audio s/s':>9s} "
+                  f"{'latency p50/p99 s':>18s} {'first audio p50/p99 s':>22s} {'vs baseline':>11s}")
         for clients in counts:
             rows = [clients_run(url, body, clients, args.requests) for url in urls]
             for max_batch, row in zip(batches, rows):

@@ -87,7 +87,7 @@ class Voices:
             for wyoming_name, stored in self.names(model):
                 if wyoming_name == name:
                     return models[model], stored
-        if not self.single and "/" not in name and name in models:
+        if "/" not in name and name in models:  # the model's name, on a one-model server too
             return models[name], None
         raise ApiError(400, f"voice {name!r} is not served here; describe lists the voices",
                        param="voice", code="voice_not_found")

@@ -191,15 +191,20 @@ def test_a_wyoming_only_server(tmp_path: Path, server_cache: dict[str, str]) -> 
             try:
                 async with AsyncTcpClient("127.0.0.1", port) as client:
                     await client.write_event(Synthesize(text="Only Wyoming here.").event())
-                    return await _events(client, {"audio-stop", "error"})
+                    events = await _events(client, {"audio-stop", "error"})
+                    # one model: its voice is "default", and the model's own name is taken too
+                    by_name = Synthesize(text="By name.", voice=SynthesizeVoice(name="demo"))
+                    await client.write_event(by_name.event())
+                    return events + await _events(client, {"audio-stop", "error"})
             except OSError:
                 await asyncio.sleep(0.1)
         raise AssertionError("the Wyoming-only server did not start")
 
     try:
         events = run(go())
+        assert [e.type for e in events if e.type in ("audio-stop", "error")] == ["audio-stop", "audio-stop"]
         starts, pcm = _audio(events)
-        assert starts and starts[0].rate == 24000 and pcm.size > 0
+        assert len(starts) == 2 and starts[0].rate == 24000 and pcm.size > 0
     finally:
         proc.terminate()
         assert proc.wait(timeout=30) in (0, -15)
