@@ -288,6 +288,9 @@ def serve_cmd(
         "--log-level", help="uvicorn log level (info shows each request).")] = "warning",
     wyoming_port: Annotated[int | None, typer.Option(
         "--wyoming-port", help="Also serve the Wyoming protocol (Home Assistant) on this TCP port.")] = None,
+    wyoming_seed: Annotated[int | None, typer.Option(
+        "--wyoming-seed", help="Seed of every Wyoming synthesis (Wyoming sends none; default: a fresh one "
+        "per sentence), for the same audio each time.")] = None,
     http: Annotated[bool, typer.Option(
         "--http/--no-http", help="Serve HTTP (--no-http: Wyoming only).")] = True,
 ) -> None:
@@ -299,7 +302,7 @@ def serve_cmd(
                     voices_dir=voices_dir, max_concurrency=max_concurrency,
                     max_queue=max_queue, max_batch=max_batch, batch_window_ms=batch_window_ms,
                     max_input_chars=max_input_chars, max_body_mb=max_body_mb, log_level=log_level,
-                    wyoming_port=wyoming_port, http=http))
+                    wyoming_port=wyoming_port, wyoming_seed=wyoming_seed, http=http))
 
 
 def _family_help(argv: list[str]) -> str | None:

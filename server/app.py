@@ -43,6 +43,7 @@ class ServerState:
     metrics: ServerMetrics
     max_input_chars: int = 4096
     max_body_bytes: int = 16 << 20
+    wyoming_seed: int | None = None  # the seed of Wyoming syntheses (None: a fresh one each)
 
     def shutdown(self) -> None:
         for worker in self.workers.values():

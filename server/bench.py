@@ -19,7 +19,8 @@ first server. Text: a short sentence per request (``--text``).
 a few characters per delta): the first sentence's audio over ``WS /v1/audio/speech/stream`` and over
 Wyoming's streaming synthesis (the started server gets a ``--wyoming-port``), against a plain POST
 that must wait for the whole reply. Printed: seconds from the end of the first sentence to its first
-audio, for each (the POST's includes the wait for the rest of the reply).
+audio, for each (the POST's includes the wait for the rest of the reply). Each way hangs up at its
+first audio, which cancels the rest of it on the server.
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def one_request(url: str, body: dict) -> dict[str, float]:
-    """One streamed request: seconds to the first audio byte and to the last, and the audio seconds."""
+def one_request(url: str, body: dict, *, first_only: bool = False) -> dict[str, float]:
+    """One streamed request: seconds to the first audio byte and to the last, and the audio seconds
+    (``first_only``: hang up at the first audio, which cancels the rest on the server)."""
     import httpx
 
     payload = {**body, "response_format": "pcm", "stream_format": "audio"}
@@ -66,6 +68,8 @@ def one_request(url: str, body: dict) -> dict[str, float]:
         for chunk in r.iter_raw():
             if chunk and first is None:
                 first = time.perf_counter() - t0
+                if first_only:
+                    break
             size += len(chunk)
     total = time.perf_counter() - t0
     return {"first": first if first is not None else total, "total": total, "audio_s": size / 2 / rate}
@@ -140,6 +144,7 @@ async def _ws_text_in(url: str, body: dict, text: str, chars_per_s: float) -> di
             async for message in ws:
                 if isinstance(message, bytes) and first is None:
                     first = time.perf_counter() - t0
+                    return  # the first sentence's audio is what is timed; hanging up cancels the rest
                 elif isinstance(message, str) and json.loads(message)["type"] == "error":
                     raise RuntimeError(message)
 
@@ -151,7 +156,10 @@ async def _ws_text_in(url: str, body: dict, text: str, chars_per_s: float) -> di
             if sentence_at is None and sent >= sentence_end:
                 sentence_at = time.perf_counter() - t0
             await asyncio.sleep(len(piece) / chars_per_s)
-        await ws.send(json.dumps({"type": "input.done"}))
+            if task.done():
+                break
+        else:
+            await ws.send(json.dumps({"type": "input.done"}))
         await asyncio.wait_for(task, timeout=1800)
     assert first is not None and sentence_at is not None
     return {"sentence_at": sentence_at, "first": first}
@@ -184,6 +192,7 @@ async def _wyoming_text_in(port: int, voice: str, text: str, chars_per_s: float)
                     raise RuntimeError(Error.from_event(event).text)
                 if AudioChunk.is_type(event.type) and first is None:
                     first = time.perf_counter() - t0
+                    return  # hanging up cancels the rest
 
         task = asyncio.ensure_future(reader())
         await client.write_event(SynthesizeStart(voice=SynthesizeVoice(name=voice)).event())
@@ -194,7 +203,10 @@ async def _wyoming_text_in(port: int, voice: str, text: str, chars_per_s: float)
             if sentence_at is None and sent >= sentence_end:
                 sentence_at = time.perf_counter() - t0
             await asyncio.sleep(len(piece) / chars_per_s)
-        await client.write_event(SynthesizeStop().event())
+            if task.done():
+                break
+        else:
+            await client.write_event(SynthesizeStop().event())
         await asyncio.wait_for(task, timeout=1800)
     assert first is not None and sentence_at is not None
     return {"sentence_at": sentence_at, "first": first}
@@ -209,7 +221,7 @@ def text_in_run(url: str, wyoming_port: int | None, body: dict, chars_per_s: flo
     if wyoming_port is not None:
         ways["Wyoming synthesize-chunk"] = []
     for _ in range(repeats):  # alternated, so drift hits every way alike
-        post = one_request(url, {**body, "input": text})
+        post = one_request(url, {**body, "input": text}, first_only=True)
         ways["POST (whole reply)"].append(written - sentence + post["first"])
         ws = asyncio.run(_ws_text_in(url, body, text, chars_per_s))
         ways["WS /v1/audio/speech/stream"].append(ws["first"] - ws["sentence_at"])

@@ -27,6 +27,7 @@ class ServeArgs:
     max_body_mb: float = 16.0
     log_level: str = "warning"
     wyoming_port: int | None = None
+    wyoming_seed: int | None = None  # Wyoming has no seed field
     http: bool = True
 
 
@@ -124,7 +125,8 @@ def build_state(args: ServeArgs):
                                  on_join=lambda waited, name=name: metrics.observe_join_wait(name, waited))
                for name, served in models.items()}
     return ServerState(models=models, workers=workers, voices=voices, metrics=metrics,
-                       max_input_chars=args.max_input_chars, max_body_bytes=int(args.max_body_mb * (1 << 20)))
+                       max_input_chars=args.max_input_chars, max_body_bytes=int(args.max_body_mb * (1 << 20)),
+                       wyoming_seed=args.wyoming_seed)
 
 
 def serve(args: ServeArgs) -> None:
@@ -134,6 +136,8 @@ def serve(args: ServeArgs) -> None:
                          hint="add --wyoming-port N (Home Assistant's Wyoming)")
     if args.wyoming_port is not None and not 0 <= args.wyoming_port <= 65535:
         raise UsageError(f"--wyoming-port {args.wyoming_port} is not a port number")
+    if args.wyoming_seed is not None and not 0 <= args.wyoming_seed < 1 << 63:
+        raise UsageError(f"--wyoming-seed {args.wyoming_seed} is out of range; use 0 to 2**63 - 1")
     sockets = []
     try:
         sock = listen(args.host, args.port) if args.http else None

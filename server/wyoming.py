@@ -162,6 +162,8 @@ class WyomingHandler(AsyncEventHandler):
                                 "sample_rate": "native"}
         if stored is not None:
             body["voice"] = stored
+        if self.state.wyoming_seed is not None:
+            body["seed"] = self.state.wyoming_seed
         if language and spec.option("request", "language") is not None and (
                 not spec.languages or language in spec.languages):
             body["language"] = language

@@ -9,6 +9,7 @@ import asyncio
 import json
 import time
 
+import httpx
 import numpy as np
 import pytest
 import websockets
@@ -78,6 +79,11 @@ def test_sentences_are_spoken_as_they_complete(ws_server: ServerProcess) -> None
             assert current is not None
             frames[current] = frames.get(current, b"") + message
     assert sorted(frames) == [0, 1, 2, 3] and all(len(f) % 2 == 0 and len(f) > 0 for f in frames.values())
+    # the first sentence is the POST of it: same seed and voice, the same 24 kHz resampling
+    body = {**config, "input": starts[0]["sentence_text"], "response_format": "pcm", "stream_format": "audio"}
+    r = httpx.post(ws_server.url + "/v1/audio/speech", json=body, timeout=300)
+    assert r.status_code == 200 and r.headers["x-audiocpp-sample-rate"] == "24000", r.text
+    assert frames[0] == r.content
 
 
 def test_wav_format_and_the_native_rate(ws_server: ServerProcess) -> None:

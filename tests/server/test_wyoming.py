@@ -33,6 +33,7 @@ from tests.support import REPO, voice_like_signal
 from .conftest import ServerProcess, free_port
 
 AUDIO8 = REPO / "tests" / "data" / "audio8_tts" / "tiny"
+SEED = 7
 STORY = ["The first sentence is here. ", "Then a second one comes along, ", "and it ends now. ",
          "A third sentence closes the story."]
 
@@ -46,7 +47,8 @@ def wyoming_server(tmp_path_factory: pytest.TempPathFactory,
     log = tmp_path_factory.mktemp("wyoming-log") / "serve.log"
     proc = ServerProcess(["--model", f"omni={plugin.demo_model_path()}", "--model", f"a8={AUDIO8}",
                           "--wyoming-port", str(port), "--voices-dir", str(tmp_path_factory.mktemp("voices")),
-                          "--max-concurrency", "1", "--max-queue", "0"], log, env=server_cache)
+                          "--max-concurrency", "1", "--max-queue", "0", "--wyoming-seed", str(SEED)], log,
+                         env=server_cache)
     proc.wyoming_port = port  # type: ignore[attr-defined]
     ref = tmp_path_factory.mktemp("ref") / "me.wav"
     sf.write(ref, voice_like_signal(4, 24000, 24000), 24000, subtype="FLOAT")
@@ -134,6 +136,36 @@ def test_streaming_speaks_the_first_sentence_before_the_text_ends(wyoming_server
     assert sum(1 for e in rest if AudioStart.is_type(e.type)) == 2
     assert sum(1 for e in rest if AudioStop.is_type(e.type)) == 2
     assert SynthesizeStopped.is_type(rest[-1].type)
+
+
+def _post_pcm(url: str, model: str, text: str, **extra) -> np.ndarray:
+    """The same sentence over POST: streamed 16-bit PCM at the model's rate, the Wyoming seed."""
+    body = {"model": model, "input": text, "seed": SEED, "response_format": "pcm", "sample_rate": "native",
+            "stream_format": "audio", **extra}
+    r = httpx.post(url + "/v1/audio/speech", json=body, timeout=300)
+    assert r.status_code == 200, r.text
+    return np.frombuffer(r.content, dtype=np.int16)
+
+
+def test_a_sentence_over_wyoming_is_the_post_of_it(wyoming_server: ServerProcess) -> None:
+    """--wyoming-seed: Wyoming's audio equals the POST of the same text with that seed and voice,
+    for synthesize and for the first sentence of a streaming synthesis."""
+    async def go() -> tuple[list, list]:
+        async with AsyncTcpClient("127.0.0.1", wyoming_server.wyoming_port) as client:
+            hello = Synthesize(text="Hello from Wyoming.", voice=SynthesizeVoice(name="a8/me"))
+            await client.write_event(hello.event())
+            whole = await _events(client, {"audio-stop", "error"})
+            await client.write_event(SynthesizeStart(voice=SynthesizeVoice(name="omni")).event())
+            await client.write_event(SynthesizeChunk(text=STORY[0] + "Then a").event())
+            first = await _events(client, {"audio-stop", "error"})
+            await client.write_event(SynthesizeStop().event())
+            await _events(client, {"synthesize-stopped", "error"})
+            return whole, first
+
+    whole, first = run(go())
+    post = _post_pcm(wyoming_server.url, "a8", "Hello from Wyoming.", voice="me")
+    assert np.array_equal(_audio(whole)[1], post)
+    assert np.array_equal(_audio(first)[1], _post_pcm(wyoming_server.url, "omni", STORY[0].strip()))
 
 
 def test_an_unknown_voice_is_an_error_and_the_connection_stays(wyoming_server: ServerProcess) -> None:
