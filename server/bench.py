@@ -34,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 LONG_TEXT = (
@@ -117,13 +118,30 @@ def _quantile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, max(0, int(round(q * (len(values) - 1)))))]
 
 
-def _deltas(text: str, size: int = 4) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)]
-
-
-def _first_sentence_end(text: str) -> int:
-    """Characters up to and including the first sentence's end (the chunker's cut, ``. `` here)."""
-    return text.index(". ") + 1
+async def _write_reply(text: str, chars_per_s: float, send: Callable[[str], Awaitable[None]],
+                       finish: Callable[[], Awaitable[None]], reader: Callable[[float], Awaitable[float]],
+                       ) -> dict[str, float]:
+    """Write ``text`` a few characters at a time at ``chars_per_s`` through ``send`` (then
+    ``finish``) while ``reader(t0)`` waits for the first audio and returns its time; stops writing
+    once it has come. Seconds from t0 to the end of the first sentence and to the first audio."""
+    sentence_end = text.index(". ") + 1  # the first sentence's end, where the chunker cuts
+    t0 = time.perf_counter()
+    task = asyncio.ensure_future(reader(t0))
+    sentence_at, sent = None, 0
+    for i in range(0, len(text), 4):
+        piece = text[i:i + 4]
+        await send(piece)
+        sent += len(piece)
+        if sentence_at is None and sent >= sentence_end:
+            sentence_at = time.perf_counter() - t0
+        await asyncio.sleep(len(piece) / chars_per_s)
+        if task.done():
+            break
+    else:
+        await finish()
+    first = await asyncio.wait_for(task, timeout=1800)
+    assert sentence_at is not None
+    return {"sentence_at": sentence_at, "first": first}
 
 
 async def _ws_text_in(url: str, body: dict, text: str, chars_per_s: float) -> dict[str, float]:
@@ -133,90 +151,56 @@ async def _ws_text_in(url: str, body: dict, text: str, chars_per_s: float) -> di
 
     config = {key: value for key, value in body.items() if key != "input"}
     config.update(type="session.config", response_format="pcm")
-    sentence_end = _first_sentence_end(text)
-    first = sentence_at = None
     async with websockets.connect(url.replace("http", "ws") + "/v1/audio/speech/stream", max_size=None) as ws:
         await ws.send(json.dumps(config))
-        t0 = time.perf_counter()
 
-        async def reader() -> None:
-            nonlocal first
+        async def reader(t0: float) -> float:
             async for message in ws:
-                if isinstance(message, bytes) and first is None:
-                    first = time.perf_counter() - t0
-                    return  # the first sentence's audio is what is timed; hanging up cancels the rest
-                elif isinstance(message, str) and json.loads(message)["type"] == "error":
+                if isinstance(message, bytes):  # hanging up after it cancels the rest
+                    return time.perf_counter() - t0
+                if json.loads(message)["type"] == "error":
                     raise RuntimeError(message)
+            raise RuntimeError("the server closed the socket before any audio")
 
-        task = asyncio.ensure_future(reader())
-        sent = 0
-        for piece in _deltas(text):
+        async def send(piece: str) -> None:
             await ws.send(json.dumps({"type": "input.text", "text": piece}))
-            sent += len(piece)
-            if sentence_at is None and sent >= sentence_end:
-                sentence_at = time.perf_counter() - t0
-            await asyncio.sleep(len(piece) / chars_per_s)
-            if task.done():
-                break
-        else:
+
+        async def finish() -> None:
             await ws.send(json.dumps({"type": "input.done"}))
-        await asyncio.wait_for(task, timeout=1800)
-    assert first is not None and sentence_at is not None
-    return {"sentence_at": sentence_at, "first": first}
+
+        return await _write_reply(text, chars_per_s, send, finish, reader)
 
 
 async def _wyoming_text_in(port: int, voice: str, text: str, chars_per_s: float) -> dict[str, float]:
     from wyoming.audio import AudioChunk
     from wyoming.client import AsyncTcpClient
     from wyoming.error import Error
-    from wyoming.tts import (
-        SynthesizeChunk,
-        SynthesizeStart,
-        SynthesizeStop,
-        SynthesizeStopped,
-        SynthesizeVoice,
-    )
+    from wyoming.tts import SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
-    sentence_end = _first_sentence_end(text)
-    first = sentence_at = None
     async with AsyncTcpClient("127.0.0.1", port) as client:
-        t0 = time.perf_counter()
-
-        async def reader() -> None:
-            nonlocal first
-            while True:
-                event = await client.read_event()
-                if event is None or SynthesizeStopped.is_type(event.type):
-                    return
+        async def reader(t0: float) -> float:
+            while (event := await client.read_event()) is not None:
                 if Error.is_type(event.type):
                     raise RuntimeError(Error.from_event(event).text)
-                if AudioChunk.is_type(event.type) and first is None:
-                    first = time.perf_counter() - t0
-                    return  # hanging up cancels the rest
+                if AudioChunk.is_type(event.type):  # hanging up after it cancels the rest
+                    return time.perf_counter() - t0
+            raise RuntimeError("the server closed the connection before any audio")
 
-        task = asyncio.ensure_future(reader())
-        await client.write_event(SynthesizeStart(voice=SynthesizeVoice(name=voice)).event())
-        sent = 0
-        for piece in _deltas(text):
+        async def send(piece: str) -> None:
             await client.write_event(SynthesizeChunk(text=piece).event())
-            sent += len(piece)
-            if sentence_at is None and sent >= sentence_end:
-                sentence_at = time.perf_counter() - t0
-            await asyncio.sleep(len(piece) / chars_per_s)
-            if task.done():
-                break
-        else:
+
+        async def finish() -> None:
             await client.write_event(SynthesizeStop().event())
-        await asyncio.wait_for(task, timeout=1800)
-    assert first is not None and sentence_at is not None
-    return {"sentence_at": sentence_at, "first": first}
+
+        await client.write_event(SynthesizeStart(voice=SynthesizeVoice(name=voice)).event())
+        return await _write_reply(text, chars_per_s, send, finish, reader)
 
 
 def text_in_run(url: str, wyoming_port: int | None, body: dict, chars_per_s: float, repeats: int) -> None:
     """The first sentence's audio, text streamed in, over each way in (medians of ``repeats``)."""
     text = LONG_TEXT
     written = len(text) / chars_per_s
-    sentence = _first_sentence_end(text) / chars_per_s
+    sentence = (text.index(". ") + 1) / chars_per_s
     ways: dict[str, list[float]] = {"POST (whole reply)": [], "WS /v1/audio/speech/stream": []}
     if wyoming_port is not None:
         ways["Wyoming synthesize-chunk"] = []
