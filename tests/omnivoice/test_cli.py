@@ -101,7 +101,7 @@ def test_families_lists_omnivoice_as_supported():
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (("--task", "clon", "--voice-ref", "REF", "--text", "Hi."), "without --reference-text"),
+    (("--task", "clon", "--voice-ref", "REF", "--text", "Hi."), "needs --reference-text"),
     (("--task", "design", "--instruct", "female, robot voice", "--text", "Hi."),
      "unsupported voice-design item"),
     (("--task", "design", "--text", "Hi."), "needs --instruct"),
