@@ -19,6 +19,9 @@ The machine's cores may be shared: the repeats and the min..max spread show the 
 ``--batch 1,2,4,8 [--backbone qwen|falcon_h1] [--frames 48]``: batched generation against the same
 requests one after another, for the 0.6B or the 0.1B (tools/batch_bench.py).
 
+``--profile [--backbone ...] [--frames 48]``: where one request's time goes, stage by stage, in float32
+and Q8_0, against the machine's GEMM rate and bandwidth (tools/profile_bench.py).
+
 ``--weights f32,bf16,q8_0``: ours only, the checkpoint packaged in each weight type and run side by
 side with the default options (tools/weights_bench.py): wall, RTF, peak RSS, load time, code and
 audio drift against the first type. ``--threads`` then takes one count.
@@ -100,18 +103,30 @@ def main(argv: list[str]) -> int:
                         help="1,2,4,8: batched generation against sequential (tools/batch_bench.py); "
                         "--frames per request (default 48), --weights (default q8_0,f32)")
     parser.add_argument("--backbone", choices=["qwen", "falcon_h1"], default="qwen",
-                        help="with --batch: the 0.6B (qwen) or the 0.1B (falcon_h1) slow AR")
+                        help="with --batch / --profile: the 0.6B (qwen) or the 0.1B (falcon_h1) slow AR")
+    parser.add_argument("--profile", action="store_true",
+                        help="where one request's time goes, stage by stage (tools/profile_bench.py); "
+                        "--frames (default 48), --weights (default f32,q8_0)")
     args = parser.parse_args(argv)
     folder = ensure_checkpoint(bench_dir(), args.upstream)
+    label = "audio8_tts"
+    if (args.batch or args.profile) and args.backbone == "falcon_h1":
+        from tools.audio8_tts.bench_falcon import write_pipeline_folder
+
+        folder, label = write_pipeline_folder(bench_dir() / "audio8-0.1b-real", folder), "audio8_tts-0.1b"
+    if args.profile:
+        from tools.profile_bench import Options as ProfileOptions
+        from tools.profile_bench import run as run_profile
+
+        frames = args.frames if "--frames" in argv else 48
+        opts = ProfileOptions(args.weights or "f32,q8_0", int(args.threads.split(",")[0]), args.repeats,
+                              ["--frames", str(frames)])
+        run_profile("audio8_tts", folder, opts, label=label)
+        return 0
     if args.batch:
         from tools.batch_bench import Options as BatchOptions
         from tools.batch_bench import run as run_batch
 
-        label = "audio8_tts"
-        if args.backbone == "falcon_h1":
-            from tools.audio8_tts.bench_falcon import write_pipeline_folder
-
-            folder, label = write_pipeline_folder(bench_dir() / "audio8-0.1b-real", folder), "audio8_tts-0.1b"
         frames = args.frames if "--frames" in argv else 48
         run_batch("audio8_tts", folder, BatchOptions(args.batch, args.weights or "q8_0,f32",
                                                      int(args.threads.split(",")[0]),

@@ -16,6 +16,9 @@ Usage: python tools/bench.py omnivoice [--repeats 3] [--model DIR] [--skip-upstr
 
 ``--weights``: the same checkpoint packaged in each weight type and run side by side with the
 default options (tools/weights_bench.py): wall, RTF, peak RSS, load time, drift against the first.
+``--profile``: where one request's time goes, stage by stage, in float32 and Q8_0, against the
+machine's GEMM rate and bandwidth (tools/profile_bench.py).
+
 ``--batch``: batched generation against the same requests one after another (tools/batch_bench.py).
 """
 
@@ -131,8 +134,18 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch threads of the --weights workers")
     ap.add_argument("--device", help="device of the --weights workers (default: auto)")
     ap.add_argument("--batch", help="1,2,4,8: batched generation against sequential (tools/batch_bench.py)")
+    ap.add_argument("--profile", action="store_true",
+                    help="where one request's time goes, stage by stage (tools/profile_bench.py)")
     args = ap.parse_args(argv)
     model = ensure_model(args.model)
+    if args.profile:
+        from tools.profile_bench import Options as ProfileOptions
+        from tools.profile_bench import run as run_profile
+
+        size = ["--duration", str(args.duration), "--steps", str(args.steps)]
+        opts = ProfileOptions(args.weights or "f32,q8_0", max(2, args.threads), 2, size)
+        run_profile("omnivoice", model, opts)
+        return 0
     if args.batch:
         from tools.batch_bench import Options as BatchOptions
         from tools.batch_bench import run as run_batch

@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""One weight type of ``tools/bench.py <family> --profile`` (tools/profile_bench.py runs it), in its
+own process: measure the machine (GEMM rate, read bandwidth), load the package, warm up, time the
+stages of one fixed-length request, then count what each stage does; print one JSON line.
+
+    python tools/profile_worker.py FAMILY PACKAGE [--threads 2] [--compute-dtype auto]
+           [--duration 5 --steps 16] [--patches 16] [--frames 48] [--repeats 2]
+
+Stages are methods of the family's objects, wrapped on the instance (:data:`STAGES`); a stage's
+time is its calls' wall time, the rest of the request's wall is ``other`` (text, prompt, the loop's
+Python). The counting run repeats the request under a ``TorchDispatchMode`` that gives each aten
+op, its FLOPs (torch's own formulas) and bytes (the op's tensors, in and out) to the running
+stages (a stage's counts include those of the stages inside it); the custom kernels (Q8_0,
+bf16-weight and packed linears) are counted at their module's call: ``2 * rows * in * out`` FLOPs,
+the stored weight plus input and output bytes. The time a stage's work would take at the measured
+rates (``max(flops / GEMM rate, bytes / bandwidth)``) is printed beside what it took, which says
+what bounds it: compute, memory or neither (overhead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import warnings
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+warnings.filterwarnings("ignore")
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script
+    sys.path.append(str(REPO))
+from tools.batch_worker import requests  # noqa: E402
+
+#: Per family: (stage, object getter from the session, method name). Stages may nest (a stage's
+#: counts include its inner stages'); the table lists them outermost first.
+Getter = Callable[[Any], Any]
+STAGES: dict[str, list[tuple[str, Getter, str]]] = {
+    "audio8_tts": [
+        ("slow AR prefill", lambda s: s.network.slow, "prefill"),
+        ("slow AR step", lambda s: s.network.slow, "step_rows"),
+        ("semantic head", lambda s: s.generator.scorer, "logits"),
+        ("semantic sampling", lambda s: s.generator, "_sample_semantic_rows"),
+        ("fast AR (codebooks)", lambda s: s.generator, "_codebooks"),
+        ("fast AR network", lambda s: s.network.fast, "start"),
+        ("fast AR network", lambda s: s.network.fast, "logits"),
+        ("codebook sampling", lambda s: sys.modules[type(s.generator).__module__], "_draw_code_rows"),
+        ("codec decode", lambda s: s.codec, "decode"),
+    ],
+    "voxcpm2": [
+        ("prefill (LMs, LocEnc)", lambda s: s.generator, "_prefill"),
+        ("base LM step", lambda s: s.generator.model.base_lm, "step"),
+        ("residual LM step", lambda s: s.generator.model.residual_lm, "step"),
+        ("DiT / CFM solve", lambda s: s.generator.model.feat_decoder, "forward"),
+        ("LocEnc (patch)", lambda s: s.generator.model, "encode_patches"),
+        ("AudioVAE decode", lambda s: s.generator.vae, "decode"),
+    ],
+    "omnivoice": [
+        ("LM backbone", lambda s: s.decoder.lm, "hidden"),
+        ("LM heads", lambda s: s.decoder.lm, "heads"),
+        ("MaskGIT sampling", lambda s: s.decoder, "predict"),
+        ("codec decode", lambda s: s.model.codec, "decode"),
+    ],
+}
+STAGES["voxcpm1"] = STAGES["voxcpm2"]
+
+
+class Stages:
+    """The wrapped stages: seconds and calls per stage; the innermost running stage (for counting)."""
+
+    def __init__(self, session: Any, table: list[tuple[str, Getter, str]]) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: Counter[str] = Counter()
+        self.stack: list[str] = []
+        self.inside: set[str] = set()  # stages seen running inside another
+        self.names = list(dict.fromkeys(name for name, _, _ in table))
+        for name, get, attr in table:
+            owner = get(session)
+            self._wrap(owner, attr, name)
+
+    def _wrap(self, owner: Any, attr: str, name: str) -> None:
+        inner = getattr(owner, attr)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if self.stack:
+                self.inside.add(name)
+            self.stack.append(name)
+            start = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.seconds[name] += time.perf_counter() - start
+                self.calls[name] += 1
+                self.stack.pop()
+
+        setattr(owner, attr, timed)
+
+    def active(self) -> set[str]:
+        """The running stages (a stage's counts include its inner stages'), or ``other``."""
+        return set(self.stack) if self.stack else {"other"}
+
+    def reset(self) -> None:
+        self.seconds.clear()
+        self.calls.clear()
+
+
+def machine_rates(threads: int) -> dict[str, float]:
+    """GEMM rates (FLOP/s, float32 and bfloat16, 2048^3) and read bandwidth (B/s, a 512 MiB sum)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    out: dict[str, float] = {}
+    n = 2048
+    for dtype in (torch.float32, torch.bfloat16):
+        a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+        times = []
+        for _ in range(4):
+            start = time.perf_counter()
+            a @ b
+            times.append(time.perf_counter() - start)
+        out[f"gemm_{str(dtype).removeprefix('torch.')}"] = 2 * n**3 / min(times[1:])
+    big = torch.ones(128 * 2**20)  # 512 MiB
+    times = []
+    for _ in range(4):
+        start = time.perf_counter()
+        big.sum()
+        times.append(time.perf_counter() - start)
+    out["read_bandwidth"] = big.nbytes / min(times[1:])
+    return out
+
+
+class Count:
+    """Ops, FLOPs and bytes per stage under a ``TorchDispatchMode`` plus the custom linears' hooks."""
+
+    def __init__(self, stages: Stages, modules: list[Any]) -> None:
+        self.stages = stages
+        self.ops: Counter[str] = Counter()
+        self.flops: Counter[str] = Counter()  # float32 math
+        self.half_flops: Counter[str] = Counter()  # bfloat16 / float16 (and the int8 kernels' inputs)
+        self.bytes: Counter[str] = Counter()
+        self.inside_kernel = 0
+        self.hooks = []
+        for module in modules:
+            self.hooks.append(module.register_forward_pre_hook(self._enter))
+            self.hooks.append(module.register_forward_hook(self._leave))
+
+    def _enter(self, module: Any, args: tuple) -> None:
+        x = args[0]
+        rows = x.numel() // module.in_features
+        flops = 2 * rows * module.in_features * module.out_features
+        nbytes = weight_bytes(module) + x.nbytes + rows * module.out_features * x.element_size()
+        for stage in self.stages.active():
+            self.add_flops(stage, flops, x.dtype)
+            self.bytes[stage] += nbytes
+            self.ops[stage] += 1
+        self.inside_kernel += 1
+
+    def add_flops(self, stage: str, flops: int, dtype: Any) -> None:
+        import torch
+
+        half = dtype in (torch.bfloat16, torch.float16)
+        (self.half_flops if half else self.flops)[stage] += flops
+
+    def _leave(self, module: Any, args: tuple, output: Any) -> None:
+        self.inside_kernel -= 1
+
+    def mode(self) -> Any:
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_flatten
+        from torch.utils.flop_counter import flop_registry
+
+        count = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                if func._overloadpacket not in flop_registry:  # a composite op: count its parts
+                    with self:
+                        out = func.decompose(*args, **kwargs)
+                    if out is not NotImplemented:
+                        return out
+                out = func(*args, **kwargs)
+                stages = count.stages.active()
+                for stage in stages:
+                    count.ops[stage] += 1
+                if count.inside_kernel:
+                    return out
+                inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+                if not inputs:  # a factory (empty, zeros, arange): nothing read
+                    return out
+                formula = flop_registry.get(func._overloadpacket)
+                flops = int(formula(*args, **kwargs, out_val=out)) if formula is not None else 0
+                seen: set[int] = set()
+                total = 0
+                if func._overloadpacket is torch.ops.aten.embedding:  # reads the looked-up rows only
+                    inputs = inputs[1:]
+                    total += out.nbytes
+                for t in [*inputs, *tree_flatten(out)[0]]:
+                    if isinstance(t, torch.Tensor) and t.device.type != "meta":
+                        key = t.data_ptr()
+                        if key not in seen:
+                            seen.add(key)
+                            total += t.nbytes
+                for stage in stages:
+                    count.add_flops(stage, flops, inputs[0].dtype)
+                    count.bytes[stage] += total
+                return out
+
+        return Mode()
+
+    def remove(self) -> None:
+        for hook in self.hooks:
+            hook.remove()
+
+
+def weight_bytes(module: Any) -> int:
+    """The bytes a layer reads for its weight: its parameters, buffers and tensor attributes (the
+    packed layouts are plain attributes)."""
+    import torch
+
+    tensors = {id(t): t for t in (*module.parameters(recurse=False), *module.buffers(recurse=False),
+                                  *(v for v in vars(module).values() if isinstance(v, torch.Tensor)))}
+    total = 0
+    for t in tensors.values():
+        try:
+            total += t.nbytes
+        except (RuntimeError, NotImplementedError):  # an opaque (mkldnn) layout
+            total += t.numel() * t.element_size()
+    return total
+
+
+def custom_linears(model: Any) -> list[Any]:
+    """The loaded model's linear layers that compute outside aten's counted ops."""
+    from torch import nn
+
+    found = []
+    roots = [v for v in vars(model).values() if isinstance(v, nn.Module)]
+    for value in vars(model).values():  # the families' parts / per-dtype networks
+        if isinstance(value, dict):
+            roots += [v for v in value.values() if isinstance(v, nn.Module)]
+        elif hasattr(value, "__dict__") and not isinstance(value, nn.Module):
+            roots += [v for v in vars(value).values() if isinstance(v, nn.Module)]
+    seen: set[int] = set()
+    for root in roots:
+        for module in root.modules():
+            if (id(module) not in seen and not isinstance(module, nn.Linear)
+                    and hasattr(module, "in_features") and hasattr(module, "out_features")):
+                seen.add(id(module))
+                found.append(module)
+    return found
+
+
+def counted(count: Count, stage: str) -> dict[str, int]:
+    return {"ops": count.ops[stage], "flops": count.flops[stage], "half_flops": count.half_flops[stage],
+            "bytes": count.bytes[stage]}
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("family", choices=sorted(STAGES))
+    ap.add_argument("path", type=Path)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--compute-dtype", default="auto")
+    ap.add_argument("--duration", type=float, default=5.0)
+    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--patches", type=int, default=16)
+    ap.add_argument("--frames", type=int, default=48)
+    ap.add_argument("--repeats", type=int, default=2)
+    args = ap.parse_args(argv)
+    import torch
+
+    from audiocpp.engine import load
+
+    rates = machine_rates(args.threads)
+    model = load(args.path, family=args.family)
+    options = {} if args.compute_dtype == "auto" else {"compute_dtype": args.compute_dtype}
+    session = model.session("tts", **options)
+    request = requests(args.family, 1, args)[0]
+    session.run(request)  # warm-up, before the stages are wrapped (lazy per-dtype networks)
+    stages = Stages(session, STAGES[args.family])
+    walls, per_stage, audio_s = [], defaultdict(list), 0.0
+    for _ in range(args.repeats):
+        stages.reset()
+        start = time.perf_counter()
+        result = session.run(request)
+        walls.append(time.perf_counter() - start)
+        audio_s = result.audio.duration
+        for name in stages.names:
+            per_stage[name].append(stages.seconds[name])
+    calls = dict(stages.calls)
+    count = Count(stages, custom_linears(model))
+    with count.mode():
+        session.run(request)
+    count.remove()
+    dtype = str(getattr(session, "dtype", None) or getattr(getattr(session, "decoder", None),
+                                                           "compute_dtype", "")).removeprefix("torch.")
+    print(json.dumps({
+        "family": args.family, "path": str(args.path), "compute_dtype": dtype,
+        "threads": torch.get_num_threads(), "rates": rates, "audio_s": audio_s,
+        "wall": statistics.median(walls), "walls": walls,
+        "stages": [{"name": name, "seconds": statistics.median(per_stage[name]), "calls": calls.get(name, 0),
+                    **counted(count, name)} for name in stages.names],
+        "other": counted(count, "other"),
+        "nested": sorted(stages.inside),
+        "loadavg": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
