@@ -80,6 +80,7 @@ CANONICAL_REQUEST_OPTIONS: dict[str, CanonicalOption] = {
         "audio_chunk_duration": ("float", "long-form chunk length in seconds (0: no chunking)"),
         "audio_chunk_threshold": ("float", "chunk only above this estimated duration, in seconds"),
         "streaming_chunk_frames": ("int", "codec frames decoded per streamed piece"),
+        "streaming_first_chunk_frames": ("int", "codec frames of the first streamed piece"),
     }),
     **_rows("retries", {
         "retry_badcase": ("bool", "regenerate outputs whose length looks broken"),

@@ -40,13 +40,15 @@ def test_clone_from_the_package_streaming(tiny_dir: Path, audio_dir: Path, tiny,
     out, chunks = tmp_path / "clone.wav", tmp_path / "chunks"
     proc = run_cli("--task", "clon", "--model", package, "--text", TEXT,
                    "--voice-ref", audio_dir / "ref_24k.wav", "--reference-text", REF_TEXT, "--seed", "4",
-                   *SHORT, "--request-option", "streaming_chunk_frames=3", "--mode", "streaming",
+                   *SHORT, "--request-option", "streaming_chunk_frames=3",
+                   "--request-option", "streaming_first_chunk_frames=2", "--mode", "streaming",
                    "--out-dir", chunks, "--format", "wav32", "--out", out)
     assert proc.returncode == 0, proc.stderr
     events = [line for line in proc.stderr.splitlines() if line.startswith("event=audio")]
     files = sorted(chunks.glob("chunk_*.wav"), key=lambda p: int(p.stem.split("_")[1]))
-    assert len(events) == len(files) >= 2
-    assert all(len(read(f)[0]) == 3 * 2048 for f in files[:-1])
+    assert len(events) == len(files) >= 3
+    assert len(read(files[0])[0]) == 2 * 2048  # the first event waits for two frames only
+    assert all(len(read(f)[0]) == 3 * 2048 for f in files[1:-1])
     joined = np.concatenate([read(f)[0] for f in files])
     final = read(out)[0]
     assert joined.shape == final.shape
