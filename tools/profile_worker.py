@@ -57,7 +57,6 @@ STAGES: dict[str, list[tuple[str, Getter, str]]] = {
         ("base LM step", lambda s: s.generator.model.base_lm, "step"),
         ("residual LM step", lambda s: s.generator.model.residual_lm, "step"),
         ("DiT / CFM solve", lambda s: s.generator.model.feat_decoder, "forward"),
-        ("LocEnc (patch)", lambda s: s.generator.model, "encode_patches"),
         ("AudioVAE decode", lambda s: s.generator.vae, "decode"),
     ],
     "omnivoice": [
@@ -203,10 +202,10 @@ class Count:
                     total += out.nbytes
                 for t in [*inputs, *tree_flatten(out)[0]]:
                     if isinstance(t, torch.Tensor) and t.device.type != "meta":
-                        key = t.data_ptr()
+                        key = t.data_ptr() if t.layout == torch.strided else id(t)
                         if key not in seen:
                             seen.add(key)
-                            total += t.nbytes
+                            total += t.numel() * t.element_size()
                 for stage in stages:
                     count.add_flops(stage, flops, inputs[0].dtype)
                     count.bytes[stage] += total
@@ -235,25 +234,37 @@ def weight_bytes(module: Any) -> int:
     return total
 
 
-def custom_linears(model: Any) -> list[Any]:
-    """The loaded model's linear layers that compute outside aten's counted ops."""
+def custom_linears(*owners: Any) -> list[Any]:
+    """The linear layers that compute outside aten's counted ops, in the networks reachable from
+    ``owners`` (the session, the loaded model: their attributes, dicts and lists, a few levels deep)."""
     from torch import nn
 
-    found = []
-    roots = [v for v in vars(model).values() if isinstance(v, nn.Module)]
-    for value in vars(model).values():  # the families' parts / per-dtype networks
-        if isinstance(value, dict):
-            roots += [v for v in value.values() if isinstance(v, nn.Module)]
-        elif hasattr(value, "__dict__") and not isinstance(value, nn.Module):
-            roots += [v for v in vars(value).values() if isinstance(v, nn.Module)]
+    roots: dict[int, nn.Module] = {}
     seen: set[int] = set()
-    for root in roots:
+    frontier: list[Any] = list(owners)
+    for _ in range(4):
+        found: list[Any] = []
+        for obj in frontier:
+            if id(obj) in seen or isinstance(obj, (str, bytes, int, float)):
+                continue
+            seen.add(id(obj))
+            if isinstance(obj, nn.Module):
+                roots[id(obj)] = obj
+                continue
+            if isinstance(obj, dict):
+                found += list(obj.values())
+            elif isinstance(obj, (list, tuple)):
+                found += list(obj)
+            elif hasattr(obj, "__dict__"):
+                found += list(vars(obj).values())
+        frontier = found
+    layers: dict[int, nn.Module] = {}
+    for root in roots.values():
         for module in root.modules():
-            if (id(module) not in seen and not isinstance(module, nn.Linear)
-                    and hasattr(module, "in_features") and hasattr(module, "out_features")):
-                seen.add(id(module))
-                found.append(module)
-    return found
+            if (not isinstance(module, nn.Linear) and hasattr(module, "in_features")
+                    and hasattr(module, "out_features")):
+                layers[id(module)] = module
+    return list(layers.values())
 
 
 def counted(count: Count, stage: str) -> dict[str, int]:
@@ -294,7 +305,7 @@ def main(argv: list[str]) -> int:
         for name in stages.names:
             per_stage[name].append(stages.seconds[name])
     calls = dict(stages.calls)
-    count = Count(stages, custom_linears(model))
+    count = Count(stages, custom_linears(session, model))
     with count.mode():
         session.run(request)
     count.remove()
