@@ -116,3 +116,21 @@ def test_grouped_step_matches_sdpa_math_backend() -> None:
         ref = F.scaled_dot_product_attention(q, k[:, :, :6].repeat_interleave(2, 1),
                                              v[:, :, :6].repeat_interleave(2, 1))
     assert torch.allclose(got, ref, atol=1e-6)
+
+
+@pytest.mark.parametrize("x_dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("table_dtype", [torch.float32, torch.bfloat16])
+def test_interleaved_rope_is_the_pairwise_formula_bit_for_bit(x_dtype, table_dtype) -> None:
+    """The whole-tensor form gives the bits of ``(x0 c - x1 s, x1 c + x0 s)`` computed pair by pair
+    in float32 (fish-speech's arithmetic), for a shared table and a per-row one."""
+    gen = torch.Generator().manual_seed(3)
+    table = interleaved_rope_table(512, 16, 1e4, table_dtype)
+    for scale in (1e-3, 1.0, 1e3):
+        x = (torch.randn(2, 5, 3, 16, generator=gen) * scale).to(x_dtype)
+        for rope in (table[:5], table[torch.randint(0, 512, (2, 5), generator=gen)]):
+            pairs = x.float().reshape(2, 5, 3, 8, 2)
+            t = rope[None, :, None] if rope.ndim == 3 else rope[:, :, None]
+            c, s = t[..., 0].float(), t[..., 1].float()
+            x0, x1 = pairs[..., 0], pairs[..., 1]
+            expected = torch.stack((x0 * c - x1 * s, x1 * c + x0 * s), dim=-1).flatten(3).to(x_dtype)
+            assert torch.equal(apply_interleaved_rope(x, rope), expected)
