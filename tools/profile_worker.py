@@ -70,7 +70,7 @@ STAGES["voxcpm1"] = STAGES["voxcpm2"]
 
 
 class Stages:
-    """The wrapped stages: seconds and calls per stage; the innermost running stage (for counting)."""
+    """The wrapped stages: seconds and calls per stage, and which stages are running (for counting)."""
 
     def __init__(self, session: Any, table: list[tuple[str, Getter, str]]) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
