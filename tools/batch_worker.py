@@ -58,6 +58,14 @@ def requests(family: str, count: int, args: argparse.Namespace) -> list:
     return out
 
 
+def add_request_size(ap: argparse.ArgumentParser) -> None:
+    """The fixed size of the benchmark requests (:func:`requests`), per family."""
+    ap.add_argument("--duration", type=float, default=5.0)
+    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--patches", type=int, default=16)
+    ap.add_argument("--frames", type=int, default=48)
+
+
 def outputs(family: str, result) -> object:
     details = result.details
     if family == "omnivoice":
@@ -121,10 +129,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--batch", default="1,2,4,8")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--compute-dtype", default="auto")
-    ap.add_argument("--duration", type=float, default=5.0)
-    ap.add_argument("--steps", type=int, default=16)
-    ap.add_argument("--patches", type=int, default=16)
-    ap.add_argument("--frames", type=int, default=48)
+    add_request_size(ap)
     ap.add_argument("--no-stream", action="store_true", help="skip the streaming (first audio) runs")
     args = ap.parse_args(argv)
     import torch

@@ -35,7 +35,7 @@ warnings.filterwarnings("ignore")
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script
     sys.path.append(str(REPO))
-from tools.batch_worker import requests  # noqa: E402
+from tools.batch_worker import add_request_size, requests  # noqa: E402
 
 #: Per family: (stage, object getter from the session, method name). Stages may nest (a stage's
 #: counts include its inner stages'); the table lists them outermost first.
@@ -278,10 +278,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("path", type=Path)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--compute-dtype", default="auto")
-    ap.add_argument("--duration", type=float, default=5.0)
-    ap.add_argument("--steps", type=int, default=16)
-    ap.add_argument("--patches", type=int, default=16)
-    ap.add_argument("--frames", type=int, default=48)
+    add_request_size(ap)
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args(argv)
     import torch
