@@ -46,7 +46,7 @@ def interleaved_rope_table(length: int, head_dim: int, base: float, dtype: torch
 def apply_interleaved_rope(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     """Rotate the pairs ``(x[2i], x[2i+1])`` of ``x`` ``[B, T, H, D]`` by ``table``
     (``[T, D/2, 2]`` or per row ``[B, T, D/2, 2]``), in float32, cast back to ``x``'s dtype:
-    ``(x0 c - x1 s, x1 c + x0 s)``, computed as ``(x0, x1) * c + (x1, x0) * (-s, s)`` in four
+    ``(x0 c - x1 s, x1 c + x0 s)``, computed as ``(x0, x1) * c + (x1, x0) * (-s, s)`` in a few
     whole-tensor ops instead of a dozen per-component ones (the same bits: ``a + b * -s`` is
     ``a - b * s`` exactly; a decode step runs this twice per layer)."""
     shaped = x.float().reshape(*x.shape[:-1], -1, 2)
