@@ -10,6 +10,12 @@ context of a conv, the last frame of a transposed conv) in ``state`` (a dict own
 caller, keyed by module). Concatenated stream outputs equal the offline output up to float
 summation order.
 
+The decoders also run **channels-last** (``forward_cl`` / ``stream_cl``, activations ``[B, L, C]``)
+on the CPU: each conv is a few large GEMMs (one per tap, over blocks of rows that stay in cache)
+instead of oneDNN's direct convolution, and no causal padding is copied. At Audio8's decoder sizes
+this is about 1.5x faster; it sums in another order (float32 rounding, not bit-identical to
+``forward``). The weights are relaid in place once (no second copy is kept).
+
 Used by Audio8 TTS's codec only: OmniVoice's and VoxCPM's codecs keep private stacks, each saying
 why at its top (centred strided convs and transformers' names; unnested convs and v1's padding).
 """
@@ -17,6 +23,7 @@ why at its top (centred strided convs and transformers' names; unnested convs an
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -26,6 +33,9 @@ from torch import nn
 from . import activations
 
 StreamState = dict[Any, torch.Tensor]
+
+#: Output rows per GEMM block of the channels-last convs: the block and its inputs stay in L2.
+ROW_BLOCK = 4096
 
 
 def snake(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
@@ -41,11 +51,107 @@ def snake(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
     return out.reshape(shape)
 
 
+def snake_channels_last(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    """:func:`snake` of ``x`` ``[..., C]`` (the same operations per element)."""
+    alpha = alpha.reshape(-1)
+    out = torch.mul(alpha, x)
+    out.sin_()
+    out.pow_(2)
+    out.mul_((alpha + 1e-9).reciprocal())
+    out.add_(x)
+    return out
+
+
 class Snake1d(activations.Snake1d):
     """``activations.Snake1d`` (parameter ``alpha`` of shape ``[1, C, 1]``) computed by :func:`snake`."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return snake(x, self.alpha)
+
+    def forward_cl(self, x: torch.Tensor) -> torch.Tensor:
+        return snake_channels_last(x, self.alpha)
+
+    def stream_cl(self, x: torch.Tensor, state: StreamState) -> torch.Tensor:
+        return snake_channels_last(x, self.alpha)
+
+
+def _relaid(param: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
+    """``param.permute(order)`` contiguous, relaying ``param``'s storage in place the first time
+    (``param`` keeps its shape, with other strides), so the GEMM operand needs no copy per call."""
+    view = param.permute(order)
+    if not view.is_contiguous():
+        with torch.inference_mode(False), torch.no_grad():
+            param.data = param.detach().permute(order).contiguous().permute(_inverse(order))
+        view = param.permute(order)
+    return view
+
+
+def _inverse(order: tuple[int, ...]) -> tuple[int, ...]:
+    inverse = [0] * len(order)
+    for i, axis in enumerate(order):
+        inverse[axis] = i
+    return tuple(inverse)
+
+
+def causal_conv_rows(x: torch.Tensor, taps: torch.Tensor, bias: torch.Tensor | None, dilation: int,
+                     left: int) -> torch.Tensor:
+    """Stride-1 conv of ``x`` ``[L, C_in]`` after ``left`` implicit zero rows: ``[L + left - span, C_out]``
+    with ``taps`` ``[k, C_in, C_out]``. Each block of output rows is one GEMM per tap, added in
+    place (the last tap, which covers every row, first)."""
+    k, _, out_channels = taps.shape
+    rows = x.shape[0] + left - (k - 1) * dilation
+    out = x.new_empty(rows, out_channels)
+    for start in range(0, rows, ROW_BLOCK):
+        end = min(rows, start + ROW_BLOCK)
+        block = out[start:end]
+        for i, tap in enumerate((k - 1, *range(k - 1))):
+            shift = tap * dilation - left
+            first = max(start, -shift)
+            if first >= end:
+                continue
+            source = x[first + shift:end + shift]
+            if i == 0:
+                if bias is None:
+                    torch.mm(source, taps[tap], out=block)
+                else:
+                    torch.addmm(bias, source, taps[tap], out=block)
+            else:
+                block[first - start:].addmm_(source, taps[tap])
+    return out
+
+
+def causal_conv_transpose_rows(x: torch.Tensor, weights: torch.Tensor, bias: torch.Tensor | None,
+                               stride: int, carry: torch.Tensor | None
+                               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Causal transposed conv of ``x`` ``[T, C_in]`` (``weights`` ``[C_in, k, C_out]``,
+    ``stride <= k <= 2 * stride``): ``[T * stride, C_out]`` and the overlap its last frame adds to
+    the next one's outputs (``carry`` in: the previous call's)."""
+    _, k, out_channels = weights.shape
+    overlap = k - stride
+    frames = x.shape[0]
+    out = x.new_empty(frames, stride, out_channels)
+    matrix = weights.reshape(weights.shape[0], k * out_channels)
+    block_frames = max(1, ROW_BLOCK // stride)
+    for start in range(0, frames, block_frames):
+        end = min(frames, start + block_frames)
+        taps = torch.mm(x[start:end], matrix).view(end - start, k, out_channels)
+        if bias is None:
+            out[start:end] = taps[:, :stride]
+        else:
+            torch.add(taps[:, :stride], bias, out=out[start:end])
+        if overlap:
+            out[start + 1:end, :overlap] += taps[:-1, stride:]
+            if carry is not None:
+                out[start, :overlap] += carry
+            carry = taps[-1, stride:]
+    if carry is None:
+        carry = x.new_zeros(overlap, out_channels)
+    return out.view(frames * stride, out_channels), carry
+
+
+def per_item(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """``fn`` over the items of a batch ``[B, ...]`` (each item's GEMMs as when alone)."""
+    return torch.stack([fn(item) for item in x]) if x.shape[0] != 1 else fn(x[0])[None]
 
 
 def extra_padding(length: int, kernel_size: int, stride: int, padding_total: int = 0) -> int:
@@ -92,6 +198,27 @@ class CausalConv1d(nn.Module):
         state[self] = full[..., -self.padding:]
         return self.conv(full).contiguous()
 
+    def _taps(self) -> torch.Tensor:
+        if self.stride != 1 or self.conv.groups != 1:
+            raise ValueError("only stride-1 ungrouped causal convs run channels-last")
+        return _relaid(self.conv.weight, (2, 1, 0))
+
+    def forward_cl(self, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward` on ``[B, L, C]`` (stride 1)."""
+        taps, dilation = self._taps(), self.conv.dilation[0]
+        return per_item(lambda item: causal_conv_rows(item, taps, self.conv.bias, dilation, self.padding), x)
+
+    def stream_cl(self, x: torch.Tensor, state: StreamState) -> torch.Tensor:
+        """:meth:`stream` on ``[B, n, C]``."""
+        taps, dilation = self._taps(), self.conv.dilation[0]
+        if self.padding:
+            past = state.get(self)
+            if past is None:
+                past = x.new_zeros(x.shape[0], self.padding, x.shape[2])
+            x = torch.cat((past, x), dim=1)
+            state[self] = x[:, -self.padding:]
+        return per_item(lambda item: causal_conv_rows(item, taps, self.conv.bias, dilation, 0), x)
+
 
 class CausalConvTranspose1d(nn.Module):
     """Transposed conv that crops ``kernel_size - stride`` samples at the end (causal upsampling)."""
@@ -122,6 +249,31 @@ class CausalConvTranspose1d(nn.Module):
         y = self.conv(full)
         return y[..., s: s + x.shape[-1] * s].contiguous()
 
+    def _weights(self) -> torch.Tensor:
+        if not self.stride <= self.kernel_size <= 2 * self.stride or self.conv.dilation[0] != 1:
+            raise ValueError("only undilated transposed convs with stride <= kernel <= 2 * stride "
+                             "run channels-last")
+        return _relaid(self.conv.weight, (0, 2, 1))
+
+    def forward_cl(self, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward` on ``[B, T, C]``."""
+        weights = self._weights()
+        return per_item(lambda item: causal_conv_transpose_rows(item, weights, self.conv.bias, self.stride,
+                                                                None)[0], x)
+
+    def stream_cl(self, x: torch.Tensor, state: StreamState) -> torch.Tensor:
+        """:meth:`stream` on ``[B, n, C]`` (keeps each item's overlap into the next frame)."""
+        weights = self._weights()
+        carries = state.get(self)
+        outs, new = [], []
+        for i, item in enumerate(x):
+            out, carry = causal_conv_transpose_rows(item, weights, self.conv.bias, self.stride,
+                                                    None if carries is None else carries[i])
+            outs.append(out)
+            new.append(carry)
+        state[self] = torch.stack(new)
+        return torch.stack(outs)
+
 
 class ResidualUnit(nn.Module):
     """``x + conv1x1(snake(conv_k(snake(x))))`` (``block.0..3``); the residual is trimmed to
@@ -151,6 +303,15 @@ class ResidualUnit(nn.Module):
         y = conv2.stream(snake2(conv1.stream(snake1(x), state)), state)
         return x + y
 
+    def forward_cl(self, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward` on ``[B, L, C]`` (causal)."""
+        if not self.causal:
+            raise ValueError("a centred residual unit does not run channels-last")
+        return x + forward_channels_last(self.block, x)
+
+    def stream_cl(self, x: torch.Tensor, state: StreamState) -> torch.Tensor:
+        return x + stream_channels_last(self.block, x, state)
+
 
 def stream_sequential(modules: nn.Sequential | list[nn.Module], x: torch.Tensor,
                       state: StreamState) -> torch.Tensor:
@@ -158,4 +319,32 @@ def stream_sequential(modules: nn.Sequential | list[nn.Module], x: torch.Tensor,
     for module in modules:
         stream = getattr(module, "stream", None)
         x = stream(x, state) if stream is not None else module(x)
+    return x
+
+
+#: Modules that act on each element alone, so they run on channels-last activations as they are.
+POINTWISE = (nn.Tanh, nn.Identity)
+
+
+def _channels_last(module: nn.Module, method: str) -> Callable[..., torch.Tensor] | None:
+    fn = getattr(module, method, None)
+    if fn is None and not isinstance(module, POINTWISE):
+        raise TypeError(f"{type(module).__name__} has no {method} and is not pointwise")
+    return fn
+
+
+def forward_channels_last(modules: nn.Sequential | list[nn.Module], x: torch.Tensor) -> torch.Tensor:
+    """Run modules in order on ``x`` ``[B, L, C]`` with their ``forward_cl``."""
+    for module in modules:
+        fn = _channels_last(module, "forward_cl")
+        x = fn(x) if fn is not None else module(x)
+    return x
+
+
+def stream_channels_last(modules: nn.Sequential | list[nn.Module], x: torch.Tensor,
+                         state: StreamState) -> torch.Tensor:
+    """:func:`stream_sequential` on ``x`` ``[B, n, C]`` with the modules' ``stream_cl``."""
+    for module in modules:
+        fn = _channels_last(module, "stream_cl")
+        x = fn(x, state) if fn is not None else module(x)
     return x

@@ -69,3 +69,60 @@ def test_centred_residual_unit_keeps_length() -> None:
     unit = ResidualUnit(4, 3, causal=False)
     assert unit(torch.randn(1, 4, 20)).shape[-1] == 20
     assert centred_conv1d(4, 4, 7, dilation=3)(torch.randn(1, 4, 20)).shape[-1] == 20
+
+
+def _decoder_like() -> nn.Sequential:
+    from audiocpp.engine.nn.dac import Snake1d
+
+    seq = nn.Sequential(CausalConv1d(6, 8, 7), Snake1d(8), CausalConvTranspose1d(8, 4, 8, 4),
+                        ResidualUnit(4, 3), CausalConvTranspose1d(4, 4, 3, 2), ResidualUnit(4, 9),
+                        Snake1d(4), CausalConv1d(4, 1, 7), nn.Tanh())
+    _randomize(seq)
+    return seq
+
+
+def test_channels_last_matches_the_direct_convolutions(monkeypatch) -> None:
+    from audiocpp.engine.nn import dac
+
+    monkeypatch.setattr(dac, "ROW_BLOCK", 16)  # several row blocks, partial taps at a block's start
+    seq = _decoder_like()
+    x = torch.randn(3, 6, 23)
+    with torch.no_grad():
+        offline = seq(x)
+        weights = [p.clone() for p in seq.parameters()]
+        last = dac.forward_channels_last(seq, x.transpose(1, 2).contiguous()).transpose(1, 2)
+        # the weights were relaid in place: same values
+        assert all(torch.equal(a, b) for a, b in zip(weights, seq.parameters(), strict=True))
+        again = seq(x)  # the direct path still works on the relaid weights
+        alone = dac.forward_channels_last(seq, x[1:2].transpose(1, 2).contiguous())
+    assert last.shape == offline.shape == (3, 1, 23 * 8)
+    assert torch.allclose(last, offline, atol=1e-5)
+    assert torch.equal(again, offline)
+    assert torch.equal(alone[0], last[1].transpose(0, 1))  # an item's GEMMs do not depend on its batch
+
+
+def test_channels_last_streaming_equals_offline(monkeypatch) -> None:
+    from audiocpp.engine.nn import dac
+
+    monkeypatch.setattr(dac, "ROW_BLOCK", 16)
+    seq = _decoder_like()
+    x = torch.randn(2, 23, 6)
+    with torch.no_grad():
+        offline = dac.forward_channels_last(seq, x)
+        state: dict = {}
+        bounds = ((0, 1), (1, 9), (9, 10), (10, 23))
+        pieces = [dac.stream_channels_last(seq, x[:, a:b], state) for a, b in bounds]
+    streamed = torch.cat(pieces, 1)
+    assert streamed.shape == offline.shape
+    assert torch.allclose(streamed, offline, atol=1e-6)
+
+
+def test_channels_last_refuses_what_it_cannot_run() -> None:
+    import pytest
+
+    from audiocpp.engine.nn import dac
+
+    with pytest.raises(ValueError, match="stride-1"):
+        CausalConv1d(2, 2, 4, stride=2).forward_cl(torch.randn(1, 8, 2))
+    with pytest.raises(TypeError, match="not pointwise"):
+        dac.forward_channels_last([nn.GELU()], torch.randn(1, 4, 2))

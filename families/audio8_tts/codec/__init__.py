@@ -3,7 +3,10 @@
 - ``encoder``: causal convs and residual units with Snake (strides 2, 4, 8, 8), a window
   transformer in the last block; 86 latent frames per second.
 - ``quantizer``: see ``quantizer.py`` (4x down, VQs, 4x up).
-- ``decoder``: causal transposed convs (strides 8, 8, 4, 2) and residual units, tanh.
+- ``decoder``: causal transposed convs (strides 8, 8, 4, 2) and residual units, tanh. On the CPU it
+  runs channels-last (``engine.nn.dac``: each conv as GEMMs, about 1.5x faster than the direct
+  convolutions, float32 rounding apart); the encoder keeps upstream's convolutions, so reference
+  codes stay those of upstream.
 
 Everything on the decode path is causal, so :class:`StreamingDecoder` decodes frames as they
 arrive (convs keep their left context, the window transformer its keys) and its output,
@@ -24,6 +27,8 @@ from audiocpp.engine.nn.dac import (
     ResidualUnit,
     Snake1d,
     StreamState,
+    forward_channels_last,
+    stream_channels_last,
     stream_sequential,
 )
 
@@ -83,6 +88,12 @@ class DecoderBlock(nn.Module):
     def stream(self, x: torch.Tensor, state: StreamState) -> torch.Tensor:
         return stream_sequential(self.block, x, state)
 
+    def forward_cl(self, x: torch.Tensor) -> torch.Tensor:
+        return forward_channels_last(self.block, x)
+
+    def stream_cl(self, x: torch.Tensor, state: StreamState) -> torch.Tensor:
+        return stream_channels_last(self.block, x, state)
+
 
 class Decoder(nn.Module):
     def __init__(self, cfg: CodecConfig) -> None:
@@ -97,10 +108,14 @@ class Decoder(nn.Module):
         self.model = nn.Sequential(*modules)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model(x)
+        if x.device.type != "cpu":
+            return self.model(x)
+        return forward_channels_last(self.model, x.transpose(1, 2).contiguous()).transpose(1, 2)
 
     def stream(self, x: torch.Tensor, state: StreamState) -> torch.Tensor:
-        return stream_sequential(self.model, x, state)
+        if x.device.type != "cpu":
+            return stream_sequential(self.model, x, state)
+        return stream_channels_last(self.model, x.transpose(1, 2).contiguous(), state).transpose(1, 2)
 
 
 class ArkttsCodec(nn.Module):
