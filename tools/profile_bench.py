@@ -10,6 +10,9 @@ time that work takes at the measured rates (``bound``: the larger of compute and
 above it the stage runs, and what bounds it (``compute``, ``memory``, or ``overhead`` where the
 stage takes over 3x its bound: per-op dispatch, Python, small kernels).
 
+With ``--batch N`` (a single size) the N requests run as one batch: each stage call is then one
+batched call (its FLOPs and bytes those of all rows), so the table says what bounds a batch.
+
 Packages come from tools/weights_bench.py (``<bench dir>/<family>-<type>.gguf``, made once).
 """
 
@@ -31,6 +34,7 @@ class Options:
     weights: str = "f32,q8_0"
     threads: int = 2
     repeats: int = 2
+    batch: int = 1  # requests run as one batch
     worker_args: list[str] = field(default_factory=list)  # the request's size (--frames, --patches...)
 
 
@@ -40,7 +44,7 @@ def run(family: str, folder: Path, opts: Options, *, label: str | None = None) -
     for kind in parse_weights(opts.weights):
         path = ensure_package(label or family, folder, kind, family=family)
         cmd = [str(OURS_PY), str(WORKER), family, str(path), "--threads", str(opts.threads),
-               "--repeats", str(opts.repeats),
+               "--repeats", str(opts.repeats), "--batch", str(opts.batch),
                "--compute-dtype", "float32" if kind == "f32" else "auto", *opts.worker_args]
         result = run_worker_process(cmd, path.name)
         result["weights"] = kind
@@ -56,10 +60,24 @@ def bound_of(stage: dict, calls: int, rates: dict[str, float]) -> tuple[float, s
     return (compute, "compute") if compute >= memory else (memory, "memory")
 
 
+def _requests(r: dict) -> str:
+    batch = r.get("batch", 1)
+    return "one request" if batch == 1 else f"{batch} requests as one batch"
+
+
+def profile_batch(value: str | None) -> int:
+    """The family benches' ``--profile --batch N``: one batch size (default 1)."""
+    if value is None:
+        return 1
+    if not value.isdigit() or int(value) < 1:
+        raise SystemExit(f"--profile takes one batch size (--batch 8), got --batch {value}")
+    return int(value)
+
+
 def print_table(name: str, r: dict) -> None:
     rates, dtype = r["rates"], r["compute_dtype"]
     print(f"\n== {name}, {r['weights']} weights (compute {dtype}), real-size dims, random weights, "
-          f"{r['threads']} thread(s); one request, {r['audio_s']:.2f} s of audio, wall {r['wall']:.2f} s, "
+          f"{r['threads']} thread(s); {_requests(r)}, {r['audio_s']:.2f} s of audio, wall {r['wall']:.2f} s, "
           f"RTF {r['wall'] / r['audio_s']:.2f}")
     print(f"machine: GEMM {rates['gemm_float32'] / 1e9:.0f} GFLOP/s float32, "
           f"{rates['gemm_bfloat16'] / 1e9:.0f} bfloat16; read {rates['read_bandwidth'] / 1e9:.1f} GB/s; "

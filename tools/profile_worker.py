@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """One weight type of ``tools/bench.py <family> --profile`` (tools/profile_bench.py runs it), in its
 own process: measure the machine (GEMM rate, read bandwidth), load the package, warm up, time the
-stages of one fixed-length request, then count what each stage does; print one JSON line.
+stages of one fixed-length request (or of ``--batch N`` requests run as one batch, each stage call
+then one batched call), then count what each stage does; print one JSON line.
 
-    python tools/profile_worker.py FAMILY PACKAGE [--threads 2] [--compute-dtype auto]
+    python tools/profile_worker.py FAMILY PACKAGE [--threads 2] [--compute-dtype auto] [--batch 1]
            [--duration 5 --steps 16] [--patches 16] [--frames 48] [--repeats 2]
 
 Stages are methods of the family's objects, wrapped on the instance (:data:`STAGES`); a stage's
@@ -280,7 +281,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--compute-dtype", default="auto")
     add_request_size(ap)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=1, help="requests run as one batch (run_batch)")
     args = ap.parse_args(argv)
+    if args.batch < 1:
+        ap.error("--batch must be at least 1")
     import torch
 
     from audiocpp.engine import load
@@ -289,28 +293,34 @@ def main(argv: list[str]) -> int:
     model = load(args.path, family=args.family)
     options = {} if args.compute_dtype == "auto" else {"compute_dtype": args.compute_dtype}
     session = model.session("tts", **options)
-    request = requests(args.family, 1, args)[0]
-    session.run(request)  # warm-up, before the stages are wrapped (lazy per-dtype networks)
+    batch = requests(args.family, args.batch, args)
+
+    def synthesize() -> float:
+        """Seconds of audio of one run of the request(s)."""
+        if args.batch == 1:
+            return session.run(batch[0]).audio.duration
+        return sum(result.audio.duration for result in session.run_batch(batch))
+
+    synthesize()  # warm-up, before the stages are wrapped (lazy per-dtype networks)
     stages = Stages(session, STAGES[args.family])
     walls, per_stage, audio_s = [], defaultdict(list), 0.0
     for _ in range(args.repeats):
         stages.reset()
         start = time.perf_counter()
-        result = session.run(request)
+        audio_s = synthesize()
         walls.append(time.perf_counter() - start)
-        audio_s = result.audio.duration
         for name in stages.names:
             per_stage[name].append(stages.seconds[name])
     calls = dict(stages.calls)
     count = Count(stages, custom_linears(session, model))
     with count.mode():
-        session.run(request)
+        synthesize()
     count.remove()
     dtype = str(getattr(session, "dtype", None) or getattr(getattr(session, "decoder", None),
                                                            "compute_dtype", "")).removeprefix("torch.")
     print(json.dumps({
         "family": args.family, "path": str(args.path), "compute_dtype": dtype,
-        "threads": torch.get_num_threads(), "rates": rates, "audio_s": audio_s,
+        "threads": torch.get_num_threads(), "rates": rates, "audio_s": audio_s, "batch": args.batch,
         "wall": statistics.median(walls), "walls": walls,
         "stages": [{"name": name, "seconds": statistics.median(per_stage[name]), "calls": calls.get(name, 0),
                     **counted(count, name)} for name in stages.names],

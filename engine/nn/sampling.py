@@ -14,6 +14,7 @@ generator gives the same draws whichever device the model runs on (engine.device
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 
@@ -58,20 +59,77 @@ def as_threshold(value: float | torch.Tensor, like: torch.Tensor) -> torch.Tenso
     return torch.tensor(value, dtype=like.dtype, device=like.device)
 
 
-def legacy_top_k_top_p(scores: torch.Tensor, top_k: int | torch.Tensor,
-                       top_p: float | torch.Tensor) -> torch.Tensor:
+def legacy_top_k_top_p(scores: torch.Tensor, top_k: int | torch.Tensor, top_p: float | torch.Tensor,
+                       vocab: int | None = None) -> torch.Tensor:
     """fish-speech / Audio8's candidate filter, in their order: sort descending, take the
     cumulative softmax of the sorted scores, drop ranks where ``cum > top_p`` or
     ``rank >= top_k`` (rank 0 always kept), -inf where dropped. ``scores`` is ``[B, V]``;
-    ``top_k`` / ``top_p`` are one value or one per row (``[B, 1]``)."""
+    ``top_k`` / ``top_p`` are one value or one per row (``[B, 1]``). ``vocab``: the softmax is
+    taken over the sorted scores padded with -inf to that width (Audio8's compact semantic scores
+    of a full-vocabulary head, so the softmax's sum is upstream's).
+
+    On the CPU the cut is found from the sorted values alone (:func:`kept_by_rank`); rows it cannot
+    decide go through ``torch.sort`` as upstream does."""
+    fast = kept_by_rank(scores, top_k, top_p, vocab)
+    if fast is None:
+        return _sorted_filter(scores, top_k, top_p, vocab)
+    keep, undecided = fast
+    out = scores.masked_fill(~keep, float("-inf"))
+    if bool(undecided.any()):
+        rows = undecided.nonzero().flatten()
+        out[rows] = _sorted_filter(scores[rows], _rows_of(top_k, rows), _rows_of(top_p, rows), vocab)
+    return out
+
+
+def _rows_of(value: int | float | torch.Tensor, rows: torch.Tensor) -> int | float | torch.Tensor:
+    return value[rows] if isinstance(value, torch.Tensor) and value.ndim == 2 else value
+
+
+def _cumulative(ordered: torch.Tensor, vocab: int | None) -> torch.Tensor:
+    """The cumulative softmax of scores sorted in descending order (padded to ``vocab`` with -inf)."""
+    rows, n = ordered.shape
+    if vocab is None or vocab <= n:
+        return torch.cumsum(torch.softmax(ordered, dim=-1), dim=-1)
+    padded = torch.full((rows, vocab), float("-inf"), dtype=ordered.dtype, device=ordered.device)
+    padded[:, :n] = ordered
+    return torch.cumsum(torch.softmax(padded, dim=-1)[:, :n], dim=-1)
+
+
+def _sorted_filter(scores: torch.Tensor, top_k: int | torch.Tensor, top_p: float | torch.Tensor,
+                   vocab: int | None) -> torch.Tensor:
+    """The filter through ``torch.sort``, as upstream runs it."""
     sorted_scores, sorted_indices = torch.sort(scores, descending=True, dim=-1)
-    cumulative = torch.cumsum(torch.softmax(sorted_scores, dim=-1), dim=-1)
-    positions = torch.arange(sorted_scores.shape[-1], device=scores.device)
-    threshold = as_threshold(top_p, cumulative)
-    remove_sorted = (cumulative > threshold) | (positions >= top_k)
+    cumulative = _cumulative(sorted_scores, vocab)
+    positions = torch.arange(cumulative.shape[-1], device=cumulative.device)
+    remove_sorted = (cumulative > as_threshold(top_p, cumulative)) | (positions >= top_k)
     remove_sorted[..., 0] = False
     remove = torch.zeros_like(remove_sorted).scatter(1, sorted_indices, remove_sorted)
     return scores.masked_fill(remove, float("-inf"))
+
+
+def kept_by_rank(scores: torch.Tensor, top_k: int | torch.Tensor, top_p: float | torch.Tensor,
+                 vocab: int | None = None) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """What :func:`legacy_top_k_top_p` keeps, from the sorted *values* alone (numpy's vectorized
+    sort, ~25x faster on a CPU than ``torch.sort`` with its indices): ``(keep [B, V], undecided
+    [B])``, or None off the CPU. The kept ranks are a prefix (the cumulative softmax never
+    decreases), so the kept entries are those at least the last kept value; the softmax and cumsum
+    run on the same sorted values as upstream's, so the cut is the same bit for bit. A row is
+    undecided where that does not tell which entries are kept: a NaN, or equal scores on both sides
+    of the cut (which of them ``torch.sort`` puts first is its own; common with bfloat16 scores)."""
+    if scores.device.type != "cpu" or scores.ndim != 2 or scores.shape[-1] == 0:
+        return None
+    as_float = scores.float() if scores.dtype != torch.float32 else scores
+    values = np.sort(as_float.numpy(), axis=-1)[:, ::-1]
+    ordered = torch.from_numpy(np.ascontiguousarray(values)).to(scores.dtype)
+    n = ordered.shape[1]
+    cumulative = _cumulative(ordered, vocab)
+    within = (~(cumulative > as_threshold(top_p, cumulative))).sum(-1, keepdim=True)
+    limit = torch.as_tensor(top_k).reshape(-1, 1).to(within.dtype)
+    kept = torch.clamp(torch.minimum(within, limit), min=1, max=n)
+    last = ordered.gather(1, kept - 1)
+    after = ordered.gather(1, kept.clamp(max=n - 1))
+    undecided = ((kept < n) & (after == last)).flatten() | torch.isnan(ordered[:, 0])  # NaNs sort first
+    return scores >= last, undecided
 
 
 def exponential_race(scores: torch.Tensor, generator: torch.Generator | None | list[torch.Generator | None]

@@ -171,24 +171,7 @@ class SemanticScorer:
             cols = self.columns.to(logits.device)
             filtered[:, cols] = logits[:, cols]
             return _temperature(legacy_top_k_top_p(filtered, top_k, top_p), temperature)
-        return _temperature(self._filter_compact(logits, top_k, top_p), temperature)
-
-    def _filter_compact(self, scores: torch.Tensor, top_k: Param, top_p: Param) -> torch.Tensor:
-        """``legacy_top_k_top_p`` of the full vocabulary (-inf outside these columns), on the
-        compact columns: the sorted scores are padded with -inf to the vocabulary for the
-        softmax, so its sum is taken as upstream takes it."""
-        n = scores.shape[-1]
-        sorted_scores, sorted_indices = torch.sort(scores, descending=True, dim=-1)
-        padded = torch.full((scores.shape[0], self.vocab), float("-inf"), dtype=scores.dtype,
-                            device=scores.device)
-        padded[:, :n] = sorted_scores
-        cumulative = torch.cumsum(torch.softmax(padded, dim=-1)[:, :n], dim=-1)
-        positions = torch.arange(n, device=scores.device)
-        threshold = as_threshold(top_p, cumulative)
-        remove_sorted = (cumulative > threshold) | (positions >= top_k)
-        remove_sorted[..., 0] = False
-        remove = torch.zeros_like(remove_sorted).scatter(1, sorted_indices, remove_sorted)
-        return scores.masked_fill(remove, float("-inf"))
+        return _temperature(legacy_top_k_top_p(logits, top_k, top_p, vocab=self.vocab), temperature)
 
     def full(self, scores: torch.Tensor) -> torch.Tensor:
         """Scores over the head's index space as upstream holds them (the vocabulary for 0.6B)."""

@@ -38,3 +38,19 @@ def test_profile_worker_counts_every_stage(weights: str, packages: dict[str, Pat
     assert parent["ops"] >= inner["ops"] and parent["bytes"] >= inner["bytes"]
     assert sum(s["seconds"] for s in result["stages"] if s["name"] not in result["nested"]) <= result["wall"]
     assert set(result["rates"]) == {"gemm_float32", "gemm_bfloat16", "read_bandwidth"}
+
+
+def test_profile_worker_profiles_a_batch(packages: dict[str, Path], tiny) -> None:
+    proc = subprocess.run([sys.executable, str(REPO / "tools" / "profile_worker.py"), "audio8_tts",
+                           str(packages["f32"]), "--frames", "4", "--repeats", "1", "--batch", "3",
+                           "--compute-dtype", "float32"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    stages = {s["name"]: s for s in result["stages"]}
+    assert result["batch"] == 3 and result["audio_s"] > 0
+    # prompts prefill and the codec decodes per request; a frame's fast AR is one call for all rows
+    assert stages["slow AR prefill"]["calls"] == stages["codec decode"]["calls"] == 3
+    frames = stages["fast AR (codebooks)"]["calls"]
+    assert 1 <= frames <= 4
+    assert stages["fast AR network"]["calls"] == frames * tiny.config.num_codebooks

@@ -106,7 +106,8 @@ def main(argv: list[str]) -> int:
                         help="with --batch / --profile: the 0.6B (qwen) or the 0.1B (falcon_h1) slow AR")
     parser.add_argument("--profile", action="store_true",
                         help="where one request's time goes, stage by stage (tools/profile_bench.py); "
-                        "--frames (default 48), --weights (default f32,q8_0)")
+                        "--frames (default 48), --weights (default f32,q8_0); "
+                        "with --batch N: of N requests as one batch")
     args = parser.parse_args(argv)
     folder = ensure_checkpoint(bench_dir(), args.upstream)
     label = "audio8_tts"
@@ -116,11 +117,12 @@ def main(argv: list[str]) -> int:
         folder, label = write_pipeline_folder(bench_dir() / "audio8-0.1b-real", folder), "audio8_tts-0.1b"
     if args.profile:
         from tools.profile_bench import Options as ProfileOptions
+        from tools.profile_bench import profile_batch
         from tools.profile_bench import run as run_profile
 
         frames = args.frames if "--frames" in argv else 48
         opts = ProfileOptions(args.weights or "f32,q8_0", int(args.threads.split(",")[0]), args.repeats,
-                              ["--frames", str(frames)])
+                              profile_batch(args.batch), ["--frames", str(frames)])
         run_profile("audio8_tts", folder, opts, label=label)
         return 0
     if args.batch:

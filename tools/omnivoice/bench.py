@@ -135,15 +135,18 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--device", help="device of the --weights workers (default: auto)")
     ap.add_argument("--batch", help="1,2,4,8: batched generation against sequential (tools/batch_bench.py)")
     ap.add_argument("--profile", action="store_true",
-                    help="where one request's time goes, stage by stage (tools/profile_bench.py)")
+                    help="where one request's time goes, stage by stage (tools/profile_bench.py); "
+                    "with --batch N: of N requests as one batch")
     args = ap.parse_args(argv)
     model = ensure_model(args.model)
     if args.profile:
         from tools.profile_bench import Options as ProfileOptions
+        from tools.profile_bench import profile_batch
         from tools.profile_bench import run as run_profile
 
         size = ["--duration", str(args.duration), "--steps", str(args.steps)]
-        opts = ProfileOptions(args.weights or "f32,q8_0", max(2, args.threads), 2, size)
+        opts = ProfileOptions(args.weights or "f32,q8_0", max(2, args.threads), 2, profile_batch(args.batch),
+                              size)
         run_profile("omnivoice", model, opts)
         return 0
     if args.batch:

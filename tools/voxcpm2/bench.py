@@ -59,16 +59,19 @@ def main(argv: list[str]) -> int:
                         "--patches per request (default 16), --weights (default q8_0,f32)")
     parser.add_argument("--profile", action="store_true",
                         help="where one request's time goes, stage by stage (tools/profile_bench.py); "
-                        "--patches (default 16), --weights (default f32,q8_0)")
+                        "--patches (default 16), --weights (default f32,q8_0); "
+                        "with --batch N: of N requests as one batch")
     args = parser.parse_args(argv)
     folders = ensure_checkpoint(bench_dir())
     if args.profile:
         from tools.profile_bench import Options as ProfileOptions
+        from tools.profile_bench import profile_batch
         from tools.profile_bench import run as run_profile
 
         patches = args.patches if "--patches" in argv else 16
         run_profile("voxcpm2", folders["float32"].with_name(folders["float32"].name.removesuffix("-float32")),
-                    ProfileOptions(args.weights or "f32,q8_0", 2, args.repeats, ["--patches", str(patches)]))
+                    ProfileOptions(args.weights or "f32,q8_0", 2, args.repeats, profile_batch(args.batch),
+                                   ["--patches", str(patches)]))
         return 0
     if args.batch:
         from tools.batch_bench import Options as BatchOptions

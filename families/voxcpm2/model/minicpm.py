@@ -12,7 +12,7 @@ step attends to the filled prefix only, where upstream masks the whole ``max_len
 The blocks are ``engine.nn.decoder.DecoderLayer`` (weights, q/k/v projections, the SiLU MLP,
 the norms). The rest stays here because it is MiniCPM's arithmetic, not the engine stack's:
 muP-scaled residuals, LongRoPE computed in float32, and SDPA over the filled prefix with grouped
-heads (``DecoderStack.step`` attends over the whole cache with an additive mask in another
+heads (``DecoderStack.step`` attends with an additive mask in SDPA's math-backend order, another
 summation order, which would change the float32 results).
 """
 
