@@ -72,12 +72,16 @@ def legacy_top_k_top_p(scores: torch.Tensor, top_k: int | torch.Tensor, top_p: f
     decide go through ``torch.sort`` as upstream does."""
     fast = kept_by_rank(scores, top_k, top_p, vocab)
     if fast is None:
-        return _sorted_filter(scores, top_k, top_p, vocab)
-    keep, undecided = fast
+        sorted_scores, sorted_indices = torch.sort(scores, descending=True, dim=-1)
+        cumulative = _cumulative(sorted_scores, vocab)
+        return scores.masked_fill(_removed(sorted_indices, cumulative, top_k, top_p), float("-inf"))
+    keep, undecided, cumulative = fast
     out = scores.masked_fill(~keep, float("-inf"))
-    if bool(undecided.any()):
+    if bool(undecided.any()):  # torch.sort's order of the tied scores decides; same sorted values
         rows = undecided.nonzero().flatten()
-        out[rows] = _sorted_filter(scores[rows], _rows_of(top_k, rows), _rows_of(top_p, rows), vocab)
+        sorted_indices = torch.sort(scores[rows], descending=True, dim=-1).indices
+        remove = _removed(sorted_indices, cumulative[rows], _rows_of(top_k, rows), _rows_of(top_p, rows))
+        out[rows] = scores[rows].masked_fill(remove, float("-inf"))
     return out
 
 
@@ -95,27 +99,26 @@ def _cumulative(ordered: torch.Tensor, vocab: int | None) -> torch.Tensor:
     return torch.cumsum(torch.softmax(padded, dim=-1)[:, :n], dim=-1)
 
 
-def _sorted_filter(scores: torch.Tensor, top_k: int | torch.Tensor, top_p: float | torch.Tensor,
-                   vocab: int | None) -> torch.Tensor:
-    """The filter through ``torch.sort``, as upstream runs it."""
-    sorted_scores, sorted_indices = torch.sort(scores, descending=True, dim=-1)
-    cumulative = _cumulative(sorted_scores, vocab)
+def _removed(sorted_indices: torch.Tensor, cumulative: torch.Tensor, top_k: int | torch.Tensor,
+             top_p: float | torch.Tensor) -> torch.Tensor:
+    """The drop mask in the scores' order, from ``torch.sort``'s indices and the cumulative
+    softmax of the sorted scores (upstream's arithmetic)."""
     positions = torch.arange(cumulative.shape[-1], device=cumulative.device)
     remove_sorted = (cumulative > as_threshold(top_p, cumulative)) | (positions >= top_k)
     remove_sorted[..., 0] = False
-    remove = torch.zeros_like(remove_sorted).scatter(1, sorted_indices, remove_sorted)
-    return scores.masked_fill(remove, float("-inf"))
+    return torch.zeros_like(remove_sorted).scatter(1, sorted_indices, remove_sorted)
 
 
 def kept_by_rank(scores: torch.Tensor, top_k: int | torch.Tensor, top_p: float | torch.Tensor,
-                 vocab: int | None = None) -> tuple[torch.Tensor, torch.Tensor] | None:
+                 vocab: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """What :func:`legacy_top_k_top_p` keeps, from the sorted *values* alone (numpy's vectorized
     sort, ~25x faster on a CPU than ``torch.sort`` with its indices): ``(keep [B, V], undecided
-    [B])``, or None off the CPU. The kept ranks are a prefix (the cumulative softmax never
-    decreases), so the kept entries are those at least the last kept value; the softmax and cumsum
-    run on the same sorted values as upstream's, so the cut is the same bit for bit. A row is
-    undecided where that does not tell which entries are kept: a NaN, or equal scores on both sides
-    of the cut (which of them ``torch.sort`` puts first is its own; common with bfloat16 scores)."""
+    [B], cumulative [B, V])``, the last the cumulative softmax of the sorted scores; None off the
+    CPU. The kept ranks are a prefix (the cumulative softmax never decreases), so the kept entries
+    are those at least the last kept value; the softmax and cumsum run on the same sorted values as
+    upstream's, so the cut is the same bit for bit. A row is undecided where that does not tell
+    which entries are kept: a NaN, or equal scores on both sides of the cut (which of them
+    ``torch.sort`` puts first is its own; common with bfloat16 scores)."""
     if scores.device.type != "cpu" or scores.ndim != 2 or scores.shape[-1] == 0:
         return None
     as_float = scores.float() if scores.dtype != torch.float32 else scores
@@ -129,7 +132,7 @@ def kept_by_rank(scores: torch.Tensor, top_k: int | torch.Tensor, top_p: float |
     last = ordered.gather(1, kept - 1)
     after = ordered.gather(1, kept.clamp(max=n - 1))
     undecided = ((kept < n) & (after == last)).flatten() | torch.isnan(ordered[:, 0])  # NaNs sort first
-    return scores >= last, undecided
+    return scores >= last, undecided, cumulative
 
 
 def exponential_race(scores: torch.Tensor, generator: torch.Generator | None | list[torch.Generator | None]

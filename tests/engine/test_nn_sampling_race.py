@@ -73,7 +73,7 @@ def test_filter_from_sorted_values_equals_the_torch_sort_filter() -> None:
         vocab = 151_000 if trial % 3 == 0 else None
         expected = _sorted_filter(scores, top_k, top_p, vocab)
         assert torch.equal(legacy_top_k_top_p(scores, top_k, top_p, vocab), expected), trial
-        keep, undecided = kept_by_rank(scores, top_k, top_p, vocab)
+        keep, undecided, _ = kept_by_rank(scores, top_k, top_p, vocab)
         decided = ~undecided
         assert torch.equal(scores.masked_fill(~keep, float("-inf"))[decided], expected[decided]), trial
         undecided_rows += int(undecided.sum())
