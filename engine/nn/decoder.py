@@ -15,13 +15,14 @@ position:
 - ``prefill(x, positions, key_mask)`` writes slots ``0..T-1``; with ``attention="sdpa"`` it calls
   ``scaled_dot_product_attention`` with the boolean mask ``causal & key_mask`` and the grouped
   heads repeated, exactly as the reference implementations do;
-- ``step(x, positions, valid)`` writes one slot and attends over the slots written so far with
-  the cache's precomputed additive mask (its slice: no growing tensors are allocated, no host
-  sync; the work grows with the sequence, not with the cache's capacity). With
-  ``attention="sdpa"`` it computes what SDPA's math backend computes (q and k each scaled by
+- ``step(x, positions, valid)`` writes one slot and attends with the cache's precomputed mask.
+  With ``attention="sdpa"`` it attends over the slots written so far (a slice of the cache: no
+  growing tensors are allocated, no host sync; the work grows with the sequence, not with the
+  cache's capacity) and computes what SDPA's math backend computes (q and k each scaled by
   ``scale ** 0.5``, additive mask, softmax) on grouped heads without repeating them; equal to the
   reference up to float summation order. With ``attention="eager"`` (fish-speech's non-SDPA
-  path: ``q k^T / sqrt(d)``, ``masked_fill``, softmax) it is the reference's arithmetic.
+  path: ``q k^T / sqrt(d)``, ``masked_fill``, softmax) it is the reference's arithmetic over the
+  whole (small) cache.
 
 ``DecoderStack`` and its cache are used by Audio8 TTS (Qwen slow AR, fast AR); its blocks
 (``DecoderLayer``, ``Attention``, ``FeedForward``, ``DecoderConfig``) also by Audio8's codec transformer,
@@ -354,13 +355,14 @@ class DecoderStack:
         values[:, :, slot:slot + t] = v
         if mask is not None:  # prefill: the written prefix, as the reference caches return it
             return self._attend_prefill(q, keys[:, :, :t], values[:, :, :t], mask)
+        if self.cfg.attention == "eager":  # fish-speech's fast AR: a cache of ten slots
+            return self._attend_eager(q, keys, values, cache.valid[:, None, None, :])
         # a step attends over the slots written so far (the rest is masked): the work grows with
-        # the sequence, not with the cache's capacity
+        # the sequence, not with the cache's capacity. (The eager path keeps the whole cache: its
+        # rows share one cache in a batch, and bf16 matmuls over a strided slice round a batch's
+        # rows otherwise than a lone row's.)
         end = slot + t
-        keys, values = keys[:, :, :end], values[:, :, :end]
-        if self.cfg.attention == "eager":
-            return self._attend_eager(q, keys, values, cache.valid[:, None, None, :end])
-        return self._attend_grouped(q, keys, values, cache.mask_add[..., :end])
+        return self._attend_grouped(q, keys[:, :, :end], values[:, :, :end], cache.mask_add[..., :end])
 
     def _attend_prefill(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                         mask: torch.Tensor) -> torch.Tensor:
