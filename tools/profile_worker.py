@@ -180,7 +180,8 @@ class Count:
         class Mode(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 kwargs = kwargs or {}
-                if func._overloadpacket not in flop_registry:  # a composite op: count its parts
+                formula = flop_formula(func._overloadpacket, flop_registry)
+                if formula is None:  # a composite op: count its parts
                     with self:
                         out = func.decompose(*args, **kwargs)
                     if out is not NotImplemented:
@@ -194,7 +195,6 @@ class Count:
                 inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
                 if not inputs:  # a factory (empty, zeros, arange): nothing read
                     return out
-                formula = flop_registry.get(func._overloadpacket)
                 flops = int(formula(*args, **kwargs, out_val=out)) if formula is not None else 0
                 seen: set[int] = set()
                 total = 0
@@ -217,6 +217,17 @@ class Count:
     def remove(self) -> None:
         for hook in self.hooks:
             hook.remove()
+
+
+def flop_formula(packet: Any, registry: dict) -> Any:
+    """torch's FLOP formula of an aten op; an in-place op (``addmm_``) does its out-of-place op's math."""
+    import torch
+
+    formula = registry.get(packet)
+    name = getattr(packet, "__name__", "")
+    if formula is None and name.endswith("_"):
+        formula = registry.get(getattr(torch.ops.aten, name[:-1], None))
+    return formula
 
 
 def weight_bytes(module: Any) -> int:

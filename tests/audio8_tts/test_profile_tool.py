@@ -54,3 +54,16 @@ def test_profile_worker_profiles_a_batch(packages: dict[str, Path], tiny) -> Non
     frames = stages["fast AR (codebooks)"]["calls"]
     assert 1 <= frames <= 4
     assert stages["fast AR network"]["calls"] == frames * tiny.config.num_codebooks
+
+
+def test_in_place_ops_are_counted_with_their_out_of_place_formula() -> None:
+    """The channels-last codec adds each conv tap with ``addmm_``: its FLOPs are addmm's."""
+    import torch
+    from torch.utils.flop_counter import flop_registry
+
+    sys.path.insert(0, str(REPO))
+    from tools.profile_worker import flop_formula
+
+    assert flop_formula(torch.ops.aten.addmm_, flop_registry) is flop_registry[torch.ops.aten.addmm]
+    assert flop_formula(torch.ops.aten.mm, flop_registry) is flop_registry[torch.ops.aten.mm]
+    assert flop_formula(torch.ops.aten.add_, flop_registry) is None
