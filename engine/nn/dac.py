@@ -71,9 +71,6 @@ class Snake1d(activations.Snake1d):
     def forward_cl(self, x: torch.Tensor) -> torch.Tensor:
         return snake_channels_last(x, self.alpha)
 
-    def stream_cl(self, x: torch.Tensor, state: StreamState) -> torch.Tensor:
-        return snake_channels_last(x, self.alpha)
-
 
 def _relaid(param: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
     """``param.permute(order)`` contiguous, relaying ``param``'s storage in place the first time
@@ -203,21 +200,23 @@ class CausalConv1d(nn.Module):
             raise ValueError("only stride-1 ungrouped causal convs run channels-last")
         return _relaid(self.conv.weight, (2, 1, 0))
 
+    def _rows(self, x: torch.Tensor, left: int) -> torch.Tensor:
+        taps, dilation = self._taps(), self.conv.dilation[0]
+        return per_item(lambda item: causal_conv_rows(item, taps, self.conv.bias, dilation, left), x)
+
     def forward_cl(self, x: torch.Tensor) -> torch.Tensor:
         """:meth:`forward` on ``[B, L, C]`` (stride 1)."""
-        taps, dilation = self._taps(), self.conv.dilation[0]
-        return per_item(lambda item: causal_conv_rows(item, taps, self.conv.bias, dilation, self.padding), x)
+        return self._rows(x, self.padding)
 
     def stream_cl(self, x: torch.Tensor, state: StreamState) -> torch.Tensor:
         """:meth:`stream` on ``[B, n, C]``."""
-        taps, dilation = self._taps(), self.conv.dilation[0]
         if self.padding:
             past = state.get(self)
             if past is None:
                 past = x.new_zeros(x.shape[0], self.padding, x.shape[2])
             x = torch.cat((past, x), dim=1)
             state[self] = x[:, -self.padding:]
-        return per_item(lambda item: causal_conv_rows(item, taps, self.conv.bias, dilation, 0), x)
+        return self._rows(x, 0)
 
 
 class CausalConvTranspose1d(nn.Module):
@@ -326,25 +325,27 @@ def stream_sequential(modules: nn.Sequential | list[nn.Module], x: torch.Tensor,
 POINTWISE = (nn.Tanh, nn.Identity)
 
 
-def _channels_last(module: nn.Module, method: str) -> Callable[..., torch.Tensor] | None:
-    fn = getattr(module, method, None)
-    if fn is None and not isinstance(module, POINTWISE):
-        raise TypeError(f"{type(module).__name__} has no {method} and is not pointwise")
-    return fn
+def _forward_cl(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    fn = getattr(module, "forward_cl", None)
+    if fn is not None:
+        return fn(x)
+    if not isinstance(module, POINTWISE):
+        raise TypeError(f"{type(module).__name__} has no forward_cl and is not pointwise")
+    return module(x)
 
 
 def forward_channels_last(modules: nn.Sequential | list[nn.Module], x: torch.Tensor) -> torch.Tensor:
     """Run modules in order on ``x`` ``[B, L, C]`` with their ``forward_cl``."""
     for module in modules:
-        fn = _channels_last(module, "forward_cl")
-        x = fn(x) if fn is not None else module(x)
+        x = _forward_cl(module, x)
     return x
 
 
 def stream_channels_last(modules: nn.Sequential | list[nn.Module], x: torch.Tensor,
                          state: StreamState) -> torch.Tensor:
-    """:func:`stream_sequential` on ``x`` ``[B, n, C]`` with the modules' ``stream_cl``."""
+    """:func:`stream_sequential` on ``x`` ``[B, n, C]``: the modules' ``stream_cl``; modules that
+    keep no state (Snake, pointwise) run their ``forward_cl`` as they are."""
     for module in modules:
-        fn = _channels_last(module, "stream_cl")
-        x = fn(x, state) if fn is not None else module(x)
+        stream = getattr(module, "stream_cl", None)
+        x = stream(x, state) if stream is not None else _forward_cl(module, x)
     return x

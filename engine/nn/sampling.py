@@ -79,9 +79,10 @@ def legacy_top_k_top_p(scores: torch.Tensor, top_k: int | torch.Tensor, top_p: f
     out = scores.masked_fill(~keep, float("-inf"))
     if bool(undecided.any()):  # torch.sort's order of the tied scores decides; same sorted values
         rows = undecided.nonzero().flatten()
-        sorted_indices = torch.sort(scores[rows], descending=True, dim=-1).indices
+        tied = scores[rows]
+        sorted_indices = torch.sort(tied, descending=True, dim=-1).indices
         remove = _removed(sorted_indices, cumulative[rows], _rows_of(top_k, rows), _rows_of(top_p, rows))
-        out[rows] = scores[rows].masked_fill(remove, float("-inf"))
+        out[rows] = tied.masked_fill(remove, float("-inf"))
     return out
 
 
