@@ -131,6 +131,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--compute-dtype", default="auto")
     add_request_size(ap)
     ap.add_argument("--no-stream", action="store_true", help="skip the streaming (first audio) runs")
+    ap.add_argument("--session-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a session option of both sessions (repeatable), e.g. codec_dtype=bfloat16")
     args = ap.parse_args(argv)
     import torch
 
@@ -141,6 +143,7 @@ def main(argv: list[str]) -> int:
     family = args.family
     model = load(args.path, family=family)
     options = {} if args.compute_dtype == "auto" else {"compute_dtype": args.compute_dtype}
+    options.update(item.split("=", 1) for item in args.session_option)
     session = model.session("tts", **options)
     streaming = model.session("tts", "streaming", **options) if not args.no_stream else None
     clock = CodecClock(codec_of(family, model))
@@ -183,6 +186,7 @@ def main(argv: list[str]) -> int:
         "family": family, "path": str(args.path),
         "compute_dtype": str(getattr(session, "dtype", None) or getattr(
             getattr(session, "decoder", None), "compute_dtype", "")).removeprefix("torch."),
+        "session_options": options,
         "threads": torch.get_num_threads(), "baseline_rss": baseline, "rss_loaded": rss_loaded, "rows": rows,
         "loadavg": " ".join(f"{x:.1f}" for x in os.getloadavg()),
     }))

@@ -293,6 +293,8 @@ def main(argv: list[str]) -> int:
     add_request_size(ap)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--batch", type=int, default=1, help="requests run as one batch (run_batch)")
+    ap.add_argument("--session-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a session option (repeatable), e.g. codec_dtype=bfloat16")
     args = ap.parse_args(argv)
     if args.batch < 1:
         ap.error("--batch must be at least 1")
@@ -303,6 +305,7 @@ def main(argv: list[str]) -> int:
     rates = machine_rates(args.threads)
     model = load(args.path, family=args.family)
     options = {} if args.compute_dtype == "auto" else {"compute_dtype": args.compute_dtype}
+    options.update(item.split("=", 1) for item in args.session_option)
     session = model.session("tts", **options)
     batch = requests(args.family, args.batch, args)
 

@@ -36,6 +36,8 @@ StreamState = dict[Any, torch.Tensor]
 
 #: Output rows per GEMM block of the channels-last convs: the block and its inputs stay in L2.
 ROW_BLOCK = 4096
+#: Bytes of the gathered input block of :func:`causal_conv_rows_unfolded` (16-bit taps).
+UNFOLDED_BYTES = 1 << 23
 
 
 def snake(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
@@ -63,13 +65,19 @@ def snake_channels_last(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
 
 
 class Snake1d(activations.Snake1d):
-    """``activations.Snake1d`` (parameter ``alpha`` of shape ``[1, C, 1]``) computed by :func:`snake`."""
+    """``activations.Snake1d`` (parameter ``alpha`` of shape ``[1, C, 1]``) computed by :func:`snake`.
+
+    ``out_dtype`` (channels-last only): the dtype its output is rounded to, set where a conv with
+    16-bit weights takes it (the conv rounds its input to that dtype anyway)."""
+
+    out_dtype: torch.dtype | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return snake(x, self.alpha)
 
     def forward_cl(self, x: torch.Tensor) -> torch.Tensor:
-        return snake_channels_last(x, self.alpha)
+        y = snake_channels_last(x, self.alpha)
+        return y if self.out_dtype is None else y.to(self.out_dtype)
 
 
 def _relaid(param: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
@@ -94,7 +102,10 @@ def causal_conv_rows(x: torch.Tensor, taps: torch.Tensor, bias: torch.Tensor | N
                      left: int) -> torch.Tensor:
     """Stride-1 conv of ``x`` ``[L, C_in]`` after ``left`` implicit zero rows: ``[L + left - span, C_out]``
     with ``taps`` ``[k, C_in, C_out]``. Each block of output rows is one GEMM per tap, added in
-    place (the last tap, which covers every row, first)."""
+    place (the last tap, which covers every row, first). 16-bit taps take
+    :func:`causal_conv_rows_unfolded`."""
+    if taps.dtype in (torch.bfloat16, torch.float16):
+        return causal_conv_rows_unfolded(x, taps, bias, dilation, left)
     k, _, out_channels = taps.shape
     rows = x.shape[0] + left - (k - 1) * dilation
     out = x.new_empty(rows, out_channels)
@@ -117,6 +128,35 @@ def causal_conv_rows(x: torch.Tensor, taps: torch.Tensor, bias: torch.Tensor | N
     return out
 
 
+def causal_conv_rows_unfolded(x: torch.Tensor, taps: torch.Tensor, bias: torch.Tensor | None,
+                              dilation: int, left: int) -> torch.Tensor:
+    """:func:`causal_conv_rows` with 16-bit ``taps`` (``x`` float32 or in their dtype): each block
+    of rows gathers its ``k`` shifted inputs side by side in the taps' dtype (``[rows, k * C_in]``)
+    for one GEMM, so the taps and the bias are summed inside the GEMM (float32 accumulators) and
+    each output is rounded once, to the taps' dtype (what comes next computes in float32 from it)."""
+    k, in_channels, out_channels = taps.shape
+    rows = x.shape[0] + left - (k - 1) * dilation
+    out = taps.new_empty(rows, out_channels)
+    matrix = taps.reshape(k * in_channels, out_channels)
+    bias = None if bias is None else bias.to(taps.dtype)
+    block_rows = max(64, min(ROW_BLOCK, UNFOLDED_BYTES // (k * in_channels * taps.element_size())))
+    unfolded = taps.new_empty(min(rows, block_rows), k * in_channels)
+    for start in range(0, rows, block_rows):
+        end = min(rows, start + block_rows)
+        block, gathered = out[start:end], unfolded[:end - start]
+        for tap in range(k):
+            shift = tap * dilation - left
+            first = min(end, max(start, -shift))
+            columns = gathered[:, tap * in_channels:(tap + 1) * in_channels]
+            columns[:first - start].zero_()
+            columns[first - start:].copy_(x[first + shift:end + shift])
+        if bias is None:
+            torch.mm(gathered, matrix, out=block)
+        else:
+            torch.addmm(bias, gathered, matrix, out=block)
+    return out
+
+
 def causal_conv_transpose_rows(x: torch.Tensor, weights: torch.Tensor, bias: torch.Tensor | None,
                                stride: int, carry: torch.Tensor | None
                                ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -126,12 +166,13 @@ def causal_conv_transpose_rows(x: torch.Tensor, weights: torch.Tensor, bias: tor
     _, k, out_channels = weights.shape
     overlap = k - stride
     frames = x.shape[0]
-    out = x.new_empty(frames, stride, out_channels)
+    # float32 under 16-bit weights too: the overlaps are summed in it
+    out = x.new_empty(frames, stride, out_channels, dtype=torch.promote_types(x.dtype, torch.float32))
     matrix = weights.reshape(weights.shape[0], k * out_channels)
     block_frames = max(1, ROW_BLOCK // stride)
     for start in range(0, frames, block_frames):
         end = min(frames, start + block_frames)
-        taps = torch.mm(x[start:end], matrix).view(end - start, k, out_channels)
+        taps = torch.mm(x[start:end].to(matrix.dtype), matrix).view(end - start, k, out_channels)
         if bias is None:
             out[start:end] = taps[:, :stride]
         else:
@@ -140,9 +181,9 @@ def causal_conv_transpose_rows(x: torch.Tensor, weights: torch.Tensor, bias: tor
             out[start + 1:end, :overlap] += taps[:-1, stride:]
             if carry is not None:
                 out[start, :overlap] += carry
-            carry = taps[-1, stride:]
+            carry = taps[-1, stride:].to(out.dtype)
     if carry is None:
-        carry = x.new_zeros(overlap, out_channels)
+        carry = out.new_zeros(overlap, out_channels)
     return out.view(frames * stride, out_channels), carry
 
 

@@ -38,7 +38,7 @@ from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.tasks import Mode, Task
 from audiocpp.engine.voice_prompt import CodecPrompt
 
-from .codec import StreamingDecoder
+from .codec import Decoder, StreamingDecoder
 from .generate import DualARGenerator, SamplingOptions, prefill_tensors
 from .model.dual_ar import DualAR
 from .prompt_layout import PromptLayoutBuilder, Reference, Turn, word_budget_chunks
@@ -52,6 +52,7 @@ class Audio8LoadedModel(LoadedModel):
         self.config = parts.config
         self.sample_rate = parts.config.sample_rate
         self._models: dict[torch.dtype, DualAR] = {}
+        self._decoders: dict[torch.dtype, Decoder] = {parts.codec.decoder.dtype: parts.codec.decoder}
         packed = self.load_options.get("packed_linear")
         self.packed_linear = True if packed is None else bool(packed)
 
@@ -63,6 +64,14 @@ class Audio8LoadedModel(LoadedModel):
             model = self.parts.build_model(dtype, packed=self.packed_linear)
             self._models[dtype] = model
         return model
+
+    def decoder_for(self, dtype: torch.dtype) -> Decoder:
+        """The codec decoder computing in ``dtype`` (session option ``codec_dtype``): the loaded
+        float32 one, or a copy made on first use (bfloat16: half its size again in memory)."""
+        decoder = self._decoders.get(dtype)
+        if decoder is None:
+            decoder = self._decoders[dtype] = self.parts.codec.decoder.copy_in(dtype)
+        return decoder
 
     def _create_session(self, task: Task, mode: Mode, options: dict[str, Any]) -> Session:
         return Audio8Session(self, task, mode, options)
@@ -126,6 +135,7 @@ class Audio8Session(Session):
         self.generator = DualARGenerator(self.network)
         self.builder = PromptLayoutBuilder(model.parts.tokenizer, model.config)
         self.codec = model.parts.codec
+        self.decoder = model.decoder_for(torch_dtype(options.get("codec_dtype")))
 
     # -- validation -------------------------------------------------------------------------------
     def _validate(self, request: PreparedRequest) -> None:
@@ -213,7 +223,7 @@ class Audio8Session(Session):
             frames: list[torch.Tensor] = []
             pieces: list[np.ndarray] = []
             decoded = 0  # frames pushed through the streaming decoder
-            decoder = StreamingDecoder(self.codec) if request.streaming else None
+            decoder = StreamingDecoder(self.codec, self.decoder) if request.streaming else None
             finished = False
 
             def take(frame: torch.Tensor | None, frames: list[torch.Tensor] = frames,
@@ -257,8 +267,8 @@ class Audio8Session(Session):
     def _decode(self, codes: torch.Tensor) -> np.ndarray:
         if codes.shape[1] == 0:
             return np.zeros(0, np.float32)
-        return (self.codec.decode(codes[None].to(self.model.parts.device))[0, 0].to(torch.float32).cpu()
-                .numpy().copy())
+        audio = self.codec.decode(codes[None].to(self.model.parts.device), self.decoder)
+        return audio[0, 0].to(torch.float32).cpu().numpy().copy()
 
     def _push(self, decoder: StreamingDecoder, frames: list[torch.Tensor]) -> np.ndarray:
         codes = torch.stack(frames, dim=1)[None].to(self.model.parts.device)

@@ -126,3 +126,48 @@ def test_channels_last_refuses_what_it_cannot_run() -> None:
         CausalConv1d(2, 2, 4, stride=2).forward_cl(torch.randn(1, 8, 2))
     with pytest.raises(TypeError, match="not pointwise"):
         dac.forward_channels_last([nn.GELU()], torch.randn(1, 4, 2))
+
+
+def test_unfolded_bf16_conv_rounds_each_output_once(monkeypatch) -> None:
+    """16-bit taps: one GEMM per block over the gathered shifted inputs, so each output is the
+    float32 sum of the bf16-rounded products, rounded once to bf16 (several blocks, partial taps)."""
+    from audiocpp.engine.nn import dac
+
+    monkeypatch.setattr(dac, "UNFOLDED_BYTES", 64 * 7 * 5 * 2)  # 64-row blocks
+    torch.manual_seed(0)
+    x, taps, bias = torch.randn(300, 5), torch.randn(7, 5, 3), torch.randn(3)
+    for dilation, left in ((1, 6), (3, 18), (2, 0)):
+        got = dac.causal_conv_rows(x, taps.bfloat16(), bias, dilation, left)
+        # the same in float64 from the rounded operands
+        want = dac.causal_conv_rows(x.bfloat16().double(), taps.bfloat16().double(),
+                                    bias.bfloat16().double(), dilation, left)
+        assert got.dtype == torch.bfloat16 and got.shape == want.shape
+        error = (got.double() - want).abs()
+        assert error.le(want.abs() * 2 ** -8).all()  # within half a bf16 step of the exact sum
+        # and rounded to the nearest bf16 value except next to a rounding boundary
+        assert (got != want.bfloat16()).float().mean() <= 0.01
+
+
+def test_bf16_weights_run_channels_last_beside_float32_activations() -> None:
+    """A decoder-like stack whose convs hold bf16 weights and whose Snakes round their outputs
+    to bf16 (``Decoder.copy_in``'s layout: the last Snake and conv stay float32) gives float32
+    audio close to the float32 stack's, offline and streamed."""
+    from audiocpp.engine.nn import dac
+
+    seq = _decoder_like()
+    x = torch.randn(1, 40, 6)
+    with torch.no_grad():
+        exact = dac.forward_channels_last(seq, x)
+        for module in seq[:-3].modules():
+            if isinstance(module, (CausalConv1d, CausalConvTranspose1d)):
+                module.conv.weight.data = module.conv.weight.data.bfloat16()
+            elif isinstance(module, dac.Snake1d):
+                module.out_dtype = torch.bfloat16
+        low = dac.forward_channels_last(seq, x)
+        state: dict = {}
+        pieces = [dac.stream_channels_last(seq, x[:, a:b], state) for a, b in ((0, 7), (7, 40))]
+        streamed = torch.cat(pieces, 1)
+    assert low.dtype == streamed.dtype == torch.float32 and low.shape == streamed.shape == exact.shape
+    cosine = torch.nn.functional.cosine_similarity
+    assert cosine(low.flatten(), exact.flatten(), 0) >= 0.999  # 0.99990 measured (weights N(0, 0.3))
+    assert cosine(streamed.flatten(), low.flatten(), 0) >= 0.999

@@ -104,6 +104,8 @@ def main(argv: list[str]) -> int:
                         "--frames per request (default 48), --weights (default q8_0,f32)")
     parser.add_argument("--backbone", choices=["qwen", "falcon_h1"], default="qwen",
                         help="with --batch / --profile: the 0.6B (qwen) or the 0.1B (falcon_h1) slow AR")
+    parser.add_argument("--codec-dtype", choices=["float32", "bfloat16"], default="float32",
+                        help="with --batch / --profile: the session option codec_dtype")
     parser.add_argument("--profile", action="store_true",
                         help="where one request's time goes, stage by stage (tools/profile_bench.py); "
                         "--frames (default 48), --weights (default f32,q8_0); "
@@ -115,6 +117,7 @@ def main(argv: list[str]) -> int:
         from tools.audio8_tts.bench_falcon import write_pipeline_folder
 
         folder, label = write_pipeline_folder(bench_dir() / "audio8-0.1b-real", folder), "audio8_tts-0.1b"
+    codec_option = ["--session-option", f"codec_dtype={args.codec_dtype}"]
     if args.profile:
         from tools.profile_bench import Options as ProfileOptions
         from tools.profile_bench import profile_batch
@@ -122,7 +125,7 @@ def main(argv: list[str]) -> int:
 
         frames = args.frames if "--frames" in argv else 48
         opts = ProfileOptions(args.weights or "f32,q8_0", int(args.threads.split(",")[0]), args.repeats,
-                              profile_batch(args.batch), ["--frames", str(frames)])
+                              profile_batch(args.batch), ["--frames", str(frames), *codec_option])
         run_profile("audio8_tts", folder, opts, label=label)
         return 0
     if args.batch:
@@ -132,7 +135,7 @@ def main(argv: list[str]) -> int:
         frames = args.frames if "--frames" in argv else 48
         run_batch("audio8_tts", folder, BatchOptions(args.batch, args.weights or "q8_0,f32",
                                                      int(args.threads.split(",")[0]),
-                                                     ["--frames", str(frames)]),
+                                                     ["--frames", str(frames), *codec_option]),
                   label=label)
         return 0
     if args.weights:
