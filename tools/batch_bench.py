@@ -62,8 +62,8 @@ def print_table(name: str, r: dict) -> None:
     gib = 2**30
     options = r.get("session_options", {})
     extra = "".join(f", {k}={v}" for k, v in options.items() if k != "compute_dtype")
-    print(f"\n== {name}, {r['weights']} (compute {r['compute_dtype']}{extra}), real-size dims, random weights, "
-          f"{r['threads']} thread(s); ratios against the same B requests one after another")
+    print(f"\n== {name}, {r['weights']} (compute {r['compute_dtype']}{extra}), real-size dims, "
+          f"random weights, {r['threads']} thread(s); ratios against the same B requests one after another")
     print(f"{'B':>3s} {'audio s':>7s} {'seq wall':>9s} {'batch wall':>10s} {'throughput':>10s} "
           f"{'gen stage':>9s} {'codec seq/batch s':>17s} {'RTF/request seq->batch':>23s} "
           f"{'first audio alone->batch med/max':>33s} {'peak RSS':>9s} {'exact':>14s}")
