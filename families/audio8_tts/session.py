@@ -52,7 +52,7 @@ class Audio8LoadedModel(LoadedModel):
         self.config = parts.config
         self.sample_rate = parts.config.sample_rate
         self._models: dict[torch.dtype, DualAR] = {}
-        self._decoders: dict[torch.dtype, Decoder] = {parts.codec.decoder.dtype: parts.codec.decoder}
+        self._decoders: dict[torch.dtype, Decoder] = {}
         packed = self.load_options.get("packed_linear")
         self.packed_linear = True if packed is None else bool(packed)
 

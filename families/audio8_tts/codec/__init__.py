@@ -126,9 +126,9 @@ class Decoder(nn.Module):
         return stream_channels_last(self.model, x.transpose(1, 2).contiguous(), state).transpose(1, 2)
 
     def copy_in(self, dtype: torch.dtype) -> Decoder:
-        """A copy whose convolutions multiply in ``dtype`` (``codec_dtype=bfloat16``: about 2.5x
-        faster on CPUs with bf16 units; drift in docs/families/audio8_tts.md); this decoder itself
-        when they already do."""
+        """A copy whose convolutions multiply in ``dtype`` (``codec_dtype=bfloat16``: about 1.6x
+        faster decoding on CPUs with bf16 units; drift in docs/families/audio8_tts.md); this decoder
+        itself when they already do."""
         if dtype == self.dtype:
             return self
         with torch.inference_mode(False), torch.no_grad():  # plain tensors: dac relays them in place
@@ -172,8 +172,8 @@ class ArkttsCodec(nn.Module):
 
     @torch.inference_mode()
     def decode(self, codes: torch.Tensor, decoder: Decoder | None = None) -> torch.Tensor:
-        """Audio ``[B, 1, 2048 * T]`` of codes ``[B, 10, T]`` (in the dtype of ``decoder``: default
-        this codec's float32 one, or one of its :meth:`Decoder.copy_in`)."""
+        """Audio ``[B, 1, 2048 * T]`` of codes ``[B, 10, T]`` by ``decoder`` (default: this codec's
+        float32 one; or one of its :meth:`Decoder.copy_in`, whose audio is float32 on the CPU)."""
         if codes.ndim != 3 or codes.shape[1] != self.cfg.num_codebooks:
             raise ValueError(f"codes must have shape [B, {self.cfg.num_codebooks}, T], "
                              f"got {tuple(codes.shape)}")
