@@ -220,11 +220,10 @@ def text_in_run(url: str, wyoming_port: int | None, body: dict, chars_per_s: flo
         print(f"  {way:30s} {_quantile(values, 0.5):7.2f} ({values[0]:.2f}-{values[-1]:.2f})")
 
 
-def start_server(models: list[str], max_batch: int, clients: int,
-                 extra: list[str]) -> tuple[subprocess.Popen, str]:
+def start_server(models: list[str], max_batch: int, clients: int, extra: list[str],
+                 voices: str) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     exe = Path(sys.executable).parent / "audiocpp"
-    voices = tempfile.mkdtemp(prefix="audiocpp-bench-voices-")
     cmd = [str(exe), "serve", "--port", str(port), "--voices-dir", voices, "--max-batch", str(max_batch),
            "--max-concurrency", str(max(max_batch, clients)), "--max-queue", str(max(16, clients)), *extra]
     for model in models:
@@ -281,13 +280,14 @@ def main(argv: list[str] | None = None) -> None:
     if urls and len(urls) != len(batches):
         raise SystemExit("give one --url per --max-batch value")
     wyoming_port = args.wyoming_port
+    voices = tempfile.TemporaryDirectory(prefix="audiocpp-bench-voices-")
     if not urls:
         for i, max_batch in enumerate(batches):
             extra = list(args.serve_arg)
             if args.text_in and i == 0:
                 wyoming_port = _free_port()
                 extra += ["--wyoming-port", str(wyoming_port)]
-            proc, url = start_server(args.model, max_batch, max(counts, default=1), extra)
+            proc, url = start_server(args.model, max_batch, max(counts, default=1), extra, voices.name)
             procs.append(proc)
             urls.append(url)
     try:
@@ -322,6 +322,7 @@ def main(argv: list[str] | None = None) -> None:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        voices.cleanup()
 
 
 if __name__ == "__main__":

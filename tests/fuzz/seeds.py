@@ -6,8 +6,10 @@ in a private temporary folder.
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
+import shutil
 import tempfile
 from functools import cache
 from pathlib import Path
@@ -15,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 _ROOT = Path(tempfile.mkdtemp(prefix="audiocpp-fuzz-seeds-"))
+atexit.register(shutil.rmtree, _ROOT, ignore_errors=True)
 
 
 def _tensors() -> dict[str, np.ndarray]:
