@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import activations
+from .snake_kernel import snake_fused, snake_passes
 
 StreamState = dict[Any, torch.Tensor]
 
@@ -53,15 +54,16 @@ def snake(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
     return out.reshape(shape)
 
 
-def snake_channels_last(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
-    """:func:`snake` of ``x`` ``[..., C]`` (the same operations per element)."""
-    alpha = alpha.reshape(-1)
-    out = torch.mul(alpha, x)
-    out.sin_()
-    out.pow_(2)
-    out.mul_((alpha + 1e-9).reciprocal())
-    out.add_(x)
-    return out
+def snake_channels_last(x: torch.Tensor, alpha: torch.Tensor,
+                        out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """:func:`snake` of ``x`` ``[..., C]`` (the same operations per element), rounded to
+    ``out_dtype`` when given: one pass of the Snake kernel on the CPU (``engine.nn.snake_kernel``,
+    the same numbers), else torch's passes."""
+    fused = snake_fused(x, alpha, out_dtype)
+    if fused is not None:
+        return fused
+    out = snake_passes(x, alpha)
+    return out if out_dtype is None else out.to(out_dtype)
 
 
 class Snake1d(activations.Snake1d):
@@ -76,8 +78,7 @@ class Snake1d(activations.Snake1d):
         return snake(x, self.alpha)
 
     def forward_cl(self, x: torch.Tensor) -> torch.Tensor:
-        y = snake_channels_last(x, self.alpha)
-        return y if self.out_dtype is None else y.to(self.out_dtype)
+        return snake_channels_last(x, self.alpha, self.out_dtype)
 
 
 def _relaid(param: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:

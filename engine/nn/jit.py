@@ -53,7 +53,8 @@ class Kernel:
     for ``isa``: pairs of (the CPU flag as ``/proc/cpuinfo`` names it, the compiler flag), the one
     table of the instruction sets it needs. ``switch``: the environment variable that turns it off
     with ``0``; ``torch_avx512``: also requires torch's own kernels to run AVX-512 (a process held
-    to a lower ``ATEN_CPU_CAPABILITY`` keeps torch's kernels)."""
+    to a lower ``ATEN_CPU_CAPABILITY`` keeps torch's kernels); ``options``: further compiler flags
+    (``-ffp-contract=off`` where the kernel must round as torch's separate passes do)."""
 
     name: str
     source: str
@@ -61,6 +62,7 @@ class Kernel:
     isa: tuple[tuple[str, str], ...]
     switch: str | None = None
     torch_avx512: bool = False
+    options: tuple[str, ...] = ()
 
     @property
     def cpu_flags(self) -> tuple[str, ...]:
@@ -68,7 +70,7 @@ class Kernel:
 
     @property
     def cflags(self) -> list[str]:
-        return ["-O3", *(option for _, option in self.isa), "-fopenmp"]
+        return ["-O3", *(option for _, option in self.isa), *self.options, "-fopenmp"]
 
     @property
     def ldflags(self) -> list[str]:

@@ -9,7 +9,9 @@ the file, the functions bound, the one table of instruction sets) and loaded by 
 - ``q8_0_linear.cpp``: Q8_0 / Q4_0 blocks times int8 rows per block (``engine.nn.q8_0_linear``;
   AVX512-VNNI; ``AUDIOCPP_Q8_0_KERNEL=0`` turns it off);
 - ``bf16_linear.cpp``: float32 math over bfloat16-held weights (``engine.nn.bf16_linear``; AVX-512;
-  ``AUDIOCPP_BF16_LINEAR=0``).
+  ``AUDIOCPP_BF16_LINEAR=0``);
+- ``snake.cpp``: Snake in one pass, torch's numbers bit for bit (``engine.nn.snake_kernel``;
+  AVX-512; ``AUDIOCPP_SNAKE_KERNEL=0``).
 
 Builds are cached in torch's extension folder (``TORCH_EXTENSIONS_DIR``) under a name that hashes
 the source, the flags and torch's version, so one build serves every later process on the machine.
@@ -26,7 +28,8 @@ from typing import Any
 from .. import jit
 
 #: The modules that declare a kernel (``KERNEL``) and load it (``kernel()``), in build order.
-MODULES = ("audiocpp.engine.nn.q8_0_linear", "audiocpp.engine.nn.bf16_linear")
+MODULES = ("audiocpp.engine.nn.q8_0_linear", "audiocpp.engine.nn.bf16_linear",
+           "audiocpp.engine.nn.snake_kernel")
 
 
 @dataclass(frozen=True)
