@@ -351,11 +351,15 @@ class DecoderStack:
                 cache: DecoderCache, slot: int) -> torch.Tensor:
         t = q.shape[2]
         keys, values = cache.keys[i], cache.values[i]
-        keys[:, :, slot:slot + t] = k
+        k = k.to(keys.dtype)
+        eager = self.cfg.attention == "eager"
+        # the grouped steps' keys are kept scaled by SDPA's factor: the product each step would take
+        # of the whole cache (the same rounding, once per key instead of once per step)
+        keys[:, :, slot:slot + t] = k if eager else k * self.key_scale
         values[:, :, slot:slot + t] = v
         if mask is not None:  # prefill: the written prefix, as the reference caches return it
-            return self._attend_prefill(q, keys[:, :, :t], values[:, :, :t], mask)
-        if self.cfg.attention == "eager":  # fish-speech's fast AR: a cache of ten slots
+            return self._attend_prefill(q, k, values[:, :, :t], mask)
+        if eager:  # fish-speech's fast AR: a cache of ten slots
             return self._attend_eager(q, keys, values, cache.valid[:, None, None, :])
         # a step attends over the slots written so far (the rest is masked): the work grows with
         # the sequence, not with the cache's capacity. (The eager path keeps the whole cache: its
@@ -379,14 +383,19 @@ class DecoderStack:
         scores = scores.masked_fill(~mask, float("-inf"))
         return torch.softmax(scores, dim=-1) @ v
 
+    @property
+    def key_scale(self) -> float:
+        """SDPA's math backend scales queries and keys each by ``sqrt(1 / sqrt(head_dim))``."""
+        return math.sqrt(1.0 / math.sqrt(self.cfg.head_dim))
+
     def _attend_grouped(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                         mask_add: torch.Tensor | None = None) -> torch.Tensor:
-        """SDPA math-backend arithmetic over the whole cache, grouped heads not repeated."""
+        """SDPA math-backend arithmetic over the whole cache, grouped heads not repeated; ``k`` is
+        already scaled by :attr:`key_scale` (as the cache keeps it)."""
         cfg = self.cfg
         b, _, t, d = q.shape
-        factor = math.sqrt(1.0 / math.sqrt(d))
-        qg = (q * factor).reshape(b, cfg.n_kv_head, cfg.n_rep * t, d)
-        scores = qg @ (k * factor).transpose(-2, -1)
+        qg = (q * self.key_scale).reshape(b, cfg.n_kv_head, cfg.n_rep * t, d)
+        scores = qg @ k.transpose(-2, -1)
         scores.add_(self.mask_add if mask_add is None else mask_add)
         out = torch.softmax(scores, dim=-1) @ v
         return out.view(b, cfg.n_head, t, d)

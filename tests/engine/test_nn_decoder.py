@@ -109,7 +109,7 @@ def test_grouped_step_matches_sdpa_math_backend() -> None:
     k, v = torch.randn(1, 2, 9, 8), torch.randn(1, 2, 9, 8)
     stack.mask_add.fill_(float("-inf"))
     stack.mask_add[..., :6] = 0
-    got = stack._attend_grouped(q, k, v)
+    got = stack._attend_grouped(q, k * stack.key_scale, v)
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     with sdpa_kernel(SDPBackend.MATH):
