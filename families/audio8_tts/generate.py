@@ -30,6 +30,7 @@ import torch
 
 from audiocpp.engine.batching import Op
 from audiocpp.engine.errors import UsageError
+from audiocpp.engine.nn.column_sampling import ScoreColumns
 from audiocpp.engine.nn.sampling import as_threshold, exponential_race, legacy_top_k_top_p
 
 from .config import Audio8Config
@@ -129,11 +130,12 @@ class SemanticScorer:
         self.compact_head = model.slow.head == "compact"
         self.full_vocab = full_vocab and not self.compact_head
         vocab = cfg.vocab_size
-        if self.compact_head:
-            self.columns = None
-        else:  # vocabulary ids of the compact scores: semantic ids, then EOS
+        self.columns = self.space = None
+        if not self.compact_head:  # vocabulary ids of the compact scores: semantic ids, then EOS
             self.columns = torch.cat((torch.arange(cfg.semantic_begin_id, cfg.semantic_end_id + 1),
                                       torch.tensor([cfg.eos_token_id])))
+            if not self.full_vocab:  # draws over the whole vocabulary without building it
+                self.space = ScoreColumns.of(self.columns, vocab)
         self.vocab = vocab
 
     # -- ids ----------------------------------------------------------------------------------
@@ -175,20 +177,21 @@ class SemanticScorer:
 
     def full(self, scores: torch.Tensor) -> torch.Tensor:
         """Scores over the head's index space as upstream holds them (the vocabulary for 0.6B)."""
-        if self.compact_head or self.full_vocab:
-            return scores
-        out = torch.full((scores.shape[0], self.vocab), float("-inf"), dtype=scores.dtype,
-                         device=scores.device)
-        out[:, self.columns.to(scores.device)] = scores
-        return out
+        return scores if self.space is None else self.space.whole(scores)
 
     def sample(self, scores: torch.Tensor, generator: torch.Generator | None | list[torch.Generator | None]
                ) -> torch.Tensor:
-        """One draw per row: from one generator, or from each row's own (a list)."""
+        """One draw per row: from one generator, or from each row's own (a list). Over the whole
+        vocabulary as upstream draws, computed on the compact columns where that is exact here
+        (``engine.nn.column_sampling``)."""
+        if self.space is not None:
+            drawn = self.space.race(scores, generator)
+            if drawn is not None:
+                return drawn
         return exponential_race(self.full(scores), generator)
 
     def argmax(self, scores: torch.Tensor) -> torch.Tensor:
-        return self.full(scores).argmax(dim=-1)
+        return self.full(scores).argmax(dim=-1) if self.space is None else self.space.argmax(scores)
 
 
 class DualARGenerator:
