@@ -22,10 +22,7 @@ from __future__ import annotations
 import torch
 
 from . import rng
-from .sampling import exponential_race
-
-#: The window's ends are multiples of this many entries (a whole number of vector lanes).
-ALIGN = 64
+from .sampling import ALIGN, exponential_race
 
 
 class ScoreColumns:
