@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import row_attention
 from .attention import repeat_kv
 from .norm import RMSNorm
 from .rope import apply_interleaved_rope, apply_rotary, interleaved_rope_table, rope_inv_freq
@@ -342,10 +343,20 @@ class DecoderStack:
         if len(caches) == 1:  # every row in one cache
             out = self._attend(i, q, k, v, mask, caches[0], slots[0])
         else:
-            out = torch.cat([self._attend(i, q[r:r + 1], k[r:r + 1], v[r:r + 1], None, cache, slot)
-                             for r, (cache, slot) in enumerate(zip(caches, slots))])
+            out = self._attend_rows(i, q, k, v, caches, slots)
         out = out.transpose(1, 2).contiguous().view(b, t, cfg.n_head * cfg.head_dim)
         return layer.mlp_block(x + attn.output(out))
+
+    def _attend_rows(self, i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     caches: list[DecoderCache], slots: list[int]) -> torch.Tensor:
+        """Each row over its own cache, as :meth:`_attend` alone; in one C++ call on the CPU
+        (``engine.nn.row_attention``: the same ATen calls, so the same bits)."""
+        op = row_attention.kernel() if self.cfg.attention != "eager" and q.device.type == "cpu" else None
+        if op is None:
+            return torch.cat([self._attend(i, q[r:r + 1], k[r:r + 1], v[r:r + 1], None, cache, slot)
+                              for r, (cache, slot) in enumerate(zip(caches, slots))])
+        return op(q, k, v, [c.keys for c in caches], [c.values for c in caches], [c.mask_add for c in caches],
+                  i, slots, self.key_scale, self.cfg.n_kv_head, self.cfg.n_rep)
 
     def _attend(self, i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
                 cache: DecoderCache, slot: int) -> torch.Tensor:

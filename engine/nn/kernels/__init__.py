@@ -13,7 +13,9 @@ the file, the functions bound, the one table of instruction sets) and loaded by 
 - ``snake.cpp``: Snake in one pass, torch's numbers bit for bit (``engine.nn.snake_kernel``;
   AVX-512; ``AUDIOCPP_SNAKE_KERNEL=0``);
 - ``mt19937.cpp``: torch's CPU random stream advanced, only the kept uniforms made
-  (``engine.nn.rng``; AVX-512; ``AUDIOCPP_RNG_KERNEL=0``).
+  (``engine.nn.rng``; AVX-512; ``AUDIOCPP_RNG_KERNEL=0``);
+- ``row_attention.cpp``: a continuous batch's per-row decode attention as the Python loop's ATen
+  calls, from C++ (``engine.nn.row_attention``; any CPU; ``AUDIOCPP_ROW_ATTENTION=0``).
 
 Builds are cached in torch's extension folder (``TORCH_EXTENSIONS_DIR``) under a name that hashes
 the source, the flags and torch's version, so one build serves every later process on the machine.
@@ -31,7 +33,7 @@ from .. import jit
 
 #: The modules that declare a kernel (``KERNEL``) and load it (``kernel()``), in build order.
 MODULES = ("audiocpp.engine.nn.q8_0_linear", "audiocpp.engine.nn.bf16_linear",
-           "audiocpp.engine.nn.snake_kernel", "audiocpp.engine.nn.rng")
+           "audiocpp.engine.nn.snake_kernel", "audiocpp.engine.nn.rng", "audiocpp.engine.nn.row_attention")
 
 
 @dataclass(frozen=True)
