@@ -12,6 +12,9 @@ options, so every request has the same length; seeds differ); printed per server
   and p99;
 - the ratio of requests/s against the first ``--max-batch`` value (the baseline) at that client count.
 
+``--rounds N`` measures every client count N times, the servers' order reversed every other round
+(a host whose speed drifts then favours neither), and ends with each ratio's median and range.
+
 ``--first-audio`` also times one long text offline against streamed (the first chunk), on the
 first server. Text: a short sentence per request (``--text``).
 
@@ -255,6 +258,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-batch", default="1,8",
                         help="comma-separated --max-batch values; the first is the baseline")
     parser.add_argument("--requests", type=int, default=2, help="requests per client")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="runs of every client count, the servers' order alternating from round to "
+                             "round; with more than one, the ratios' median and range are printed")
     parser.add_argument("--option", action="append", default=[], help="request option key=value (repeatable)")
     parser.add_argument("--serve-arg", action="append", default=[],
                         help="extra argument for the started servers")
@@ -302,14 +308,30 @@ def main(argv: list[str] | None = None) -> None:
             text_in_run(urls[0], wyoming_port, body, args.chars_per_s, args.repeats)
         if counts:
             print(f"{'clients':>7s} {'max-batch':>9s} {'req/s':>7s} {'audio s/s':>9s} "
-                  f"{'latency p50/p99 s':>18s} {'first audio p50/p99 s':>22s} {'vs baseline':>11s}")
-        for clients in counts:
-            rows = [clients_run(url, body, clients, args.requests) for url in urls]
-            for max_batch, row in zip(batches, rows):
-                ratio = row["requests_per_s"] / rows[0]["requests_per_s"]
-                print(f"{clients:7d} {max_batch:9d} {row['requests_per_s']:7.3f} {row['audio_per_s']:9.3f} "
-                      f"{row['latency_p50']:8.2f} / {row['latency_p99']:<8.2f} {row['first_p50']:9.2f} / "
-                      f"{row['first_p99']:<10.2f} {ratio:10.2f}x", flush=True)
+                  f"{'latency p50/p99 s':>18s} {'first audio p50/p99 s':>22s} {'vs baseline':>11s}"
+                  + ("  round" if args.rounds > 1 else ""))
+        ratios: dict[tuple[int, int], list[float]] = {}
+        for round_ in range(args.rounds):
+            for clients in counts:
+                order = list(range(len(urls)))
+                if round_ % 2:  # alternate which server goes first: a drifting host favours neither
+                    order.reverse()
+                measured = {i: clients_run(urls[i], body, clients, args.requests) for i in order}
+                rows = [measured[i] for i in range(len(urls))]
+                for max_batch, row in zip(batches, rows):
+                    ratio = row["requests_per_s"] / rows[0]["requests_per_s"]
+                    ratios.setdefault((clients, max_batch), []).append(ratio)
+                    print(f"{clients:7d} {max_batch:9d} {row['requests_per_s']:7.3f} "
+                          f"{row['audio_per_s']:9.3f} {row['latency_p50']:8.2f} / {row['latency_p99']:<8.2f} "
+                          f"{row['first_p50']:9.2f} / {row['first_p99']:<10.2f} {ratio:10.2f}x"
+                          + (f"  {round_ + 1}" if args.rounds > 1 else ""), flush=True)
+        if args.rounds > 1:
+            print("requests/s against the baseline, median (range) of the rounds:")
+            for (clients, max_batch), values in ratios.items():
+                if max_batch != batches[0]:
+                    values = sorted(values)
+                    print(f"  {clients} clients, --max-batch {max_batch}: {_quantile(values, 0.5):.2f}x "
+                          f"({values[0]:.2f}-{values[-1]:.2f}x)")
         if args.first_audio:
             long = {**body, "input": LONG_TEXT, "seed": 1}
             streamed = one_request(urls[0], long)
