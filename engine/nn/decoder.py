@@ -350,13 +350,14 @@ class DecoderStack:
     def _attend_rows(self, i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      caches: list[DecoderCache], slots: list[int]) -> torch.Tensor:
         """Each row over its own cache, as :meth:`_attend` alone; in one C++ call on the CPU
-        (``engine.nn.row_attention``: the same ATen calls, so the same bits)."""
-        op = row_attention.kernel() if self.cfg.attention != "eager" and q.device.type == "cpu" else None
-        if op is None:
+        (``engine.nn.row_attention``: the same ATen calls as its Python loop, so the same bits)."""
+        if self.cfg.attention == "eager":
             return torch.cat([self._attend(i, q[r:r + 1], k[r:r + 1], v[r:r + 1], None, cache, slot)
                               for r, (cache, slot) in enumerate(zip(caches, slots))])
-        return op(q, k, v, [c.keys for c in caches], [c.values for c in caches], [c.mask_add for c in caches],
-                  i, slots, self.key_scale, self.cfg.n_kv_head, self.cfg.n_rep)
+        op = row_attention.kernel() if q.device.type == "cpu" else None
+        return (op or row_attention.attend_rows_python)(
+            q, k, v, [c.keys for c in caches], [c.values for c in caches], [c.mask_add for c in caches],
+            i, slots, self.key_scale, self.cfg.n_kv_head, self.cfg.n_rep)
 
     def _attend(self, i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
                 cache: DecoderCache, slot: int) -> torch.Tensor:

@@ -35,35 +35,41 @@ def kernel() -> Any | None:
     return module.attend_rows
 
 
-def _agrees(op: Callable[..., torch.Tensor]) -> bool:
-    """Whether ``op`` gives ``DecoderStack``'s row loop's outputs and caches, bit for bit."""
-    from .decoder import DecoderCache, DecoderConfig, DecoderStack
+def attend_rows_python(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keys: list[torch.Tensor],
+                       values: list[torch.Tensor], masks: list[torch.Tensor], layer: int, slots: list[int],
+                       scale: float, n_kv: int, n_rep: int) -> torch.Tensor:
+    """The loop the kernel runs, in Python (``DecoderStack``'s fallback): row ``r`` writes this
+    step's keys (scaled by ``scale``) and values at slot ``slots[r]`` of layer ``layer`` of its cache
+    ``keys[r]`` / ``values[r]`` (``[layers, 1, H_kv, S, D]``) and attends over its filled slots with
+    its additive mask ``masks[r]`` (``[1, 1, 1, S]``), SDPA's math-backend arithmetic on grouped heads."""
+    t, d = q.shape[2], q.shape[3]
+    outs = []
+    for r, slot in enumerate(slots):
+        cached_keys, cached_values = keys[r][layer], values[r][layer]
+        cached_keys[:, :, slot:slot + t] = k[r:r + 1].to(cached_keys.dtype) * scale
+        cached_values[:, :, slot:slot + t] = v[r:r + 1]
+        end = slot + t
+        grouped = (q[r:r + 1] * scale).reshape(1, n_kv, n_rep * t, d)
+        scores = grouped @ cached_keys[:, :, :end].transpose(-2, -1)
+        scores.add_(masks[r][..., :end])
+        outs.append((torch.softmax(scores, dim=-1) @ cached_values[:, :, :end]).view(1, q.shape[1], t, d))
+    return torch.cat(outs)
 
-    cfg = DecoderConfig(dim=64, n_head=4, n_kv_head=2, head_dim=16, intermediate_size=8)
-    stack = DecoderStack(torch.nn.ModuleList(), cfg, max_positions=64)
+
+def _agrees(op: Callable[..., torch.Tensor]) -> bool:
+    """Whether ``op`` gives :func:`attend_rows_python`'s outputs and cache writes, bit for bit."""
     source = torch.Generator().manual_seed(0)
     slots = [3, 17, 39]
-
-    def caches(dtype: torch.dtype) -> list[DecoderCache]:
-        out = []
-        for slot in slots:
-            cache = DecoderCache(2, cfg, 1, 40, dtype=dtype, device=torch.device("cpu"))
-            fill = torch.Generator().manual_seed(slot)
-            cache.keys.copy_(torch.randn(cache.keys.shape, generator=fill))
-            cache.values.copy_(torch.randn(cache.values.shape, generator=fill))
-            cache.mark(0, torch.ones(1, slot + 1))
-            out.append(cache)
-        return out
-
     for dtype in (torch.float32, torch.bfloat16):
         q, k, v = (torch.randn(len(slots), h, 1, 16, generator=source).to(dtype) for h in (4, 2, 2))
-        mine, theirs = caches(dtype), caches(dtype)
-        got = op(q, k, v, [c.keys for c in mine], [c.values for c in mine], [c.mask_add for c in mine], 1,
-                 slots, stack.key_scale, 2, 2)
-        want = torch.cat([stack._attend(1, q[r:r + 1], k[r:r + 1], v[r:r + 1], None, cache, slot)
-                          for r, (cache, slot) in enumerate(zip(theirs, slots))])
-        same = all(torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
-                   for a, b in zip(mine, theirs))
-        if not (torch.equal(got, want) and same):
+        caches = [torch.randn(2, 2, 1, 2, 40, 16, generator=source).to(dtype) for _ in slots]  # keys, values
+        masks = [torch.zeros(1, 1, 1, 40, dtype=dtype) for _ in slots]
+        for mask, slot in zip(masks, slots):
+            mask[..., slot + 1:] = float("-inf")
+        mine = [c.clone() for c in caches]
+        got = op(q, k, v, [c[0] for c in mine], [c[1] for c in mine], masks, 1, slots, 0.42, 2, 2)
+        want = attend_rows_python(q, k, v, [c[0] for c in caches], [c[1] for c in caches], masks, 1, slots,
+                                  0.42, 2, 2)
+        if not (torch.equal(got, want) and all(torch.equal(a, b) for a, b in zip(mine, caches))):
             return False
     return True
