@@ -5,7 +5,8 @@
 value (all at once, so they load once and take turns), or measures running servers given with
 ``--url`` (one per ``--max-batch`` value, in the same order). For each client count, each server in
 turn gets ``clients`` clients that each send ``--requests`` streaming requests back to back (fixed
-options, so every request has the same length; seeds differ); printed per server:
+options, so every request has the same length; seeds differ; ``--offline``: plain POSTs, each
+synthesized offline and sent whole); printed per server:
 
 - requests/s and seconds of audio per second of wall;
 - latency (request sent to its last byte) and time to first audio (to its first audio byte), p50
@@ -32,6 +33,7 @@ import argparse
 import asyncio
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -56,12 +58,16 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def one_request(url: str, body: dict, *, first_only: bool = False) -> dict[str, float]:
-    """One streamed request: seconds to the first audio byte and to the last, and the audio seconds
-    (``first_only``: hang up at the first audio, which cancels the rest on the server)."""
+def one_request(url: str, body: dict, *, first_only: bool = False, stream: bool = True) -> dict[str, float]:
+    """One request: seconds to the first audio byte and to the last, and the audio seconds
+    (``first_only``: hang up at the first audio, which cancels the rest on the server). Streamed
+    (``stream_format=audio``: the family's streaming mode), or with ``stream=False`` a plain POST
+    (offline synthesis: the whole body comes at the end)."""
     import httpx
 
-    payload = {**body, "response_format": "pcm", "stream_format": "audio"}
+    payload = {**body, "response_format": "pcm"}
+    if stream:
+        payload["stream_format"] = "audio"
     t0 = time.perf_counter()
     first, size = None, 0
     with httpx.stream("POST", url + "/v1/audio/speech", json=payload, timeout=1800) as r:
@@ -79,8 +85,9 @@ def one_request(url: str, body: dict, *, first_only: bool = False) -> dict[str, 
     return {"first": first if first is not None else total, "total": total, "audio_s": size / 2 / rate}
 
 
-def clients_run(url: str, body: dict, clients: int, requests: int) -> dict[str, float]:
-    """``clients`` clients, each sending ``requests`` requests back to back."""
+def clients_run(url: str, body: dict, clients: int, requests: int, *,
+                stream: bool = True) -> dict[str, float]:
+    """``clients`` clients, each sending ``requests`` requests back to back (:func:`one_request`)."""
     runs: list[dict[str, float]] = []
     errors: list[str] = []
     lock = threading.Lock()
@@ -90,7 +97,8 @@ def clients_run(url: str, body: dict, clients: int, requests: int) -> dict[str, 
         barrier.wait()
         for n in range(requests):
             try:
-                run = one_request(url, {**body, "input": TEXTS[(i + n) % len(TEXTS)], "seed": 1000 * i + n})
+                run = one_request(url, {**body, "input": TEXTS[(i + n) % len(TEXTS)], "seed": 1000 * i + n},
+                                  stream=stream)
             except RuntimeError as error:
                 with lock:
                     errors.append(str(error))
@@ -264,6 +272,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--option", action="append", default=[], help="request option key=value (repeatable)")
     parser.add_argument("--serve-arg", action="append", default=[],
                         help="extra argument for the started servers")
+    parser.add_argument("--offline", action="store_true",
+                        help="clients send plain POSTs (offline synthesis, the whole body at the end) "
+                             "instead of streaming requests")
     parser.add_argument("--first-audio", action="store_true",
                         help="also time a long text offline vs streamed")
     parser.add_argument("--text-in", action="store_true",
@@ -302,7 +313,8 @@ def main(argv: list[str] | None = None) -> None:
         body = {"model": name, **options}
         for url in urls:  # warm-up: first touch of the weights, kernel set-up
             one_request(url, {**body, "input": "Warm up.", "seed": 0})
-        print(f"model {name} ({models[0][0]['family']}), options {options or '-'}, {args.requests} streaming "
+        kind = "offline" if args.offline else "streaming"
+        print(f"model {name} ({models[0][0]['family']}), options {options or '-'}, {args.requests} {kind} "
               f"requests per client, servers with --max-batch {', '.join(map(str, batches))}")
         if args.text_in:
             text_in_run(urls[0], wyoming_port, body, args.chars_per_s, args.repeats)
@@ -316,7 +328,8 @@ def main(argv: list[str] | None = None) -> None:
                 order = list(range(len(urls)))
                 if round_ % 2:  # alternate which server goes first: a drifting host favours neither
                     order.reverse()
-                measured = {i: clients_run(urls[i], body, clients, args.requests) for i in order}
+                measured = {i: clients_run(urls[i], body, clients, args.requests, stream=not args.offline)
+                            for i in order}
                 rows = [measured[i] for i in range(len(urls))]
                 for max_batch, row in zip(batches, rows):
                     ratio = row["requests_per_s"] / rows[0]["requests_per_s"]
@@ -330,7 +343,7 @@ def main(argv: list[str] | None = None) -> None:
             for (clients, max_batch), values in ratios.items():
                 if max_batch != batches[0]:
                     values = sorted(values)
-                    print(f"  {clients} clients, --max-batch {max_batch}: {_quantile(values, 0.5):.2f}x "
+                    print(f"  {clients} clients, --max-batch {max_batch}: {statistics.median(values):.2f}x "
                           f"({values[0]:.2f}-{values[-1]:.2f}x)")
         if args.first_audio:
             long = {**body, "input": LONG_TEXT, "seed": 1}

@@ -54,6 +54,22 @@ def test_streaming_equals_offline() -> None:
     assert torch.allclose(streamed, offline, atol=1e-6)
 
 
+def test_transposed_conv_with_kernel_equal_to_stride_streams_as_one_gemm() -> None:
+    conv = CausalConvTranspose1d(6, 5, 2, stride=2)
+    _randomize(conv)
+    x = torch.randn(2, 6, 11)
+    with torch.no_grad():
+        offline = conv(x)
+        state: dict = {}
+        pieces = [conv.stream(x[..., a:b], state) for a, b in ((0, 1), (1, 5), (5, 11))]
+        alone = torch.cat([conv.stream(x[1:2, :, a:b], {}) for a, b in ((0, 1), (1, 5), (5, 11))], -1)
+    streamed = torch.cat(pieces, -1)
+    assert streamed.shape == offline.shape == (2, 5, 22)
+    assert not state  # frames do not overlap: nothing is carried
+    assert torch.allclose(streamed, offline, atol=1e-6)
+    assert torch.equal(alone[0], streamed[1])  # each item its own GEMM
+
+
 def test_fused_snake_is_bit_identical_to_the_reference_snake() -> None:
     from audiocpp.engine.nn import activations
     from audiocpp.engine.nn.dac import snake
