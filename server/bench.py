@@ -311,8 +311,8 @@ def main(argv: list[str] | None = None) -> None:
         models = [wait_ready(url, procs[i] if procs else None) for i, url in enumerate(urls)]
         name = args.name or models[0][0]["id"]
         body = {"model": name, **options}
-        for url in urls:  # warm-up: first touch of the weights, kernel set-up
-            one_request(url, {**body, "input": "Warm up.", "seed": 0})
+        for url in urls:  # warm-up, in the measured mode: first touch of the weights, its session
+            one_request(url, {**body, "input": "Warm up.", "seed": 0}, stream=not args.offline)
         kind = "offline" if args.offline else "streaming"
         print(f"model {name} ({models[0][0]['family']}), options {options or '-'}, {args.requests} {kind} "
               f"requests per client, servers with --max-batch {', '.join(map(str, batches))}")

@@ -296,7 +296,7 @@ class CausalConvTranspose1d(nn.Module):
         """Output ``[C_out, T * k]`` of one item ``x`` ``[C_in, T]`` when ``kernel_size == stride``:
         the frames do not overlap, so it is one GEMM (``[T, C_in] @ [C_in, C_out * k]``) plus the
         bias, and nothing is kept between calls. Torch's direct transposed conv of a few frames
-        (``slow_conv_transpose2d``) is about 7x slower at Audio8's quantizer sizes; the sums are
+        (``slow_conv_transpose2d``) is about 3x slower at Audio8's quantizer sizes; the sums are
         the same, in another order (float32 rounding)."""
         weight = self.conv.weight  # [C_in, C_out, k]
         columns = x.transpose(0, 1) @ weight.reshape(weight.shape[0], -1)  # [T, C_out * k]
