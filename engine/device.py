@@ -5,11 +5,12 @@ per-device defaults of a loaded model.
   not have is a ``UsageError`` that names the ones it has (:func:`available_devices`). Without the
   option a model loads on ``$AUDIOCPP_DEVICE``, else on the CPU: the CPU stays the default (the
   exact float32 mode, the same numbers on every machine) until a user asks for a GPU.
-- :func:`default_compute_dtype` is the compute dtype a session gets when it does not ask for one
-  (``compute_dtype=auto``): on the CPU the dtype the weights are stored in (float32 for F32
-  weights, the exact mode; bfloat16 for BF16, F16 and block-quantized weights, since torch's CPU
-  float16 GEMM is about 10x slower than bfloat16 and the int8 kernels take bfloat16 rows); on a
-  GPU the dtype the family's upstream runs in there (``gpu_dtype``), unless the weights are F32.
+- :func:`default_compute_mode` is the :class:`ComputeMode` a session gets when it does not ask for
+  one (``compute_dtype=auto``): on the CPU float32 for F32 weights (the exact mode); for BF16, F16
+  and block-quantized weights bfloat16 where the CPU computes it in hardware (torch's CPU float16
+  GEMM is about 10x slower than bfloat16), else float32 with block-quantized weights kept stored
+  for the block kernels (``float32-stored``); on a GPU the dtype the family's upstream runs in
+  there (``gpu_dtype``), unless the weights are F32.
 - :func:`storage_dtype` summarises what a weights source stores (by bytes of its large tensors).
 
 Random draws stay on the CPU generator of the request (``PreparedRequest.generator``) and their
@@ -19,6 +20,7 @@ results move to the device, so a seed gives the same draws on every device.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
@@ -124,25 +126,70 @@ def storage_dtype(source: TensorSource, names: Iterable[str] | None = None, *, m
     return max(totals.items(), key=lambda kv: kv[1])[0]
 
 
-def default_compute_dtype(device: torch.device, stored: str, *,
-                          gpu_dtype: torch.dtype | None = None) -> torch.dtype:
-    """The compute dtype of ``compute_dtype=auto`` for weights stored as ``stored`` on ``device``.
+@dataclass(frozen=True)
+class ComputeMode:
+    """How a session's networks compute: ``dtype``, the dtype of their activations and float
+    weights, and ``stored``: linear weights that a package stores block-quantized (Q8_0, Q4_0) stay
+    so in memory and run on the block kernels (``engine.nn.linear``); False widens every weight to
+    ``dtype`` at load (float32 then is the exact mode). The 16-bit modes always keep them stored;
+    ``float32-stored`` is float32 arithmetic over the stored blocks (what ``auto`` picks on a CPU
+    that emulates bfloat16). The session option ``compute_dtype`` names a mode (:attr:`name`)."""
 
-    CPU: F32 -> float32 (exact); BF16, F16 and block-quantized (Q8_0, Q4_0...) -> bfloat16.
+    dtype: Any  # torch.dtype
+    stored: bool = False
+
+    @property
+    def name(self) -> str:
+        base = str(self.dtype).removeprefix("torch.")
+        return f"{base}-stored" if self.stored and base == "float32" else base
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def mode_of(dtype: torch.dtype, stored: bool = False) -> ComputeMode:
+    """The mode computing in ``dtype``: 16-bit dtypes keep block-quantized weights stored, float32
+    does when ``stored``."""
+    import torch
+
+    return ComputeMode(dtype, stored or dtype in (torch.bfloat16, torch.float16))
+
+
+def default_compute_mode(device: torch.device, stored: str, *,
+                         gpu_dtype: torch.dtype | None = None) -> ComputeMode:
+    """The mode of ``compute_dtype=auto`` for weights stored as ``stored`` on ``device``.
+
+    CPU: F32 -> float32 (exact). BF16, F16 and block-quantized (Q8_0, Q4_0...) -> bfloat16 where
+    the CPU computes bfloat16 in hardware at the level the process runs (``engine.nn.cpu_isa``:
+    AVX512-BF16, AMX, ARM BF16); elsewhere torch emulates bfloat16 GEMMs hundreds of times slower
+    than float32, so BF16 / F16 weights are widened to float32 and block-quantized ones compute in
+    ``float32-stored`` (their linears on the block kernel, which takes float32 rows).
     GPU: F32 -> float32 unless the family's upstream computes in ``gpu_dtype`` there; 16-bit
     storage -> that dtype (F16 -> float16, BF16 -> bfloat16); quantized -> ``gpu_dtype`` or bfloat16.
     """
     import torch
 
     if device.type == "cpu":
-        return torch.float32 if stored in ("F32", "F64") else torch.bfloat16
+        if stored in ("F32", "F64"):
+            return mode_of(torch.float32)
+        from .nn.cpu_isa import native_bf16
+
+        if native_bf16():
+            return mode_of(torch.bfloat16)
+        return mode_of(torch.float32, stored=stored in QUANTIZED_STORAGE)
     if stored == "F16":
-        return torch.float16
+        return mode_of(torch.float16)
     if stored == "BF16":
-        return torch.bfloat16
+        return mode_of(torch.bfloat16)
     if stored in ("F32", "F64"):
-        return gpu_dtype or torch.float32
-    return gpu_dtype or torch.bfloat16
+        return mode_of(gpu_dtype or torch.float32)
+    return mode_of(gpu_dtype or torch.bfloat16)
+
+
+def default_compute_dtype(device: torch.device, stored: str, *,
+                          gpu_dtype: torch.dtype | None = None) -> torch.dtype:
+    """The dtype of :func:`default_compute_mode`."""
+    return default_compute_mode(device, stored, gpu_dtype=gpu_dtype).dtype
 
 
 def check_dtype_on_device(dtype: torch.dtype, device: torch.device) -> None:
@@ -163,21 +210,44 @@ def synchronize(device: torch.device) -> None:
         torch.mps.synchronize()
 
 
-def auto_compute_dtype(device: torch.device, layout: str, source: TensorSource | None = None, *,
-                       gpu_dtype: torch.dtype | None = None) -> torch.dtype:
+def auto_compute_mode(device: torch.device, layout: str, source: TensorSource | None = None, *,
+                      gpu_dtype: torch.dtype | None = None) -> ComputeMode:
     """``compute_dtype=auto`` for a model loaded from ``layout`` (``package``, ``gguf`` or
     ``folder``): packages and GGUFs by what ``source`` (the dominant network's weights) stores;
-    upstream snapshot folders as F32 (the exact mode on the CPU, whatever the checkpoint's dtype)."""
+    upstream snapshot folders as F32 (the exact mode on the CPU, whatever the checkpoint's dtype).
+    ``$AUDIOCPP_COMPUTE_DTYPE`` pins it (any value of the option but ``auto``)."""
     import os
 
     forced = os.environ.get(COMPUTE_DTYPE_ENV, "").strip()
     if forced and forced.lower() != "auto":
         try:
-            return torch_dtype(forced)
+            return compute_mode(forced)
         except ValueError as exc:
             raise UsageError(f"{COMPUTE_DTYPE_ENV}={forced!r}: {exc}") from None
     stored = storage_dtype(source) if layout in ("package", "gguf") and source is not None else "F32"
-    return default_compute_dtype(device, stored, gpu_dtype=gpu_dtype)
+    return default_compute_mode(device, stored, gpu_dtype=gpu_dtype)
+
+
+def auto_compute_dtype(device: torch.device, layout: str, source: TensorSource | None = None, *,
+                       gpu_dtype: torch.dtype | None = None) -> torch.dtype:
+    """The dtype of :func:`auto_compute_mode`."""
+    return auto_compute_mode(device, layout, source, gpu_dtype=gpu_dtype).dtype
+
+
+def compute_mode(name: str | ComputeMode | None, default: ComputeMode | None = None) -> ComputeMode:
+    """The mode a ``compute_dtype`` value names (None, ``""`` and ``auto`` -> ``default``, the
+    exact float32 mode unless given: a loaded model's default is :func:`auto_compute_mode`);
+    ``float32`` is the exact mode, ``float32-stored`` keeps block-quantized weights stored."""
+    import torch
+
+    if isinstance(name, ComputeMode):
+        return name
+    if isinstance(name, torch.dtype):
+        return mode_of(name)
+    if name is None or name == "" or (isinstance(name, str) and name.strip().lower() == "auto"):
+        return default if default is not None else mode_of(torch.float32)
+    dtype = torch_dtype(name)
+    return mode_of(dtype, stored=str(name).strip().lower().endswith("-stored"))
 
 
 def torch_dtype(name: str | torch.dtype | None, default: torch.dtype | None = None) -> torch.dtype:
@@ -195,4 +265,4 @@ def torch_dtype(name: str | torch.dtype | None, default: torch.dtype | None = No
     canonical = spellings.get(str(name).strip().lower())
     if canonical is None:
         raise ValueError(f"unknown compute dtype {name!r} (use one of: {', '.join(spellings)})")
-    return getattr(torch, canonical)
+    return getattr(torch, canonical.removesuffix("-stored"))

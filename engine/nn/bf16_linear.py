@@ -30,8 +30,8 @@ from . import jit
 ISA = (("avx512f", "-mavx512f"), ("avx512bw", "-mavx512bw"))
 #: The C++ kernel (engine/nn/kernels/bf16_linear.cpp); ``AUDIOCPP_BF16_LINEAR=0`` turns it off. It
 #: also waits for torch's own kernels to run AVX-512.
-KERNEL = jit.Kernel("bf16_linear", "bf16_linear.cpp", ("linear_bf16w",), ISA, switch="AUDIOCPP_BF16_LINEAR",
-                    torch_avx512=True)
+KERNEL = jit.Kernel("bf16_linear", "bf16_linear.cpp", ("linear_bf16w",), (jit.Variant("avx512", ISA),),
+                    switch="AUDIOCPP_BF16_LINEAR")
 
 
 @cache

@@ -51,20 +51,24 @@ def materialize(module: torch.nn.Module, dtype: torch.dtype | None = None, *, wh
 
 def load_on_meta(factory: Callable[[], M], source: TensorSource, *, dtype: torch.dtype | None = torch.float32,
                  what: str = "model", ignore: Iterable[str] = (), device: torch.device | str | None = None,
-                 quantize: Iterable[str] = (), keep_stored: Iterable[str] = ()) -> M:
+                 quantize: Iterable[str] = (), keep_stored: Iterable[str] = (),
+                 stored: bool | None = None) -> M:
     """Build ``factory()`` on meta, load ``source`` into it strictly with its floating tensors in
     ``dtype`` (None: the dtypes the module was built with) on ``device`` (default: the CPU),
     materialize.
 
     ``quantize``: globs of module names whose ``nn.Linear`` layers keep a Q8_0 / Q4_0 weight
-    quantized (``engine.nn.quantized``) when ``dtype`` is a 16-bit compute dtype; float32 compute
-    (the exact mode) dequantizes every weight instead. Names and shapes are checked strictly first,
-    quantized tensors included. ``keep_stored``: globs of tensor names kept in the dtype they are
-    stored in (16-bit lookup tables under any compute dtype)."""
+    quantized (``engine.nn.linear``) when ``stored`` (the compute mode's: ``engine.device.ComputeMode``;
+    None: when ``dtype`` is a 16-bit compute dtype); otherwise, as in float32's exact mode, every
+    weight is dequantized. Names and shapes are checked strictly first, quantized tensors included.
+    ``keep_stored``: globs of tensor names kept in the dtype they are stored in (16-bit lookup
+    tables under any compute dtype)."""
     module = build_on_meta(factory)
     ignore = tuple(ignore)
     globs = tuple(quantize)
-    if globs and dtype in (torch.bfloat16, torch.float16):
+    if stored is None:
+        stored = dtype in (torch.bfloat16, torch.float16)
+    if globs and stored:
         from ..weights.loading import check_module_weights
         from .linear import quantize_linears
 

@@ -1,23 +1,26 @@
 """Small C++ kernels compiled on first use, for the CPU paths torch has no kernel for.
 
 A kernel is a :class:`Kernel`: a C++ file in ``engine/nn/kernels/`` (shipped as package data), the
-functions it binds, and one table of the instruction sets it is compiled for (each CPU flag as
-``/proc/cpuinfo`` names it, with the compiler's ``-m`` flag that enables it). :func:`build` compiles
-it with ``torch.utils.cpp_extension.load_inline`` under a name derived from a hash of the source
-text, the compiler flags and torch's version (so a changed kernel, flag or torch never loads a
-stale build), cached in torch's extension folder: only the first process on a machine pays the
-~30 s build (``audiocpp.engine.nn.kernels.build_all`` pays it at set-up).
+functions it binds, and its :class:`Variant` s: the same source compiled for each ISA level it is
+written for (``engine.nn.cpu_isa``: AVX-512, AVX-VNNI, AVX2, NEON, and the portable ``generic``),
+each with one table of the instruction sets it needs (each CPU flag as ``/proc/cpuinfo`` names it,
+with the compiler flag that enables it). A process runs the best variant its CPU has and
+``AUDIOCPP_CPU_ISA`` allows (:meth:`Kernel.select`), chosen once, as ggml-cpu chooses its
+backends. :func:`build` compiles a variant with ``torch.utils.cpp_extension.load_inline`` under a
+name derived from a hash of the source text, the shared header, the compiler flags and torch's
+version (so a changed kernel, flag or torch never loads a stale build), cached in torch's extension
+folder: only the first process on a machine pays the ~20 s build (``audiocpp kernels`` pays it at
+set-up).
 
-:func:`build` gives None where that cannot be done: the kernel's switch is ``0``, the CPU lacks
-one of its instruction sets (checked before anything runs: an instruction the CPU lacks would kill
-the process), or the build fails (no compiler or ninja, a compiler error, a library that does not
+:func:`build` gives None where that cannot be done: the kernel's switch is ``0``, the CPU can run
+none of its variants (checked before anything runs: an instruction the CPU lacks would kill the
+process), or the build fails (no compiler or ninja, a compiler error, a library that does not
 load). Callers then keep torch's own kernels. Only such failures are caught; anything else (a bug,
 a test's stub) propagates. Why a kernel is not there is kept (:func:`why_not`) and, under
 ``AUDIOCPP_DEBUG=1``, printed on stderr with the tail of the compiler's output. A build on a
 terminal says so on stderr first, since it holds up the load that asked for it; the seconds spent
 building are counted for the process (:func:`build_seconds`).
 """
-
 from __future__ import annotations
 
 import contextlib
@@ -31,11 +34,12 @@ import warnings
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from types import ModuleType
 
 import torch
+
+from . import cpu_isa
 
 #: Where the kernels' C++ files are (``audiocpp.engine.nn.kernels``, package data).
 KERNELS_DIR = Path(__file__).with_name("kernels")
@@ -48,29 +52,61 @@ _TAIL_LINES = 40
 
 
 @dataclass(frozen=True)
-class Kernel:
-    """A C++ kernel: ``source`` (a file in :data:`KERNELS_DIR`) binding ``functions``, compiled
-    for ``isa``: pairs of (the CPU flag as ``/proc/cpuinfo`` names it, the compiler flag), the one
-    table of the instruction sets it needs. ``switch``: the environment variable that turns it off
-    with ``0``; ``torch_avx512``: also requires torch's own kernels to run AVX-512 (a process held
-    to a lower ``ATEN_CPU_CAPABILITY`` keeps torch's kernels); ``options``: further compiler flags
-    (``-ffp-contract=off`` where the kernel must round as torch's separate passes do)."""
+class Variant:
+    """One compilation of a kernel's source: its ISA ``level`` (``engine.nn.cpu_isa``) and ``isa``,
+    pairs of (the CPU flag as ``/proc/cpuinfo`` names it, the compiler flag), the one table of the
+    instruction sets it needs; ``options``: further compiler flags of this level."""
 
-    name: str
-    source: str
-    functions: tuple[str, ...]
-    isa: tuple[tuple[str, str], ...]
-    switch: str | None = None
-    torch_avx512: bool = False
+    level: str
+    isa: tuple[tuple[str, str], ...] = ()
     options: tuple[str, ...] = ()
 
     @property
     def cpu_flags(self) -> tuple[str, ...]:
         return tuple(flag for flag, _ in self.isa)
 
-    @property
-    def cflags(self) -> list[str]:
-        return ["-O3", *(option for _, option in self.isa), *self.options, "-fopenmp"]
+    def missing(self) -> list[str]:
+        """The CPU flags this variant needs that this CPU lacks."""
+        return [flag for flag in self.cpu_flags if flag not in cpu_isa.cpu_flags()]
+
+
+_X86 = (("avx2", "-mavx2"), ("fma", "-mfma"), ("f16c", "-mf16c"))
+#: The variants the kernels are compiled as, by level (each kernel lists those it has, best first).
+AVX512_VNNI = Variant("avx512", (*_X86, ("avx512f", "-mavx512f"), ("avx512bw", "-mavx512bw"),
+                                 ("avx512vl", "-mavx512vl"), ("avx512_vnni", "-mavx512vnni")))
+AVX512 = Variant("avx512", (*_X86, ("avx512f", "-mavx512f"), ("avx512bw", "-mavx512bw"),
+                            ("avx512vl", "-mavx512vl")))
+AVX_VNNI = Variant("avx_vnni", (*_X86, ("avx_vnni", "-mavxvnni")))
+AVX2 = Variant("avx2", _X86)
+NEON_DOTPROD = Variant("neon_dotprod", (("asimd", "-march=armv8.2-a+dotprod"), ("asimddp", "")))
+NEON = Variant("neon", (("asimd", ""),))
+#: The portable C++ of every kernel, no intrinsics: the reference the others are tested against.
+GENERIC = Variant("generic", (), ("-DAUDIOCPP_GENERIC",))
+#: Every level a vector kernel is written for, best first.
+ALL_LEVELS = (AVX512_VNNI, AVX_VNNI, AVX2, NEON_DOTPROD, NEON, GENERIC)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A C++ kernel: ``source`` (a file in :data:`KERNELS_DIR`, which may include ``isa.h``) binding
+    ``functions``, compiled as each of ``variants`` (best first; :meth:`select` picks the one a
+    process runs). ``switch``: the environment variable that turns it off with ``0``; ``options``:
+    further compiler flags of every variant."""
+
+    name: str
+    source: str
+    functions: tuple[str, ...]
+    variants: tuple[Variant, ...] = (GENERIC,)
+    switch: str | None = None
+    options: tuple[str, ...] = ()
+
+    def variant(self, level: str) -> Variant | None:
+        return next((v for v in self.variants if v.level == level), None)
+
+    def cflags(self, variant: Variant) -> list[str]:
+        isa = [option for _, option in variant.isa if option]
+        return ["-O3", "-ffp-contract=off", *isa, *variant.options, *self.options, "-DAUDIOCPP_TORCH",
+                "-fopenmp"]
 
     @property
     def ldflags(self) -> list[str]:
@@ -82,43 +118,60 @@ class Kernel:
     def text(self) -> str:
         return self.path().read_text(encoding="utf-8")
 
-    def build_name(self) -> str:
-        """``audiocpp_<name>_<hash>``: the hash of the source text, the functions bound, the
-        compiler and linker flags and torch's version."""
+    def build_name(self, variant: Variant | None = None) -> str:
+        """``audiocpp_<name>_<level>_<hash>``: the hash of the source text and the shared header,
+        the functions bound, the compiler and linker flags and torch's version."""
+        variant = variant or self.variants[0]
         digest = hashlib.sha256()
-        for part in (self.text(), *self.functions, *self.cflags, *self.ldflags, torch.__version__):
+        header = KERNELS_DIR / "isa.h"
+        parts = (self.text(), header.read_text(encoding="utf-8") if header.exists() else "", *self.functions,
+                 *self.cflags(variant), *self.ldflags, torch.__version__)
+        for part in parts:
             digest.update(part.encode())
             digest.update(b"\0")
-        return f"audiocpp_{self.name}_{digest.hexdigest()[:16]}"
+        return f"audiocpp_{self.name}_{variant.level}_{digest.hexdigest()[:16]}"
+
+    def select(self) -> tuple[Variant | None, str]:
+        """The variant this process runs (the best one this CPU has and ``AUDIOCPP_CPU_ISA``
+        allows) and why that one: None with the reason where none can run."""
+        best = cpu_isa.host_level()
+        skipped: list[str] = []
+        for variant in self.variants:
+            if cpu_isa.rank(variant.level) < 0:
+                continue  # another architecture's
+            missing = variant.missing()
+            if missing:
+                skipped.append(f"no {', '.join(missing)}")
+                continue
+            if not cpu_isa.allowed(variant.level):
+                skipped.append(f"{cpu_isa.CAP_ENV}={cpu_isa.cap()}")
+                continue
+            if not skipped:
+                why = "this CPU's best" if cpu_isa.rank(variant.level) >= cpu_isa.rank(best) else \
+                    "the best this kernel has for this CPU"
+            else:
+                why = f"higher variants skipped: {'; '.join(dict.fromkeys(skipped))}"
+            return variant, why
+        reasons = "; ".join(dict.fromkeys(skipped)) or f"no variant for {cpu_isa.arch()}"
+        return None, f"this CPU cannot run any of its variants ({reasons})"
 
     def unsupported(self) -> str | None:
-        """Why this CPU (or this torch) cannot run the kernel, or None when it can."""
-        missing = [flag for flag in self.cpu_flags if flag not in cpu_flags()]
-        if missing:
-            return f"this CPU lacks {', '.join(missing)}"
-        if self.torch_avx512 and not torch_has_avx512():
-            return f"torch's CPU kernels do not run AVX-512 here ({torch.backends.cpu.get_cpu_capability()})"
-        return None
+        """Why this CPU cannot run the kernel (no variant it can run), or None when it can."""
+        variant, why = self.select()
+        return None if variant is not None else why
 
     def off(self) -> bool:
         """Whether the kernel's switch is set to ``0``."""
         return self.switch is not None and disabled(self.switch)
 
 
-@cache
 def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags as Linux names them (``avx512_vnni``, ...); empty elsewhere."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return frozenset(line.partition(":")[2].split())
-    except OSError:
-        pass
-    return frozenset()
+    """The CPU's feature flags (``engine.nn.cpu_isa.cpu_flags``)."""
+    return cpu_isa.cpu_flags()
 
 
 def cpu_has(flags: Iterable[str]) -> bool:
-    return set(flags) <= cpu_flags()
+    return cpu_isa.cpu_has(flags)
 
 
 def disabled(env: str) -> bool:
@@ -173,61 +226,77 @@ def build_seconds() -> float:
         return _seconds
 
 
-def why_not(kernel: Kernel) -> str | None:
-    """Why the last :func:`build` (or check, :func:`reject`) of ``kernel`` in this process gave
-    no kernel; None when it did or was not tried."""
-    with _lock:
-        return _failures.get(kernel.name)
+def _key(kernel: Kernel, variant: Variant | None) -> str:
+    return kernel.name if variant is None else f"{kernel.name}@{variant.level}"
 
 
-def reject(kernel: Kernel, reason: str, detail: str = "", *, verbose: bool = False) -> None:
-    """Record that ``kernel`` is not used here and why (a build that failed, or a build whose
-    self-check failed); said on stderr under ``AUDIOCPP_DEBUG=1`` or ``verbose``."""
+def why_not(kernel: Kernel, variant: Variant | None = None) -> str | None:
+    """Why the last :func:`build` (or check, :func:`reject`) of ``kernel`` (of that ``variant`` when
+    it was asked for by name) in this process gave no kernel; None when it did or was not tried."""
     with _lock:
-        _failures[kernel.name] = reason
+        return _failures.get(_key(kernel, variant))
+
+
+def reject(kernel: Kernel, reason: str, detail: str = "", *, verbose: bool = False,
+           variant: Variant | None = None) -> None:
+    """Record that ``kernel`` (a ``variant`` asked for by name) is not used here and why (a build
+    that failed, or a build whose self-check failed); said on stderr under ``AUDIOCPP_DEBUG=1`` or
+    ``verbose``."""
+    with _lock:
+        _failures[_key(kernel, variant)] = reason
     if verbose or _verbose.get() or debugging():
         tail = "\n".join(detail.rstrip().splitlines()[-_TAIL_LINES:])
-        print(f"audiocpp: the {kernel.name} kernel is not used: {reason}" + (f"\n{tail}" if tail else ""),
+        what = kernel.name if variant is None else f"{kernel.name} ({variant.level})"
+        print(f"audiocpp: the {what} kernel is not used: {reason}" + (f"\n{tail}" if tail else ""),
               file=sys.stderr, flush=True)
 
 
-def build(kernel: Kernel, *, verbose: bool = False) -> ModuleType | None:
-    """The compiled extension of ``kernel`` exposing its functions, or None where its switch is
-    ``0``, this CPU cannot run it or the build fails (:func:`why_not` says which). ``verbose``:
-    announce the build and say why it failed on stderr even when that is not a terminal and
-    ``AUDIOCPP_DEBUG`` is unset."""
+def build(kernel: Kernel, *, variant: Variant | None = None, verbose: bool = False) -> ModuleType | None:
+    """The compiled extension of ``kernel`` exposing its functions, as the variant this process runs
+    (:meth:`Kernel.select`) or as ``variant`` (tests, benchmarks: any variant this CPU can run), or
+    None where its switch is ``0``, this CPU cannot run it or the build fails (:func:`why_not`
+    says which). ``verbose``: announce the build and say why it failed on stderr even when that is
+    not a terminal and ``AUDIOCPP_DEBUG`` is unset."""
     verbose = verbose or _verbose.get()
+    named = variant
     with _lock:
-        _failures.pop(kernel.name, None)
+        _failures.pop(_key(kernel, named), None)
     if kernel.off():
-        reject(kernel, f"turned off ({kernel.switch}=0)", verbose=verbose)
+        reject(kernel, f"turned off ({kernel.switch}=0)", verbose=verbose, variant=named)
         return None
-    reason = kernel.unsupported()
-    if reason is not None:
-        reject(kernel, reason, verbose=verbose)
-        return None
+    if variant is None:
+        variant, why = kernel.select()
+        if variant is None:
+            reject(kernel, why, verbose=verbose)
+            return None
+    else:
+        missing = variant.missing() if cpu_isa.rank(variant.level) >= 0 else [f"{cpu_isa.arch()} code"]
+        if missing:
+            reject(kernel, f"this CPU lacks {', '.join(missing)}", verbose=verbose, variant=named)
+            return None
     global _seconds
     start = time.perf_counter()
     try:
         from torch.utils.cpp_extension import load_inline
 
-        source, name = kernel.text(), kernel.build_name()
+        source, name = kernel.text(), kernel.build_name(variant)
         if not built(name):
-            missing = toolchain_missing()
-            if missing is not None:
-                reject(kernel, missing, verbose=verbose)
+            missing_tool = toolchain_missing()
+            if missing_tool is not None:
+                reject(kernel, missing_tool, verbose=verbose, variant=named)
                 return None
             if verbose or sys.stderr.isatty():  # say why this load takes longer
-                print(f"audiocpp: building the {kernel.name} kernel for this machine (once; up to a minute)",
-                      file=sys.stderr, flush=True)
+                print(f"audiocpp: building the {kernel.name} kernel ({variant.level}) for this machine "
+                      "(once; up to a minute)", file=sys.stderr, flush=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return load_inline(name=name, cpp_sources=[source], functions=list(kernel.functions),
-                               extra_cflags=kernel.cflags, extra_ldflags=kernel.ldflags, verbose=False)
+                               extra_cflags=kernel.cflags(variant), extra_ldflags=kernel.ldflags,
+                               extra_include_paths=[str(KERNELS_DIR)], verbose=False)
     except BUILD_FAILURES as exc:  # no compiler, no ninja, a failed build: keep torch's kernels
         message = str(exc)
         reason = f"the build failed: {type(exc).__name__}: {_summary(message)}"
-        reject(kernel, reason, message, verbose=verbose)
+        reject(kernel, reason, message, verbose=verbose, variant=named)
         return None
     finally:
         with _lock:
@@ -250,12 +319,9 @@ def built(name: Kernel | str) -> bool:
         from torch.utils.cpp_extension import _get_build_directory
 
         if isinstance(name, Kernel):
-            name = name.build_name()
+            variant, _ = name.select()
+            name = name.build_name(variant)
         folder = Path(_get_build_directory(name, verbose=False))
         return any(folder.glob(f"{name}*.so")) or any(folder.glob(f"{name}*.pyd"))
     except Exception:
         return False
-
-
-def torch_has_avx512() -> bool:
-    return "AVX512" in torch.backends.cpu.get_cpu_capability()

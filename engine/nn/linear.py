@@ -43,10 +43,6 @@ from ..weights.blocks import BlockTensor
 from ..weights.source import TensorSource
 from . import bf16_linear, packed_linear, q8_0_linear, quantized
 
-#: 16-bit compute dtypes: the ones under which block-quantized weights stay quantized (float32,
-#: the exact mode, dequantizes them).
-HALF_DTYPES = (torch.bfloat16, torch.float16)
-
 
 def linear_for(linear: nn.Linear, *, blocks: BlockTensor | None = None,
                device: torch.device | str | None = None, dtype: torch.dtype = torch.bfloat16,
@@ -98,16 +94,18 @@ def block_kernel_runs(device: torch.device) -> bool:
     return device.type == "cpu" and q8_0_linear.kernel() is not None
 
 
-def keep_quantized(source: TensorSource, dtype: torch.dtype, device: torch.device | str, *,
+def keep_quantized(source: TensorSource, stored: bool, device: torch.device | str, *,
                    always: Iterable[str], many_rows: Iterable[str] = ()) -> tuple[str, ...]:
-    """The globs of the linear layers a package keeps quantized computing in ``dtype`` on
-    ``device``: ``always`` (layers run on a row or two per weight read, where every int8 layer
-    beats bfloat16) and, where the Q8_0 kernel runs them (a CPU, a 16-bit ``dtype``, a
-    block-quantized ``source``: the kernel is built only then), ``many_rows`` (layers run on tens
-    of rows per weight read, where only that kernel beats the bfloat16 GEMM; elsewhere they are
-    dequantized to ``dtype`` at load)."""
+    """The globs of the linear layers a package keeps quantized on ``device`` in a compute mode that
+    keeps weights ``stored`` (``engine.device.ComputeMode``): ``always`` (layers run on a row or two
+    per weight read, where every int8 layer beats a float one) and, where the Q8_0 kernel runs them
+    (a CPU, a block-quantized ``source``: the kernel is built only then), ``many_rows`` (layers run
+    on tens of rows per weight read, where only that kernel beats the float GEMM; elsewhere they
+    are dequantized to the compute dtype at load)."""
     globs, more = tuple(always), tuple(many_rows)
-    if more and torch.device(device).type == "cpu" and dtype in HALF_DTYPES \
+    if not stored:
+        return ()
+    if more and torch.device(device).type == "cpu" \
             and storage_dtype(source) in QUANTIZED_STORAGE and block_kernel_runs(torch.device(device)):
         return globs + more
     return globs

@@ -1,38 +1,44 @@
-"""Linear layers that compute with a Q8_0 (or Q4_0) matrix's own blocks on the CPU (AVX512-VNNI).
+"""Linear layers that compute with a Q8_0 (or Q4_0) matrix's own blocks on the CPU, on every ISA.
 
 Q8_0 stores a matrix as blocks of 32 int8 values along a row with one f16 scale each. This layer
 keeps exactly those values and scales resident (34 bytes per 32 weights, as in the file) and
 computes as ggml does: each row of the input is quantized per block of 32 to int8 with one float32
-scale (``d = max|x| / 127``, values rounded half to even), the int8 dot product of each pair of
-blocks is summed exactly in int32 by ``vpdpbusd``, and the block sums are accumulated in float32
-weighted by the two scales::
+scale (``d = max|x| / 127``, values rounded half to even, at most 127 in magnitude), the int8 dot
+product of each pair of blocks is summed exactly in int32, and the block sums are accumulated in
+float32 weighted by the two scales, one fused multiply-add per block in block order::
 
-    y[m, n] = sum_b  dx[m, b] * dw[n, b] * sum_{k in b} qx[m, k] * qw[n, k]
+    y[m, n] = fma(isum[m, n, b], dw[n, b] * dx[m, b], y[m, n])    for b = 0, 1, ...
+
+Every ISA level computes the same integer sums (``vpdpbusd`` on AVX-512 and AVX-VNNI,
+``vpmaddubsw`` on AVX2, ``sdot`` or widening multiplies on NEON, plain C++ in the portable code)
+and this same float sequence, so a package gives the same numbers on an AVX2 laptop, an AVX-512
+server and an ARM board: the kernel checks its vector code against its portable code at load.
 
 Scaling each block of the input on its own keeps the error of outlier channels to their own
 blocks: about 0.5 % relative output error per layer against the Q8_0 matrix in float (the error
 of Q8_0 itself is another 0.5 %; the per-row int8 layer it replaces was at 1.0 %), and it runs
-1.5-3x faster than the oneDNN bfloat16 GEMM from one row to hundreds (``tools/bench_kernels.py``,
-docs/numerics.md). A NaN or infinite input makes its row's outputs NaN, as float math would.
-Q4_0 matrices run the same way with their 4-bit values (value = nibble - 8) kept 4-bit.
+1.5-3x faster than the oneDNN bfloat16 GEMM from one row to hundreds on AVX-512
+(``tools/bench_kernels.py``, docs/numerics.md). A NaN or infinite input makes its row's outputs
+NaN, as float math would. Q4_0 matrices run the same way with their 4-bit values (value = nibble
+- 8) kept 4-bit.
 
-The kernel (``engine/nn/kernels/q8_0_linear.cpp``) is compiled on first use (``engine.nn.jit``;
-``engine.nn.kernels.build_all`` at set-up) where the CPU has AVX512-VNNI; elsewhere,
-off the CPU, or with ``AUDIOCPP_Q8_0_KERNEL=0``, quantized matrices take ``engine.nn.quantized``'s
-int4 or int8 layers instead (``engine.nn.linear`` picks).
+The kernel (``engine/nn/kernels/q8_0_linear.cpp``) is compiled on first use for the level this
+process runs (``engine.nn.jit``; ``audiocpp kernels`` at set-up); off the CPU, without a compiler,
+or with ``AUDIOCPP_Q8_0_KERNEL=0``, quantized matrices take ``engine.nn.quantized``'s int4 or int8
+layers instead (``engine.nn.linear`` picks).
 
-Layout: output features in groups of 16; for each group and block of 32 inputs, Q8_0: 512 bytes,
-8 steps of (16 features x 4 consecutive inputs), the values stored unsigned (``q + 128``, as
-``vpdpbusd`` takes them; the input's block sums put the offset back); Q4_0: 256 bytes, 4 steps
-whose bytes hold step ``s`` in the low nibble and ``s + 4`` in the high one. Then the scales as f16
-``(groups, blocks, 16)``, held as their int16 bits so that no dtype cast of the module alters them.
+Layout, packed at load straight from the file's blocks: output features in groups of 16; for each
+group and block of 32 inputs, Q8_0: 512 bytes, 8 steps of (16 features x 4 consecutive inputs) of
+the stored int8 values; Q4_0: 256 bytes, 4 steps whose bytes hold step ``s`` in the low nibble and
+``s + 4`` in the high one (the file's own nibble pairs). Then the scales as f16 ``(groups, blocks,
+16)``, held as their int16 bits so that no dtype cast of the module alters them.
 """
-
 from __future__ import annotations
 
 from functools import cache
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -41,23 +47,33 @@ from . import jit
 
 #: Output features per group of the packed layout (one AVX-512 register of int32 sums).
 GROUP = 16
-#: Rows packed at a time at load (bounds the int8 copy taken from the file).
-_CHUNK_ROWS = 1024
 
-#: The instruction sets the kernel is compiled for: (the CPU's flag, the compiler's).
-ISA = (("avx512f", "-mavx512f"), ("avx512bw", "-mavx512bw"), ("avx512vl", "-mavx512vl"),
-       ("avx512_vnni", "-mavx512vnni"), ("f16c", "-mf16c"), ("fma", "-mfma"))
-#: The C++ kernel (engine/nn/kernels/q8_0_linear.cpp); ``AUDIOCPP_Q8_0_KERNEL=0`` turns it off.
-KERNEL = jit.Kernel("q8_0_linear", "q8_0_linear.cpp", ("pack_q8_into", "pack_q4_into", "block_linear"), ISA,
-                    switch="AUDIOCPP_Q8_0_KERNEL")
+#: The C++ kernel (engine/nn/kernels/q8_0_linear.cpp), one source for every level: AVX-512 VNNI,
+#: AVX-VNNI, AVX2 (vpmaddubsw), NEON with and without sdot, and the portable C++ that all equal bit
+#: for bit. ``AUDIOCPP_Q8_0_KERNEL=0`` turns it off.
+KERNEL = jit.Kernel("q8_0_linear", "q8_0_linear.cpp",
+                    ("pack_blocks_into", "block_linear", "block_linear_portable", "variant"),
+                    jit.ALL_LEVELS, switch="AUDIOCPP_Q8_0_KERNEL")
 
 
 @cache
 def kernel() -> Any | None:
-    """The compiled ops (``pack_q8_into``, ``pack_q4_into``, ``block_linear``), or None where they
-    cannot be built or run (checked against :func:`reference` once, both layouts; ``jit.why_not``
-    says why). ``AUDIOCPP_Q8_0_KERNEL=0`` disables them."""
-    module = jit.build(KERNEL)
+    """The compiled ops (``pack_blocks_into``, ``block_linear``, ``block_linear_portable``,
+    ``variant``) of the variant this process runs, or None where they cannot be built or run
+    (checked against :func:`reference` once, both layouts; ``jit.why_not`` says why).
+    ``AUDIOCPP_Q8_0_KERNEL=0`` disables them."""
+    return _checked(jit.build(KERNEL), None)
+
+
+@cache
+def kernel_at(level: str) -> Any | None:
+    """The ops compiled as the variant of ``level`` (tests and benchmarks: any level this CPU
+    runs), checked as :func:`kernel` is; None where this CPU cannot run it."""
+    variant = KERNEL.variant(level)
+    return None if variant is None else _checked(jit.build(KERNEL, variant=variant), variant)
+
+
+def _checked(module: Any | None, variant: jit.Variant | None) -> Any | None:
     if module is None:
         return None
     gen = torch.Generator().manual_seed(0)
@@ -66,11 +82,17 @@ def kernel() -> Any | None:
     for low, high in ((-127, 128), (-8, 8)):  # Q8_0, Q4_0 values
         # 5 groups: 3 + a tail of 2
         values = torch.randint(low, high, (80, 96), dtype=torch.int8, generator=gen)
-        packed = _pack_values(module, values, bits=8 if high > 8 else 4)
-        got = module.block_linear(x, packed, _pack_scales(scales))
+        packed, packed_scales = _pack(module, values, scales, bits=8 if high > 8 else 4)
+        got = module.block_linear(x, packed, packed_scales)
+        portable = module.block_linear_portable(x, packed, packed_scales)
+        qtype = "Q8_0" if high > 8 else "Q4_0"
         if not torch.allclose(got.double(), reference(x, values, scales), rtol=1e-5, atol=1e-6):
-            qtype = "Q8_0" if high > 8 else "Q4_0"
-            jit.reject(KERNEL, f"the built kernel disagrees with its float64 reference ({qtype})")
+            jit.reject(KERNEL, f"the built kernel disagrees with its float64 reference ({qtype})",
+                       variant=variant)
+            return None
+        if not torch.equal(got, portable):
+            jit.reject(KERNEL, f"the built kernel's vector code differs from its portable code ({qtype})",
+                       variant=variant)
             return None
     return module
 
@@ -88,29 +110,37 @@ def reference(x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor) -> to
     return (sums * d.double()[:, None, :] * scales.double()[None, :, :]).sum(-1)
 
 
-def _packed(rows: int, cols: int, bits: int) -> torch.Tensor:
-    """An empty buffer in the kernel's layout for a ``(rows, cols)`` matrix of ``bits``-bit values."""
-    return torch.empty((rows // GROUP, cols // BLOCK, 64 * bits), dtype=torch.uint8)
+def _packed(rows: int, cols: int, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Empty buffers in the kernel's layout for a ``(rows, cols)`` matrix of ``bits``-bit values:
+    the values, and the scales as f16 bits."""
+    return (torch.empty((rows // GROUP, cols // BLOCK, 64 * bits), dtype=torch.uint8),
+            torch.empty((rows // GROUP, cols // BLOCK, GROUP), dtype=torch.int16))
 
 
-def _pack_stored(op: Any, stored: torch.Tensor, out: torch.Tensor) -> None:
-    """Values as the formats store them, Q8_0's int8 or Q4_0's nibbles (uint8 0..15), into ``out``."""
-    (op.pack_q8_into if stored.dtype == torch.int8 else op.pack_q4_into)(stored.contiguous(), out)
+def raw_blocks(values: torch.Tensor, scales: torch.Tensor, bits: int) -> np.ndarray:
+    """The bytes a GGUF file stores for integer ``values`` ``(rows, cols)`` (int8; Q4_0's -8..7
+    with ``bits=4``) and block ``scales`` ``(rows, cols / 32)`` (rounded to f16): Q8_0 blocks
+    ``f16 d, int8 q[32]``, Q4_0 blocks ``f16 d, 16 bytes`` (value j low, value j + 16 high)."""
+    rows, cols = values.shape
+    d = scales.to(torch.float16).numpy().reshape(rows, cols // BLOCK, 1).view(np.uint8)
+    v = values.numpy().astype(np.int16).reshape(rows, cols // BLOCK, BLOCK)
+    if bits == 8:
+        body = v.astype(np.int8).view(np.uint8)
+    else:
+        nibbles = (v + 8).astype(np.uint8)
+        body = nibbles[:, :, :16] | (nibbles[:, :, 16:] << 4)
+    return np.ascontiguousarray(np.concatenate([d, body], axis=2)).reshape(rows, -1)
 
 
-def _pack_values(op: Any, values: torch.Tensor, bits: int) -> torch.Tensor:
-    """Integer values ``(rows, cols)`` (int8; Q4_0's -8..7 with ``bits=4``) in the kernel's layout."""
-    stored = values.to(torch.int8) if bits == 8 else (values.to(torch.int16) + 8).to(torch.uint8)
-    out = _packed(*values.shape, bits)
-    _pack_stored(op, stored, out)
-    return out
+def _pack_raw(op: Any, raw: np.ndarray, rows: int, cols: int, bits: int) -> tuple[torch.Tensor, ...]:
+    """A GGUF tensor's block bytes (``rows`` x its row bytes) in the kernel's layout."""
+    packed, scales = _packed(rows, cols, bits)
+    op.pack_blocks_into(torch.from_numpy(raw).view(rows, -1), bits, packed, scales)
+    return packed, scales
 
 
-def _pack_scales(scales: torch.Tensor) -> torch.Tensor:
-    rows, blocks = scales.shape
-    # int16 bits of the f16 scales: no cast of the module's floating tensors can touch them
-    return (scales.to(torch.float16).reshape(rows // GROUP, GROUP, blocks).transpose(1, 2).contiguous()
-            .view(torch.int16))
+def _pack(op: Any, values: torch.Tensor, scales: torch.Tensor, bits: int) -> tuple[torch.Tensor, ...]:
+    return _pack_raw(op, raw_blocks(values, scales, bits), *values.shape, bits)
 
 
 def supports(blocks: BlockTensor) -> bool:
@@ -120,7 +150,7 @@ def supports(blocks: BlockTensor) -> bool:
 
 class Q8_0Linear(nn.Module):
     """``y = x W^T + b`` with ``W`` a Q8_0 or Q4_0 matrix's values (8 or 4 bits resident, as stored)
-    and block scales, computed by the VNNI kernel with int8 rows per block (CPU only; any float
+    and block scales, computed by the block kernel with int8 rows per block (CPU only; any float
     input, output in the input's dtype).
 
     ``packed`` and ``scales`` are non-persistent buffers (not the checkpoint's names); ``bias`` is
@@ -137,21 +167,20 @@ class Q8_0Linear(nn.Module):
 
     @classmethod
     def from_blocks(cls, blocks: BlockTensor) -> Q8_0Linear:
-        op = _kernel_for(blocks.shape[0])
+        """The layer for a stored Q8_0 / Q4_0 matrix, packed in one pass over its bytes (a view of
+        the file: nothing is converted on the way)."""
         rows, cols = blocks.shape
-        q8 = blocks.qtype == "Q8_0"
-        packed = _packed(rows, cols, 8 if q8 else 4)
-        for lo in range(0, rows, _CHUNK_ROWS):
-            chunk = blocks.row_slice(lo, lo + _CHUNK_ROWS)
-            stored = chunk.q8() if q8 else chunk.nibbles()
-            _pack_stored(op, torch.from_numpy(stored), packed[lo // GROUP:(lo + chunk.shape[0]) // GROUP])
-        return cls(packed, _pack_scales(torch.from_numpy(blocks.scales())))
+        raw = blocks.data.reshape(rows, -1)
+        if not raw.flags.writeable:  # torch wants a writable array; the kernel only reads it
+            raw = raw.view()
+            raw.flags.writeable = True
+        return cls(*_pack_raw(_kernel_for(rows), raw, rows, cols, 8 if blocks.qtype == "Q8_0" else 4))
 
     @classmethod
     def from_values(cls, values: torch.Tensor, scales: torch.Tensor, bits: int = 8) -> Q8_0Linear:
         """The layer for integer ``values`` ``(out, in)`` (int8, or Q4_0's -8..7 with ``bits=4``)
         and block ``scales`` ``(out, in / 32)`` (rounded to f16, as the formats store them)."""
-        return cls(_pack_values(_kernel_for(values.shape[0]), values, bits), _pack_scales(scales))
+        return cls(*_pack(_kernel_for(values.shape[0]), values, scales, bits))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-1]
@@ -164,7 +193,7 @@ class Q8_0Linear(nn.Module):
         """The matrix's integer values ``(out, in)`` as int8, unpacked."""
         groups, blocks, _ = self.packed.shape
         if self.bits == 8:
-            steps = (self.packed ^ 0x80).view(torch.int8).view(groups, blocks, 8, GROUP, 4)
+            steps = self.packed.view(torch.int8).view(groups, blocks, 8, GROUP, 4)
         else:
             pairs = self.packed.view(groups, blocks, 4, GROUP, 4)
             steps = (torch.cat([pairs & 15, pairs >> 4], dim=2).to(torch.int16) - 8).to(torch.int8)

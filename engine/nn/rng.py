@@ -22,7 +22,8 @@ from . import jit
 
 #: The instruction sets the kernel is compiled for: (the CPU's flag, the compiler's).
 ISA = (("avx512f", "-mavx512f"),)
-KERNEL = jit.Kernel("mt19937", "mt19937.cpp", ("uniform_at",), ISA, switch="AUDIOCPP_RNG_KERNEL")
+KERNEL = jit.Kernel("mt19937", "mt19937.cpp", ("uniform_at",), (jit.Variant("avx512", ISA),),
+                    switch="AUDIOCPP_RNG_KERNEL")
 #: The dtypes whose ``torch.rand`` draws one 32-bit word per value (float64 draws two).
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 

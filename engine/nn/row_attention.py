@@ -18,7 +18,7 @@ import torch
 
 from . import jit
 
-KERNEL = jit.Kernel("row_attention", "row_attention.cpp", ("attend_rows",), (),
+KERNEL = jit.Kernel("row_attention", "row_attention.cpp", ("attend_rows",), (jit.Variant("generic"),),
                     switch="AUDIOCPP_ROW_ATTENTION")
 
 

@@ -21,8 +21,8 @@ from . import jit
 #: The instruction sets the kernel is compiled for: (the CPU's flag, the compiler's).
 ISA = (("avx512f", "-mavx512f"),)
 #: ``-ffp-contract=off``: the square's product and the sum stay two roundings, as in torch.
-KERNEL = jit.Kernel("snake", "snake.cpp", ("snake_channels_last",), ISA, switch="AUDIOCPP_SNAKE_KERNEL",
-                    options=("-ffp-contract=off",))
+KERNEL = jit.Kernel("snake", "snake.cpp", ("snake_channels_last",), (jit.Variant("avx512", ISA),),
+                    switch="AUDIOCPP_SNAKE_KERNEL")
 
 
 def snake_passes(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:

@@ -25,7 +25,7 @@ PRESETS: dict[str, tuple[str, ...]] = {
     "perf_mode_flash_attention": ("off", "flash_attention"),
     "best_of_n_language": ("auto", "en", "ja"),
     # audiocpp addition: the torch dtype a session computes in.
-    "compute_dtype": ("float32", "bfloat16", "float16", "auto"),
+    "compute_dtype": ("float32", "float32-stored", "bfloat16", "float16", "auto"),
 }
 
 #: The spellings users type for a preset's values -> the canonical value (case-insensitive).
@@ -33,6 +33,7 @@ PRESETS: dict[str, tuple[str, ...]] = {
 PRESET_SPELLINGS: dict[str, dict[str, str]] = {
     "compute_dtype": {
         "float32": "float32", "fp32": "float32", "float": "float32",
+        "float32-stored": "float32-stored", "fp32-stored": "float32-stored",
         "bfloat16": "bfloat16", "bf16": "bfloat16",
         "float16": "float16", "fp16": "float16", "half": "float16",
         "auto": "auto",

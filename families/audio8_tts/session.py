@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from audiocpp.engine.batching import relay
-from audiocpp.engine.device import torch_dtype
+from audiocpp.engine.device import ComputeMode, compute_mode, torch_dtype
 from audiocpp.engine.errors import UsageError
 from audiocpp.engine.model import LoadedModel
 from audiocpp.engine.records import AudioBuffer
@@ -51,18 +51,19 @@ class Audio8LoadedModel(LoadedModel):
         self.parts = parts
         self.config = parts.config
         self.sample_rate = parts.config.sample_rate
-        self._models: dict[torch.dtype, DualAR] = {}
+        self._models: dict[ComputeMode, DualAR] = {}
         self._decoders: dict[torch.dtype, Decoder] = {}
         packed = self.load_options.get("packed_linear")
         self.packed_linear = True if packed is None else bool(packed)
 
-    def model_for(self, dtype: torch.dtype) -> DualAR:
-        """The DualAR computing in ``dtype``, loaded on first use (oneDNN-packed linears unless the
-        load option ``packed_linear`` is false)."""
-        model = self._models.get(dtype)
+    def model_for(self, mode: ComputeMode | torch.dtype) -> DualAR:
+        """The DualAR computing in ``mode`` (a dtype: its mode), loaded on first use (oneDNN-packed
+        linears unless the load option ``packed_linear`` is false)."""
+        mode = compute_mode(mode)
+        model = self._models.get(mode)
         if model is None:
-            model = self.parts.build_model(dtype, packed=self.packed_linear)
-            self._models[dtype] = model
+            model = self.parts.build_model(mode, packed=self.packed_linear)
+            self._models[mode] = model
         return model
 
     def decoder_for(self, dtype: torch.dtype) -> Decoder:
@@ -129,9 +130,11 @@ class Audio8Session(Session):
     def __init__(self, model: Audio8LoadedModel, task: Task, mode: Mode, options: dict[str, Any]) -> None:
         super().__init__(model, task, mode, options)
         # compute_dtype=auto: float32 (the exact mode) for F32 weights and snapshot folders on the
-        # CPU, bfloat16 for 16-bit / quantized packages and on GPUs (engine.device)
-        self.dtype = torch_dtype(options.get("compute_dtype"), default=model.parts.compute_dtype)
-        self.network = model.model_for(self.dtype)
+        # CPU; for 16-bit / quantized packages bfloat16 where the CPU has it, else float32 (quantized
+        # linears kept stored); on GPUs bfloat16 (engine.device.default_compute_mode)
+        self.compute = compute_mode(options.get("compute_dtype"), model.parts.compute)
+        self.dtype = self.compute.dtype
+        self.network = model.model_for(self.compute)
         self.generator = DualARGenerator(self.network)
         self.builder = PromptLayoutBuilder(model.parts.tokenizer, model.config)
         self.codec = model.parts.codec

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
-from audiocpp.engine.device import auto_compute_dtype, device_of, storage_dtype
+from audiocpp.engine.device import ComputeMode, auto_compute_mode, compute_mode, device_of, storage_dtype
 from audiocpp.engine.errors import ModelError
 from audiocpp.engine.nn.linear import fast_linears, quantize_linears
 from audiocpp.engine.spec.model import ModelSpec
@@ -76,21 +76,23 @@ class Audio8Parts:
     layout: str
     metadata: dict[str, Any] = field(default_factory=dict)
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-    #: ``compute_dtype=auto`` (``engine.device.auto_compute_dtype``)
-    compute_dtype: torch.dtype = torch.float32
+    #: ``compute_dtype=auto`` (``engine.device.auto_compute_mode``)
+    compute: ComputeMode = field(default_factory=lambda: compute_mode("float32"))
 
     def model_source(self) -> TensorSource:
         source = resolve_weights(self.spec, self.path).namespace("model_weights")
         return adapt(source, model_adapters(source))
 
-    def build_model(self, dtype: torch.dtype = torch.float32, *, packed: bool = False) -> DualAR:
-        """The DualAR with its weights in ``dtype`` (float32 is exact against upstream) on the parts'
-        device. With ``packed`` (CPU), its linear layers run on faster kernels: in float32, layers
-        whose weights are bfloat16 values (the real checkpoint stores bf16) keep them in bfloat16
-        and compute in float32 (``engine.nn.bf16_linear``); the others use oneDNN-packed weights
-        (``engine.nn.packed_linear``). A Q8_0 / Q4_0 package under a 16-bit dtype keeps its
-        quantized linears quantized (``engine.nn.quantized``: int8 rows, one-row decode steps).
+    def build_model(self, mode: ComputeMode | torch.dtype = torch.float32, *, packed: bool = False) -> DualAR:
+        """The DualAR computing in ``mode`` (a dtype: its mode; float32 is exact against upstream) on
+        the parts' device. With ``packed`` (CPU), its linear layers run on faster kernels: in
+        float32, layers whose weights are bfloat16 values (the real checkpoint stores bf16) keep them
+        in bfloat16 and compute in float32 (``engine.nn.bf16_linear``); the others use oneDNN-packed
+        weights (``engine.nn.packed_linear``). A Q8_0 / Q4_0 package in a mode that keeps weights
+        stored keeps its quantized linears quantized (the block kernel: int8 rows per block).
         ``engine.nn.linear`` picks each layer."""
+        mode = compute_mode(mode)
+        dtype = mode.dtype
         from audiocpp.engine.weights.gguf_file import mapped_file, release_pages
 
         device = self.device
@@ -100,7 +102,7 @@ class Audio8Parts:
         for module, src, what in ((model.slow, adapt(source, [Drop("fast_*")]), "Audio8 TTS slow AR"),
                                   (model.fast, adapt(source, [Keep("fast_*")]), "Audio8 TTS fast AR")):
             ignore: list[str] = []
-            if dtype in (torch.bfloat16, torch.float16):
+            if mode.stored:
                 check_module_weights(module, src, what=what)
                 ignore = quantize_linears(module, src, dtype=dtype, device=device)
             load_module_weights(module, src, dtype=dtype, what=what, ignore=ignore, device=device)
@@ -148,7 +150,7 @@ def load_parts(spec: ModelSpec, path: Path, options: dict[str, Any] | None = Non
     raw.release_all()  # the folded weight-norm pairs' pages (the codec holds its own copies)
     if device.type == "cpu" and storage_dtype(raw) == "BF16":
         fast_linears(codec, packed=False, bf16_weights=True)
-    compute = auto_compute_dtype(device, resolved.layout, source, gpu_dtype=torch.bfloat16)
+    compute = auto_compute_mode(device, resolved.layout, source, gpu_dtype=torch.bfloat16)
     return Audio8Parts(cfg, tokenizer, codec.eval(), spec, Path(path), resolved.source_id, resolved.layout,
                        dict(resolved.metadata), device, compute)
 

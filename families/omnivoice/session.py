@@ -26,7 +26,7 @@ from audiocpp.engine.audio.dsp import cross_fade_chunks, fade_and_pad, peak_norm
 from audiocpp.engine.audio.resample import resample
 from audiocpp.engine.audio.silence import remove_silence
 from audiocpp.engine.batching import Op
-from audiocpp.engine.device import torch_dtype
+from audiocpp.engine.device import ComputeMode, compute_mode
 from audiocpp.engine.errors import UsageError
 from audiocpp.engine.model import LoadedModel
 from audiocpp.engine.nn.build import PerDtype
@@ -54,8 +54,8 @@ from .weights import OmniVoiceParts
 
 
 class OmniVoiceLoadedModel(LoadedModel):
-    """The LM (in the default compute dtype) and codec of :class:`OmniVoiceParts`; LMs in other
-    compute dtypes are loaded on first use (:meth:`lm_for`)."""
+    """The LM (in the default compute mode) and codec of :class:`OmniVoiceParts`; LMs in other
+    compute modes are loaded on first use (:meth:`lm_for`)."""
 
     def __init__(self, spec: ModelSpec, path: Path, load_options: dict[str, Any],
                  parts: OmniVoiceParts) -> None:
@@ -67,22 +67,22 @@ class OmniVoiceLoadedModel(LoadedModel):
         self.sample_rate = parts.sample_rate
         self.source_id = parts.source_id
         self.device = parts.device
-        self.compute_dtype = parts.compute_dtype
-        self._lms = PerDtype(self._load_lm, {parts.compute_dtype: parts.lm})
+        self.compute = parts.compute
+        self._lms = PerDtype(self._load_lm, {parts.compute: parts.lm})
 
     @property
     def cfg(self) -> OmniVoiceConfig:
         return self.lm.cfg
 
-    def lm_for(self, dtype: torch.dtype) -> OmniVoiceLM:
-        """The LM computing in ``dtype``, made once."""
-        return self._lms.get(dtype)
+    def lm_for(self, mode: ComputeMode | torch.dtype) -> OmniVoiceLM:
+        """The LM computing in ``mode`` (a dtype: its mode), made once."""
+        return self._lms.get(compute_mode(mode))
 
-    def _load_lm(self, dtype: torch.dtype) -> OmniVoiceLM:
-        """The backbone and heads loaded again in ``dtype`` (quantized linears stay quantized
-        under a 16-bit dtype); the embedding tables stay as stored and are shared with the first
-        LM (their rows are summed in float32, then cast)."""
-        variant = self.parts.load_lm(dtype)
+    def _load_lm(self, mode: ComputeMode) -> OmniVoiceLM:
+        """The backbone and heads loaded again for ``mode`` (quantized linears stay quantized in a
+        mode that keeps weights stored); the embedding tables stay as stored and are shared with the
+        first LM (their rows are summed in float32, then cast)."""
+        variant = self.parts.load_lm(mode)
         for name in ("llm.embed_tokens", "audio_embeddings"):
             mine, theirs = self.lm.get_submodule(name), variant.get_submodule(name)
             if mine.weight.dtype == theirs.weight.dtype:
@@ -116,8 +116,8 @@ class OmniVoiceSession(Session):
 
     def __init__(self, model: OmniVoiceLoadedModel, task: Task, mode: Mode, options: dict[str, Any]) -> None:
         super().__init__(model, task, mode, options)
-        dtype = torch_dtype(options.get("compute_dtype"), model.compute_dtype)
-        self.decoder = MaskGitDecoder(model.lm_for(dtype), dtype)
+        self.compute = compute_mode(options.get("compute_dtype"), model.compute)
+        self.decoder = MaskGitDecoder(model.lm_for(self.compute), self.compute.dtype)
 
     # -- validation ----------------------------------------------------------------------
     def _validate(self, request: PreparedRequest) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from audiocpp.engine.device import auto_compute_dtype, device_of
+from audiocpp.engine.device import ComputeMode, auto_compute_mode, compute_mode, device_of
 from audiocpp.engine.errors import ModelError, UsageError
 from audiocpp.engine.nn.build import load_on_meta
 from audiocpp.engine.spec.model import ModelSpec
@@ -55,8 +55,8 @@ CODEC_DROP = (
 _QUANTIZER = re.compile(r"^quantizer\.quantizers\.(\d+)\.codebook\.embed$")
 
 
-#: The LM's linear layers a Q8_0 / Q4_0 package keeps quantized under a 16-bit compute dtype: the
-#: Qwen3 blocks and the audio heads (int8 in memory; engine.nn.quantized).
+#: The LM's linear layers a Q8_0 / Q4_0 package keeps quantized in a compute mode that keeps weights
+#: stored: the Qwen3 blocks and the audio heads (engine.nn.linear picks their layer).
 QUANTIZED_LINEARS = ("llm.layers.*", "audio_heads")
 #: Lookup tables kept in the dtype they are stored in under any compute dtype: their rows are
 #: summed in float32 before the backbone's dtype (OmniVoiceLM.embed), as float32 tables would give.
@@ -65,7 +65,7 @@ STORED_TABLES = ("llm.embed_tokens.weight", "audio_embeddings.weight")
 
 @dataclass
 class OmniVoiceParts:
-    """A loaded OmniVoice: the LM in the default compute dtype (``compute_dtype=auto``) and the
+    """A loaded OmniVoice: the LM in the default compute mode (``compute_dtype=auto``) and the
     float32 codec on the load device, the text tokenizer, the output rate."""
 
     config: OmniVoiceConfig
@@ -75,8 +75,8 @@ class OmniVoiceParts:
     sample_rate: int
     source_id: str
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-    compute_dtype: torch.dtype = torch.float32
-    #: loads the LM again in another compute dtype (``OmniVoiceLoadedModel.lm_for``)
+    compute: ComputeMode = field(default_factory=lambda: compute_mode("float32"))
+    #: loads the LM again in another compute mode (``OmniVoiceLoadedModel.lm_for``)
     load_lm: Any = None
 
 
@@ -182,14 +182,15 @@ def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: Model
         raise ModelError(f"the tokenizer has {tokenizer.get_vocab_size()} tokens but the LM embeds only "
                          f"{cfg.llm.vocab_size}", hint="the tokenizer and weights do not belong together")
     device = device_of(options)
-    compute = auto_compute_dtype(device, weights.layout, lm_src, gpu_dtype=torch.float16)
+    compute = auto_compute_mode(device, weights.layout, lm_src, gpu_dtype=torch.float16)
 
-    def load_lm(dtype: torch.dtype, source: TensorSource | None = None) -> OmniVoiceLM:
-        """The LM computing in ``dtype`` on ``device`` (a second dtype re-opens the weights)."""
+    def load_lm(mode: ComputeMode, source: TensorSource | None = None) -> OmniVoiceLM:
+        """The LM computing in ``mode`` on ``device`` (a second mode re-opens the weights)."""
         if source is None:
             source = resolve(spec, Path(path), (options or {}).get("codec")).namespace("weights")
-        return load_on_meta(lambda: OmniVoiceLM(cfg), lm_source(source), dtype=dtype, what="OmniVoice LM",
-                            device=device, quantize=QUANTIZED_LINEARS, keep_stored=STORED_TABLES).eval()
+        return load_on_meta(lambda: OmniVoiceLM(cfg), lm_source(source), dtype=mode.dtype,
+                            what="OmniVoice LM", device=device, quantize=QUANTIZED_LINEARS,
+                            keep_stored=STORED_TABLES, stored=mode.stored).eval()
 
     lm = load_lm(compute, lm_src)
     codec = load_on_meta(lambda: HiggsAudioV2Codec(codec_cfg), codec_source(codec_src), dtype=torch.float32,

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from audiocpp.engine.device import auto_compute_dtype, device_of
+from audiocpp.engine.device import auto_compute_mode, device_of
 from audiocpp.engine.errors import ModelError
 from audiocpp.engine.nn.build import build_on_meta, load_on_meta
 from audiocpp.engine.spec.model import ModelSpec
@@ -185,6 +185,6 @@ def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: Model
     shapes = build_on_meta(lambda: AudioVAE(cfg.audio_vae))
     vae = load_on_meta(lambda: AudioVAE(cfg.audio_vae), vae_source(resolved, cfg, shapes),
                        dtype=torch.float32, what="AudioVAE", device=device)
-    compute = auto_compute_dtype(device, resolved.layout, model_src, gpu_dtype=torch.bfloat16)
+    compute = auto_compute_mode(device, resolved.layout, model_src, gpu_dtype=torch.bfloat16)
     return VoxCPM1Parts(cfg, vae.eval(), tokenizer, spec, Path(path), resolved.source_id, resolved.layout,
                         device, compute)

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from audiocpp.engine.batching import relay
-from audiocpp.engine.device import torch_dtype
+from audiocpp.engine.device import ComputeMode, compute_mode
 from audiocpp.engine.errors import UsageError
 from audiocpp.engine.model import LoadedModel
 from audiocpp.engine.nn.build import PerDtype
@@ -56,14 +56,14 @@ class VoxCPM2LoadedModel(LoadedModel):
         self.packed_linear = True if packed is None else bool(packed)
         self._generators = PerDtype(self._make_generator)
 
-    def generator_for(self, dtype: torch.dtype) -> VoxCPMGenerator:
-        """The AR loop computing in ``dtype``; its weights are loaded in that dtype on first use
-        (a bfloat16-only user never holds a float32 copy), on oneDNN-packed linears unless the
-        load option ``packed_linear`` is false."""
-        return self._generators.get(dtype)
+    def generator_for(self, mode: ComputeMode | torch.dtype) -> VoxCPMGenerator:
+        """The AR loop computing in ``mode`` (a dtype: its mode); its weights are loaded for that
+        mode on first use (a bfloat16-only user never holds a float32 copy), on oneDNN-packed
+        linears unless the load option ``packed_linear`` is false."""
+        return self._generators.get(compute_mode(mode))
 
-    def _make_generator(self, dtype: torch.dtype) -> VoxCPMGenerator:
-        return VoxCPMGenerator(self.parts.build_model(dtype, packed=self.packed_linear), self.parts.codec)
+    def _make_generator(self, mode: ComputeMode) -> VoxCPMGenerator:
+        return VoxCPMGenerator(self.parts.build_model(mode, packed=self.packed_linear), self.parts.codec)
 
     def _create_session(self, task: Task, mode: Mode, options: dict[str, Any]) -> Session:
         return VoxCPM2Session(self, task, mode, options)
@@ -137,8 +137,9 @@ class VoxCPM2Session(Session):
 
     def __init__(self, model: VoxCPM2LoadedModel, task: Task, mode: Mode, options: dict[str, Any]) -> None:
         super().__init__(model, task, mode, options)
-        self.dtype = torch_dtype(options.get("compute_dtype"), model.parts.compute_dtype)
-        self.generator = model.generator_for(self.dtype)
+        self.compute = compute_mode(options.get("compute_dtype"), model.parts.compute)
+        self.dtype = self.compute.dtype
+        self.generator = model.generator_for(self.compute)
         cfg = model.config
         self.builder = PromptLayoutBuilder(model.parts.tokenizer, cfg.patch_size, cfg.audio_vae.latent_dim,
                                      reference_prefix=cfg.variant.reference_prefix)

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from audiocpp.engine.device import auto_compute_dtype, device_of
+from audiocpp.engine.device import ComputeMode, auto_compute_mode, compute_mode, device_of
 from audiocpp.engine.errors import ModelError
 from audiocpp.engine.nn.build import build_on_meta, load_on_meta
 from audiocpp.engine.spec.model import ModelSpec
@@ -71,13 +71,14 @@ QUANTIZED_LINEARS = ("base_lm.*", "residual_lm.*")
 KERNEL_QUANTIZED_LINEARS = ("feat_encoder.*", "feat_decoder.*")
 
 
-def quantized_linears(source: TensorSource, dtype: torch.dtype, device: torch.device) -> tuple[str, ...]:
-    """The globs of the linear layers that ``source`` keeps quantized computing in ``dtype`` on
+def quantized_linears(source: TensorSource, mode: ComputeMode, device: torch.device) -> tuple[str, ...]:
+    """The globs of the linear layers that ``source`` keeps quantized computing in ``mode`` on
     ``device`` (``engine.nn.linear.keep_quantized``: the kernel is built only for a quantized
     package that will use it)."""
     from audiocpp.engine.nn.linear import keep_quantized
 
-    return keep_quantized(source, dtype, device, always=QUANTIZED_LINEARS, many_rows=KERNEL_QUANTIZED_LINEARS)
+    return keep_quantized(source, mode.stored, device, always=QUANTIZED_LINEARS,
+                          many_rows=KERNEL_QUANTIZED_LINEARS)
 
 
 @dataclass
@@ -93,25 +94,27 @@ class VoxCPM2Parts:
     source_id: str
     layout: str
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-    #: ``compute_dtype=auto`` (``engine.device.auto_compute_dtype``)
-    compute_dtype: torch.dtype = torch.float32
+    #: ``compute_dtype=auto`` (``engine.device.auto_compute_mode``)
+    compute: ComputeMode = field(default_factory=lambda: compute_mode("float32"))
 
     def model_source(self) -> TensorSource:
         return adapt(resolve_weights(self.spec, self.path).namespace("weights"), lm_adapters(self.config))
 
-    def build_model(self, dtype: torch.dtype, *, packed: bool = False) -> VoxCPMModel:
-        """The generator with its weights in ``dtype`` (checkpoints are bf16; float32 is exact
-        against upstream run in float32) on the parts' device, its linear layers on oneDNN-packed
-        weights if ``packed`` (CPU). A Q8_0 / Q4_0 package under a 16-bit dtype keeps the LMs'
-        linears quantized (:func:`quantized_linears`). The weights file is opened for this and
-        unmapped after, unless parameters still view it (a bf16 checkpoint loaded in bf16 without
-        packing: zero-copy); copied tensors release their pages of the file as they are made."""
+    def build_model(self, mode: ComputeMode | torch.dtype, *, packed: bool = False) -> VoxCPMModel:
+        """The generator computing in ``mode`` (a dtype: its mode; checkpoints are bf16; float32 is
+        exact against upstream run in float32) on the parts' device, its linear layers on
+        oneDNN-packed weights if ``packed`` (CPU). A Q8_0 / Q4_0 package in a mode that keeps
+        weights stored keeps the LMs' linears quantized (:func:`quantized_linears`). The weights
+        file is opened for this and unmapped after, unless parameters still view it (a bf16
+        checkpoint loaded in bf16 without packing: zero-copy); copied tensors release their pages
+        of the file as they are made."""
         from audiocpp.engine.weights.gguf_file import mapped_file, release_pages
 
+        mode = compute_mode(mode)
         source = self.model_source()  # kept until the end: packing releases the pages of what it copies
-        model = load_on_meta(lambda: VoxCPMModel(self.config), source, dtype=dtype,
+        model = load_on_meta(lambda: VoxCPMModel(self.config), source, dtype=mode.dtype,
                              what="VoxCPM2 generator", device=self.device,
-                             quantize=quantized_linears(source, dtype, self.device))
+                             quantize=quantized_linears(source, mode, self.device), stored=mode.stored)
         if packed and self.device.type == "cpu":
             from audiocpp.engine.nn.linear import fast_linears
 
@@ -153,6 +156,6 @@ def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: Model
     vae_src: TensorSource = adapt(resolved.namespace("audiovae_weights"), vae_adapters(cfg))
     vae = load_on_meta(lambda: AudioVAE(cfg.audio_vae), vae_src, dtype=torch.float32, what="AudioVAE",
                        device=device)
-    compute = auto_compute_dtype(device, resolved.layout, model_src, gpu_dtype=torch.bfloat16)
+    compute = auto_compute_mode(device, resolved.layout, model_src, gpu_dtype=torch.bfloat16)
     return VoxCPM2Parts(cfg, vae.eval(), tokenizer, spec, Path(path), resolved.source_id, resolved.layout,
                         device, compute)

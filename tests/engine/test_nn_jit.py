@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from audiocpp.engine.nn import jit, kernels
+from audiocpp.engine.nn import cpu_isa, jit, kernels
 
 
 class _Terminal(io.StringIO):
@@ -21,10 +21,12 @@ class _Terminal(io.StringIO):
 
 
 def _kernel(tmp_path: Path, text: str = "int f() { return 1; }\n", *, flags=(),
-            name: str = "jit_test") -> jit.Kernel:
+            name: str = "jit_test", level: str = "avx2") -> jit.Kernel:
+    """A kernel of one variant: ``flags`` at ``level``, or the portable one without flags."""
     source = tmp_path / f"{name}.cpp"
     source.write_text(text)
-    return jit.Kernel(name, str(source), ("f",), tuple(flags))
+    variant = jit.Variant(level, tuple(flags)) if flags else jit.GENERIC
+    return jit.Kernel(name, str(source), ("f",), (variant,))
 
 
 @pytest.fixture
@@ -38,17 +40,19 @@ def quiet(monkeypatch, tmp_path):
 def test_a_cpu_without_the_flags_builds_nothing(monkeypatch, tmp_path, quiet) -> None:
     calls = []
     monkeypatch.setattr("torch.utils.cpp_extension.load_inline", lambda *a, **k: calls.append(a) or object())
-    kernel = _kernel(tmp_path, flags=[("avx512f", "-mavx512f"), ("no_such_flag", "-mno-such-flag")])
+    kernel = _kernel(tmp_path, flags=[("avx2", "-mavx2"), ("no_such_flag", "-mno-such-flag")])
     assert jit.build(kernel) is None
     assert calls == []  # the compiler never ran
-    assert jit.why_not(kernel) == "this CPU lacks no_such_flag"
+    assert jit.why_not(kernel) == "this CPU cannot run any of its variants (no no_such_flag)"
+    assert jit.build(kernel, variant=kernel.variants[0]) is None and calls == []
+    assert jit.why_not(kernel, kernel.variants[0]) == "this CPU lacks no_such_flag"
 
 
 def test_a_turned_off_kernel_builds_nothing(monkeypatch, tmp_path, quiet) -> None:
     calls = []
     monkeypatch.setattr("torch.utils.cpp_extension.load_inline", lambda *a, **k: calls.append(a) or object())
     monkeypatch.setenv("AUDIOCPP_TEST_SWITCH", "0")
-    kernel = jit.Kernel("jit_test", str(tmp_path / "none.cpp"), ("f",), (), switch="AUDIOCPP_TEST_SWITCH")
+    kernel = jit.Kernel("jit_test", str(tmp_path / "none.cpp"), ("f",), switch="AUDIOCPP_TEST_SWITCH")
     assert jit.build(kernel) is None and calls == []
     assert jit.why_not(kernel) == "turned off (AUDIOCPP_TEST_SWITCH=0)"
 
@@ -123,7 +127,7 @@ def test_a_missing_toolchain_is_a_reason_not_an_error(monkeypatch, tmp_path) -> 
 
 
 def test_a_missing_source_file_is_a_failed_build(tmp_path, quiet) -> None:
-    kernel = jit.Kernel("jit_test", str(tmp_path / "gone.cpp"), ("f",), ())
+    kernel = jit.Kernel("jit_test", str(tmp_path / "gone.cpp"), ("f",))
     assert jit.build(kernel) is None
     assert "FileNotFoundError" in jit.why_not(kernel)
 
@@ -137,13 +141,17 @@ def test_a_build_passes_the_source_functions_and_flags_and_is_timed(monkeypatch,
         return "module"
 
     monkeypatch.setattr("torch.utils.cpp_extension.load_inline", load_inline)
-    kernel = _kernel(tmp_path, flags=[("avx512f", "-mavx512f")] if jit.cpu_has(["avx512f"]) else [])
+    avx2 = jit.cpu_has(["avx2"]) and cpu_isa.rank("avx2") >= 0
+    kernel = _kernel(tmp_path, flags=[("avx2", "-mavx2")] if avx2 else [])
     before = jit.build_seconds()
     assert jit.build(kernel) == "module" and jit.why_not(kernel) is None
     assert jit.build_seconds() - before >= 0.05
-    assert seen["name"] == kernel.build_name() and seen["cpp_sources"] == [kernel.text()]
-    assert seen["functions"] == ["f"] and seen["extra_cflags"] == kernel.cflags == ["-O3", *(
-        ["-mavx512f"] if kernel.isa else []), "-fopenmp"]
+    variant = kernel.variants[0]
+    assert seen["name"] == kernel.build_name(variant) and seen["cpp_sources"] == [kernel.text()]
+    assert seen["extra_include_paths"] == [str(jit.KERNELS_DIR)]  # isa.h
+    assert seen["functions"] == ["f"] and seen["extra_cflags"] == kernel.cflags(variant) == [
+        "-O3", "-ffp-contract=off", *(["-mavx2"] if avx2 else ["-DAUDIOCPP_GENERIC"]), "-DAUDIOCPP_TORCH",
+        "-fopenmp"]
 
 
 def test_the_build_name_follows_the_source_the_flags_and_torch(monkeypatch, tmp_path) -> None:
@@ -151,6 +159,7 @@ def test_the_build_name_follows_the_source_the_flags_and_torch(monkeypatch, tmp_
     assert name.startswith("audiocpp_jit_test_") and name == _kernel(tmp_path).build_name()
     assert _kernel(tmp_path, "int f() { return 2; }\n").build_name() != name
     assert _kernel(tmp_path, flags=[("fma", "-mfma")]).build_name() != name
+    assert "_generic_" in name and "_avx2_" in _kernel(tmp_path, flags=[("fma", "-mfma")]).build_name()
     monkeypatch.setattr(torch, "__version__", "0.0.0")
     assert _kernel(tmp_path).build_name() != name
 
@@ -168,7 +177,9 @@ def test_every_kernel_ships_its_source_and_one_flag_table() -> None:
     for kernel, _ in found:
         assert kernel.path().parent == jit.KERNELS_DIR and kernel.path().is_file()
         assert all(f"{name}(" in kernel.text() for name in kernel.functions)
-        assert all(option.startswith("-m") for _, option in kernel.isa)
+        assert kernel.variants[-1] == jit.GENERIC or kernel.name == "row_attention"
+        for variant in kernel.variants:
+            assert all(option.startswith(("-m", "")) for _, option in variant.isa)
 
 
 def test_build_all_reports_every_kernel() -> None:

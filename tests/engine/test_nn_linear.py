@@ -125,11 +125,10 @@ def test_keep_quantized_adds_the_many_row_layers_where_the_kernel_runs(tmp_path:
     q8, f32 = _source(tmp_path, "Q8_0"), _source(tmp_path, "F32", name="f")
     always, many = ("lm.*",), ("dit.*",)
     kernel = q8_0_linear.kernel() is not None
-    assert linear.keep_quantized(q8, torch.bfloat16, CPU, always=always, many_rows=many) == \
-        (always + many if kernel else always)
-    assert linear.keep_quantized(q8, torch.float16, "cpu", always=always, many_rows=many) == \
-        (always + many if kernel else always)
-    assert linear.keep_quantized(q8, torch.float32, CPU, always=always, many_rows=many) == always
-    assert linear.keep_quantized(f32, torch.bfloat16, CPU, always=always, many_rows=many) == always
-    assert linear.keep_quantized(q8, torch.bfloat16, "meta", always=always, many_rows=many) == always
-    assert linear.keep_quantized(q8, torch.bfloat16, CPU, always=always) == always
+    for device in (CPU, "cpu"):
+        assert linear.keep_quantized(q8, True, device, always=always, many_rows=many) == \
+            (always + many if kernel else always)
+    assert linear.keep_quantized(q8, False, CPU, always=always, many_rows=many) == ()  # the exact mode
+    assert linear.keep_quantized(f32, True, CPU, always=always, many_rows=many) == always
+    assert linear.keep_quantized(q8, True, "meta", always=always, many_rows=many) == always
+    assert linear.keep_quantized(q8, True, CPU, always=always) == always
