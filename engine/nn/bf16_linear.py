@@ -1,4 +1,4 @@
-"""Float32 linear layers over bfloat16-stored weights (CPU, AVX-512).
+"""Float32 linear layers over bfloat16-stored weights (CPU: AVX-512, AVX2, NEON, portable C++).
 
 Checkpoints often store weights in bfloat16 and references upcast them to float32 before
 computing in float32. The upcast is exact, so a kernel that keeps the weights in bfloat16 and
@@ -8,8 +8,9 @@ up to twice as fast. Only the summation order differs from torch's GEMM (a relat
 about 1e-6, like ``packed_linear``).
 
 The kernel is a small C++ extension (``engine/nn/kernels/bf16_linear.cpp``) compiled on first use
-(``engine.nn.jit``; ``engine.nn.kernels.build_all`` at set-up); where it cannot be built or run (no
-compiler, no AVX-512) nothing is converted and callers keep their layers.
+for the ISA level the process runs (``engine.nn.jit``; ``audiocpp kernels`` at set-up); every level
+sums in the same order (16 running sums, reduced as AVX-512 reduces), so every CPU gives the same
+bits. Where it cannot be built (no compiler) nothing is converted and callers keep their layers.
 ``engine.nn.linear.fast_linears(module, bf16_weights=True)`` converts only ``nn.Linear`` whose float32
 weights are exactly bfloat16 values (:func:`exactly_bf16`).
 
@@ -26,27 +27,41 @@ from torch import nn
 
 from . import jit
 
-#: The instruction sets the kernel is compiled for: (the CPU's flag, the compiler's).
-ISA = (("avx512f", "-mavx512f"), ("avx512bw", "-mavx512bw"))
-#: The C++ kernel (engine/nn/kernels/bf16_linear.cpp); ``AUDIOCPP_BF16_LINEAR=0`` turns it off. It
-#: also waits for torch's own kernels to run AVX-512.
-KERNEL = jit.Kernel("bf16_linear", "bf16_linear.cpp", ("linear_bf16w",), (jit.Variant("avx512", ISA),),
-                    switch="AUDIOCPP_BF16_LINEAR")
+#: The C++ kernel (engine/nn/kernels/bf16_linear.cpp), one source for AVX-512, AVX2, NEON and
+#: portable C++, which all give the same bits; ``AUDIOCPP_BF16_LINEAR=0`` turns it off.
+KERNEL = jit.Kernel("bf16_linear", "bf16_linear.cpp", ("linear_bf16w", "linear_bf16w_portable", "variant"),
+                    (jit.AVX512, jit.AVX2, jit.NEON, jit.GENERIC), switch="AUDIOCPP_BF16_LINEAR")
 
 
 @cache
 def kernel() -> Any | None:
-    """The compiled op ``linear_bf16w(x, w, bias)``, or None where it cannot be built or run
-    (``jit.why_not`` says why). ``AUDIOCPP_BF16_LINEAR=0`` disables it."""
-    module = jit.build(KERNEL)
+    """The compiled op ``linear_bf16w(x, w, bias)`` of the variant this process runs, or None where
+    it cannot be built or run (``jit.why_not`` says why). ``AUDIOCPP_BF16_LINEAR=0`` disables it."""
+    module = _checked(jit.build(KERNEL), None)
+    return None if module is None else module.linear_bf16w
+
+
+@cache
+def kernel_at(level: str) -> Any | None:
+    """The compiled module of the variant of ``level`` (tests, benchmarks), checked; None where this
+    CPU cannot run it."""
+    variant = KERNEL.variant(level)
+    return None if variant is None else _checked(jit.build(KERNEL, variant=variant), variant)
+
+
+def _checked(module: Any | None, variant: jit.Variant | None) -> Any | None:
     if module is None:
         return None
-    op = module.linear_bf16w
-    x, w = torch.randn(3, 40), torch.randn(5, 40).to(torch.bfloat16)
-    if not torch.allclose(op(x, w, None), x @ w.float().t(), atol=1e-4):
-        jit.reject(KERNEL, "the built kernel disagrees with torch's float32 linear")
+    gen = torch.Generator().manual_seed(0)
+    x, w = torch.randn(5, 77, generator=gen), torch.randn(6, 77, generator=gen).to(torch.bfloat16)
+    got = module.linear_bf16w(x, w, None)
+    if not torch.allclose(got, x @ w.float().t(), atol=1e-4):
+        jit.reject(KERNEL, "the built kernel disagrees with torch's float32 linear", variant=variant)
         return None
-    return op
+    if not torch.equal(got, module.linear_bf16w_portable(x, w, None)):
+        jit.reject(KERNEL, "the built kernel's vector code differs from its portable code", variant=variant)
+        return None
+    return module
 
 
 #: Above this many rows the weights are widened and torch's GEMM does the work.

@@ -146,7 +146,9 @@ class Kernel:
             if not cpu_isa.allowed(variant.level):
                 skipped.append(f"{cpu_isa.CAP_ENV}={cpu_isa.cap()}")
                 continue
-            if not skipped:
+            if len(self.variants) == 1:
+                why = "its only variant"
+            elif not skipped:
                 why = "this CPU's best" if cpu_isa.rank(variant.level) >= cpu_isa.rank(best) else \
                     "the best this kernel has for this CPU"
             else:

@@ -20,10 +20,10 @@ import torch
 
 from . import jit
 
-#: The instruction sets the kernel is compiled for: (the CPU's flag, the compiler's).
-ISA = (("avx512f", "-mavx512f"),)
-KERNEL = jit.Kernel("mt19937", "mt19937.cpp", ("uniform_at",), (jit.Variant("avx512", ISA),),
-                    switch="AUDIOCPP_RNG_KERNEL")
+#: The C++ kernel (engine/nn/kernels/mt19937.cpp), one source for AVX-512, AVX2, NEON and portable
+#: C++ (integer words: the same on every level); ``AUDIOCPP_RNG_KERNEL=0`` turns it off.
+KERNEL = jit.Kernel("mt19937", "mt19937.cpp", ("uniform_at", "uniform_at_portable", "variant"),
+                    (jit.AVX512, jit.AVX2, jit.NEON, jit.GENERIC), switch="AUDIOCPP_RNG_KERNEL")
 #: The dtypes whose ``torch.rand`` draws one 32-bit word per value (float64 draws two).
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -48,15 +48,28 @@ def _agrees(op: Any) -> bool:
 
 @cache
 def kernel() -> Any | None:
-    """The compiled op ``uniform_at(state, total, positions) -> (values, state)``, or None where it
-    cannot be built or run, or does not reproduce torch.rand here (``jit.why_not`` says why)."""
-    module = jit.build(KERNEL)
+    """The compiled op ``uniform_at(state, total, positions) -> (values, state)`` of the variant this
+    process runs, or None where it cannot be built or run, or does not reproduce torch.rand here
+    (``jit.why_not`` says why)."""
+    module = _checked(jit.build(KERNEL), None)
+    return None if module is None else module.uniform_at
+
+
+@cache
+def kernel_at(level: str) -> Any | None:
+    """The compiled module of the variant of ``level`` (tests, benchmarks), checked; None where this
+    CPU cannot run it."""
+    variant = KERNEL.variant(level)
+    return None if variant is None else _checked(jit.build(KERNEL, variant=variant), variant)
+
+
+def _checked(module: Any | None, variant: jit.Variant | None) -> Any | None:
     if module is None:
         return None
-    if not _agrees(module.uniform_at):
-        jit.reject(KERNEL, "the built kernel does not reproduce torch.rand's stream here")
+    if not (_agrees(module.uniform_at) and _agrees(module.uniform_at_portable)):
+        jit.reject(KERNEL, "the built kernel does not reproduce torch.rand's stream here", variant=variant)
         return None
-    return module.uniform_at
+    return module
 
 
 def _rounded(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

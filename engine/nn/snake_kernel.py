@@ -1,12 +1,13 @@
-"""Snake in one pass over channels-last activations (CPU, AVX-512), bit for bit torch's.
+"""Snake in one pass over channels-last activations (CPU, every ISA level), bit for bit torch's.
 
 ``dac.snake_channels_last`` is five elementwise passes (``alpha * x``, ``sin``, square, times
 ``1 / (alpha + 1e-9)``, plus ``x``) and, before a conv with 16-bit weights, a sixth that rounds
 to bfloat16. The kernel (``engine/nn/kernels/snake.cpp``) applies the same operations to each
-element in the same order, with the sine torch.sin uses on contiguous float32 tensors (MKL's
-``vsSin``), over tiles that stay in cache, and writes float32 or the bfloat16 rounding directly.
-Its check at load compares it bit for bit with the torch passes; where it differs (a torch without
-MKL), cannot be built or is turned off (``AUDIOCPP_SNAKE_KERNEL=0``), callers keep the passes.
+element in the same order, with the sine torch.sin uses on contiguous float32 tensors
+(MKL's ``vsSin`` where torch has MKL, torch.sin itself elsewhere), over tiles that stay in cache, and writes
+float32 or the bfloat16 rounding directly. Its check at load compares it bit for bit with the torch
+passes; where it differs, cannot be built or is turned off (``AUDIOCPP_SNAKE_KERNEL=0``), callers
+keep the passes.
 """
 
 from __future__ import annotations
@@ -18,11 +19,10 @@ import torch
 
 from . import jit
 
-#: The instruction sets the kernel is compiled for: (the CPU's flag, the compiler's).
-ISA = (("avx512f", "-mavx512f"),)
-#: ``-ffp-contract=off``: the square's product and the sum stay two roundings, as in torch.
-KERNEL = jit.Kernel("snake", "snake.cpp", ("snake_channels_last",), (jit.Variant("avx512", ISA),),
-                    switch="AUDIOCPP_SNAKE_KERNEL")
+#: The C++ kernel (engine/nn/kernels/snake.cpp), one source for AVX-512, AVX2, NEON and portable
+#: C++; ``AUDIOCPP_SNAKE_KERNEL=0`` turns it off.
+KERNEL = jit.Kernel("snake", "snake.cpp", ("snake_channels_last", "snake_channels_last_portable", "variant"),
+                    (jit.AVX512, jit.AVX2, jit.NEON, jit.GENERIC), switch="AUDIOCPP_SNAKE_KERNEL")
 
 
 def snake_passes(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
@@ -38,23 +38,37 @@ def snake_passes(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
 
 @cache
 def kernel() -> Any | None:
-    """The compiled op ``snake_channels_last(x, alpha, inverse, bf16_out)``, or None where it cannot
-    be built or run, or does not give torch's numbers here (``jit.why_not`` says why)."""
-    module = jit.build(KERNEL)
+    """The compiled op ``snake_channels_last(x, alpha, inverse, bf16_out)`` of the variant this
+    process runs, or None where it cannot be built or run, or does not give torch's numbers here
+    (``jit.why_not`` says why)."""
+    module = _checked(jit.build(KERNEL), None)
+    return None if module is None else module.snake_channels_last
+
+
+@cache
+def kernel_at(level: str) -> Any | None:
+    """The compiled module of the variant of ``level`` (tests, benchmarks), checked; None where this
+    CPU cannot run it."""
+    variant = KERNEL.variant(level)
+    return None if variant is None else _checked(jit.build(KERNEL, variant=variant), variant)
+
+
+def _checked(module: Any | None, variant: jit.Variant | None) -> Any | None:
     if module is None:
         return None
-    op = module.snake_channels_last
     generator = torch.Generator().manual_seed(0)
     for channels in (19, 64):  # a partial vector of channels, and whole ones
         x = torch.randn(301, channels, generator=generator) * torch.logspace(-2, 4, channels)
         alpha = torch.rand(channels, generator=generator) * 2 + 0.05
         want = snake_passes(x, alpha)
-        got = op(x, alpha, (alpha + 1e-9).reciprocal(), False)
-        got16 = op(x, alpha, (alpha + 1e-9).reciprocal(), True)
-        if not (torch.equal(got, want) and torch.equal(got16, want.to(torch.bfloat16))):
-            jit.reject(KERNEL, "the built kernel's numbers are not torch's (torch.sin is not MKL's here)")
-            return None
-    return op
+        inverse = (alpha + 1e-9).reciprocal()
+        for op in (module.snake_channels_last, module.snake_channels_last_portable):
+            if not (torch.equal(op(x, alpha, inverse, False), want)
+                    and torch.equal(op(x, alpha, inverse, True), want.to(torch.bfloat16))):
+                jit.reject(KERNEL, "the built kernel's numbers are not torch's (its sine is not torch.sin's "
+                           "here)", variant=variant)
+                return None
+    return module
 
 
 def snake_fused(x: torch.Tensor, alpha: torch.Tensor, out_dtype: torch.dtype | None) -> torch.Tensor | None:

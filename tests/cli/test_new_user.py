@@ -110,11 +110,13 @@ def test_kernels_subcommand_reports_every_kernel() -> None:
 
     proc = run_cli("kernels")
     names = [kernel.name for kernel, _ in kernels()]
-    lines = proc.stdout.splitlines()
+    cpu, *lines = proc.stdout.splitlines()
+    assert re.fullmatch(r"CPU: \w+ CPU, best level \w+(, held to \w+ by AUDIOCPP_CPU_ISA)?: kernels at \w+, "
+                        r"bfloat16 (in hardware|emulated .+)", cpu), cpu
     assert [line.split(":")[0] for line in lines] == names, proc.stdout
     for line in lines:
-        assert re.fullmatch(r"\w+: (ready \(\d+\.\d s\)|not used on this machine: .+|not built: .+)",
-                            line), line
+        state = r"(ready \(\d+\.\d s\): \w+ \(.+\)|not used on this machine: .+|not built: .+)"
+        assert re.fullmatch(r"\w+: " + state + r"; written for [\w, ]+", line), line
     assert proc.returncode == (1 if any(": not built" in line for line in lines) else 0), proc.stderr
 
 

@@ -480,16 +480,20 @@ inline void tile(const Rows& x, const Matrix& W, int64_t m, int64_t g0, float* y
 
 #if defined(AUDIOCPP_AVX512_VNNI) || defined(AUDIOCPP_AVX2) || defined(AUDIOCPP_NEON)
 #define AUDIOCPP_Q8_TILES 1
+// the last rows (fewer than a tile): one tile of exactly that many
+template <int R, int V, int BITS>
+inline void rows_left(const Rows& x, const Matrix& W, int64_t left, int64_t m, int64_t g0, float* y, int64_t ldy) {
+  if constexpr (R > 0) {
+    if (left == R) return tile<R, V, BITS>(x, W, m, g0, y, ldy);
+    rows_left<R - 1, V, BITS>(x, W, left, m, g0, y, ldy);
+  }
+}
+
 template <int V, int BITS>
 inline void rows_tiled(const Rows& x, const Matrix& W, int64_t m0, int64_t m1, int64_t g0, float* y, int64_t ldy) {
   int64_t m = m0;
   for (; m + TILE_ROWS <= m1; m += TILE_ROWS) tile<TILE_ROWS, V, BITS>(x, W, m, g0, y, ldy);
-  switch (m1 - m) {
-    case 3: tile<3, V, BITS>(x, W, m, g0, y, ldy); break;
-    case 2: tile<2, V, BITS>(x, W, m, g0, y, ldy); break;
-    case 1: tile<1, V, BITS>(x, W, m, g0, y, ldy); break;
-    default: break;
-  }
+  rows_left<TILE_ROWS - 1, V, BITS>(x, W, m1 - m, m, g0, y, ldy);
 }
 
 template <int BITS>
