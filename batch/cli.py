@@ -282,7 +282,7 @@ def _summary(out: OutputDir, items: list[Item], clock: float, ready_at: list[flo
         "audio_s": f"{tally.audio_s:.2f}",
         "elapsed_s": f"{elapsed:.2f}",
         "load_s": f"{ready_at[0] - clock:.2f}" if ready_at else "",
-        "items_per_s": f"{finished / elapsed:.3f}" if elapsed > 0 else "",
+        "items_per_s": f"{finished / elapsed:.3f}" if elapsed > 0 and finished else "",
         "rtf": f"{elapsed / tally.audio_s:.3f}" if tally.audio_s > 0 else "",
         "voices_prepared": sum(prepared.values()),
         "batch_rows": f"{sum(rows_per_step) / len(rows_per_step):.2f}" if rows_per_step else "",

@@ -6,7 +6,8 @@ A line is a JSON object with ``id`` and ``text`` and optionally ``task``, ``voic
 Fields a line leaves out (or sets to null) take the command line's defaults. Relative paths
 in a line are relative to the manifest's folder; relative paths given on the command line are
 relative to the working directory, as for ``audiocpp``. Every problem is collected with its
-line number and reported at once as one UsageError.
+line number (a line that is not UTF-8 too) and reported at once as one UsageError, in the words of
+the line's fields (the engine's messages name the command line's flags: :func:`line_wording`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,26 @@ EXT_FORMAT = {".wav": "wav16", ".flac": "flac", ".ogg": "ogg"}
 MANIFEST_OUT = "manifest.jsonl"
 _ID = re.compile(r"\w[\w.\-]*")
 _MAX_LISTED = 20
+# The engine words its errors for the command line; a manifest line sets fields. Applied in order.
+_LINE_WORDING: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), r) for p, r in (
+    (r"pass --text, --text-file or text on stdin", "give the line's text"),
+    (r"(?:--request-option|-r) (\w+)=N", r'"options": {"\1": N}'),
+    (r"(?:--request-option|-r) (\w+)=", r'"options": {"\1": ...}: '),
+    (r"--reference-text", "reference_text"),
+    (r"--voice-ref(?: FILE| R)?", "voice_ref"),
+    (r"--voice-prompt(?: FILE)?", "voice"),
+    (r"--instruct", "instruct"),
+    (r"--language", "language"),
+    (r"--seed", "seed"),
+    (r"--task (\w+)", r'"task": "\1"'),
+))
+
+
+def line_wording(text: str) -> str:
+    """An engine message in the terms of a manifest line: its fields, not ``audiocpp``'s flags."""
+    for pattern, replacement in _LINE_WORDING:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 @dataclass
@@ -268,18 +289,22 @@ class _Checker:
 def read_manifest(path: Path, spec: ModelSpec, defaults: Defaults) -> list[Item]:
     """Every item of the manifest at ``path``, or one UsageError listing each bad line."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        data = path.read_bytes()
     except FileNotFoundError:
         raise UsageError(f"manifest {str(path)!r} does not exist",
                          hint="pass a JSONL file, one utterance a line") from None
     except IsADirectoryError:
         raise UsageError(f"manifest {str(path)!r} is a folder", hint="pass a JSONL file") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"manifest {str(path)!r} is not UTF-8 text") from None
     checker = _Checker(spec, defaults, path.resolve().parent)
     items: list[Item] = []
     problems: list[str] = []
-    for number, line in enumerate(lines, start=1):
+    for number, raw_line in enumerate(data.removeprefix(b"\xef\xbb\xbf").splitlines(), start=1):
+        try:
+            line = raw_line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            problems.append(f"line {number}: not UTF-8 text (byte 0x{raw_line[error.start]:02x} at byte "
+                            f"{error.start + 1} of the line); save the manifest as UTF-8")
+            continue
         if not line.strip():
             continue
         try:
@@ -294,7 +319,7 @@ def read_manifest(path: Path, spec: ModelSpec, defaults: Defaults) -> list[Item]
             items.append(checker.item(raw, number, len(items)))
         except (ValueError, AudiocppError) as error:
             message = error.message if isinstance(error, AudiocppError) else str(error)
-            problems.append(f"line {number}: {message}")
+            problems.append(f"line {number}: {line_wording(message)}")
     if problems:
         shown = problems[:_MAX_LISTED]
         if len(problems) > _MAX_LISTED:

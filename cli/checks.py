@@ -21,6 +21,9 @@ USAGE = """\
 usage: audiocpp [--family F] [--task tts|clon|design] [--model PATH]
                 (--text TEXT | --text-file FILE | stdin) --out FILE [options]
        audiocpp families | options --family F | inspect PATH | package ... | codec encode|decode ...
+       audiocpp serve [--model PATH ...]     an OpenAI-compatible speech server (also Wyoming)
+       audiocpp batch MANIFEST.jsonl --out-dir DIR     a JSONL manifest, locally or on Ray
+       audiocpp download NAME | kernels      fetch a model; build the C++ kernels
 
 try:   audiocpp --family omnivoice --text "Hello." --out hello.wav   (demo model, random weights)
        audiocpp --help            every flag and subcommand

@@ -69,12 +69,13 @@ def stdout_format(fmt: str | None, streaming: bool) -> str:
 def check_sample_rate(rate: int | None, fmt: str) -> None:
     """``--sample-rate`` is a sane rate, and one the lossy format takes."""
     from audiocpp.engine.audio.io import CODEC_RATES
+    from audiocpp.server.encoding import MAX_RATE, MIN_RATE  # one range for the CLI and the server
 
     if rate is None:
         return
-    if not 1000 <= rate <= 384000:
+    if not MIN_RATE <= rate <= MAX_RATE:
         raise UsageError(f"--sample-rate {rate} is out of range",
-                         hint="use a rate between 1000 and 384000 Hz, e.g. 16000")
+                         hint=f"use a rate between {MIN_RATE} and {MAX_RATE} Hz, e.g. 16000")
     allowed = CODEC_RATES.get(fmt)
     if allowed and rate not in allowed:
         raise UsageError(f"{fmt} does not take --sample-rate {rate}",

@@ -28,8 +28,20 @@ from .encoding import available_formats, wav_stream_header
 from .errors import ApiError, from_engine_error, internal_error
 from .metrics import ServerMetrics
 from .models import ServedModel
-from .scheduler import Cancelled, Job, ModelWorker
-from .speech import SpeechPlan, parse_body, plan_speech, request_id, result_headers, synthesize, timing
+from .scheduler import Cancelled, Job, ModelWorker, as_asyncio
+from .speech import (
+    OPENAI_MODELS,
+    SpeechPlan,
+    observe,
+    parse_body,
+    pick_model,
+    plan_speech,
+    request_id,
+    result_headers,
+    sent_seconds,
+    synthesize,
+    timing,
+)
 from .voices import OPENAI_VOICES, VoiceStore
 
 POLL_S = 0.1  # how often a waiting non-streaming request checks that its client is still there
@@ -105,7 +117,7 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
             yield
         finally:
             if server is not None:
-                server.close()
+                await server.aclose()
 
     app = FastAPI(title="audiocpp", docs_url=None, redoc_url=None, lifespan=lifespan)
     app.state.audiocpp = state
@@ -121,7 +133,8 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def _on_validation(request: Request, error: RequestValidationError) -> JSONResponse:
         first = error.errors()[0] if error.errors() else {}
-        param = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or None
+        loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "path", "query")]
+        param = loc[0] if loc else None
         return _error_response(ApiError(400, f"{param}: {first.get('msg')}", param=param,
                                         code="invalid_value"))
 
@@ -156,19 +169,41 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
                 "response_formats": available_formats()}
 
     @app.get("/v1/models/{name}")
-    async def get_model(name: str) -> dict[str, Any]:
+    async def get_model(name: str, request: Request) -> dict[str, Any]:
+        if name in OPENAI_MODELS:  # OpenAI's names mean the first model, as in a speech request
+            served = pick_model(state.models, name)
+            request.state.model = served.name
+            return {**served.describe(), "id": name, "alias_of": served.name}
         served = state.models.get(name)
         if served is None:
-            raise ApiError(404, f"model {name!r} is not served here", param="model", code="model_not_found")
+            raise ApiError(404, f"model {name!r} is not served here; served models: {', '.join(state.models)}"
+                           f" (and OpenAI's names {', '.join(OPENAI_MODELS)} for the first)", param="model",
+                           code="model_not_found")
+        request.state.model = served.name
         return served.describe()
+
+    @app.get("/v1/audio/models")
+    async def audio_models() -> dict[str, Any]:
+        """Open WebUI's list of speech models (``{base}/audio/models``): the served models, then
+        OpenAI's names (the first model)."""
+        first = next(iter(state.models))
+        return {"models": [{"id": name, "name": f"{name} ({served.model.spec.display_name})"}
+                           for name, served in state.models.items()]
+                + [{"id": name, "name": f"{name} (= {first})"} for name in OPENAI_MODELS]}
 
     @app.get("/v1/audio/voices")
     async def list_voices() -> dict[str, Any]:
+        """The voices a request can use: ``default`` and each stored voice some served model clones with
+        (``models`` names them; a voice no model can use is not offered)."""
         stored = await run_in_threadpool(state.voices.list)
         builtin = [{"id": "default", "name": "default", "type": "builtin", "stored": False,
-                    "description": "the model family's own voice"}]
-        return {"voices": builtin + [v.describe() for v in stored],
-                "aliases": {name: "default" for name in OPENAI_VOICES}}
+                    "description": "the model family's own voice", "models": list(state.models)}]
+        usable = []
+        for voice in stored:
+            models = [name for name, served in state.models.items() if served.clones_with(voice.transcript)]
+            if models:
+                usable.append({**voice.describe(), "models": models})
+        return {"voices": builtin + usable, "aliases": {name: "default" for name in OPENAI_VOICES}}
 
     @app.post("/v1/audio/voices", status_code=201)
     async def add_voice(request: Request) -> JSONResponse:
@@ -191,6 +226,7 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
                 raise ApiError(400, "the form field 'transcript' must be text", param="transcript",
                                code="invalid_value")
             data = await upload.read()
+        _check_usable(state, transcript.strip())
         voice = await run_in_threadpool(state.voices.add, name, data, transcript.strip())
         return JSONResponse(voice.describe(), status_code=201)
 
@@ -205,11 +241,14 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
             data = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise ApiError(400, "the request body is not valid JSON", code="invalid_json") from None
+        named = data.get("model") if isinstance(data, dict) else None
+        if named is None or (isinstance(named, str) and (named in state.models or named in OPENAI_MODELS)):
+            request.state.model = pick_model(state.models, named).name  # the metrics' label from here on
         plan = plan_speech(parse_body(data), state.models, state.voices, state.max_input_chars)
         request.state.model = plan.served.name
         worker = state.workers[plan.served.name]
         job = Job(asyncio.get_running_loop() if plan.stream_format else None)
-        future = asyncio.wrap_future(worker.submit(lambda j: synthesize(plan, j, worker, state.voices), job))
+        future = as_asyncio(worker.submit(lambda j: synthesize(plan, j, worker, state.voices), job))
         try:
             first = await _wait(future, job, request, items=plan.stream_format is not None)
         except ClientGone:
@@ -222,7 +261,7 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
             except BaseException as error:  # noqa: BLE001 - reported as an OpenAI error
                 return _error_response(_api_error(error))
             if not plan.incremental:  # the whole file (also stream_format=audio for flac, mp3, opus)
-                _observe(state, plan, result)
+                observe(state.metrics, plan, result)
                 return Response(audio, media_type=plan.fmt.media_type,
                                 headers=result_headers(result, plan.served, plan.output_rate))
         items = [] if first is None else [first]
@@ -240,10 +279,19 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
     return app
 
 
-def _observe(state: ServerState, plan: SpeechPlan, result: Any) -> None:
-    m = result.metrics
-    state.metrics.observe_synthesis(plan.served.name, m.audio_s, m.rtf if m.audio_s > 0 else None,
-                                    m.time_to_first_audio_s)
+def _check_usable(state: ServerState, transcript: str) -> None:
+    """An upload some served model can clone with, or a 400 saying what the models need."""
+    if any(served.clones_with(transcript) for served in state.models.values()):
+        return
+    cloners = [f"{name} ({served.model.spec.display_name})" for name, served in state.models.items()
+               if "clone" in served.model.spec.tasks]
+    if not cloners:
+        raise ApiError(400, f"no served model clones voices ({', '.join(state.models)}), so a stored voice "
+                       "could not be used", param="file", code="unsupported_voice")
+    raise ApiError(400, f"the served models ({', '.join(cloners)}) clone only with the transcript of the "
+                   "reference audio, and this upload has none: send the exact words spoken in it as the form "
+                   "field transcript (with the openai client: extra_body={\"transcript\": \"...\"})",
+                   param="transcript", code="missing_transcript")
 
 
 async def _items(job: Job, future: asyncio.Future, first: list[Any]) -> AsyncIterator[Any]:
@@ -277,7 +325,7 @@ def _audio_stream_response(state: ServerState, plan: SpeechPlan, job: Job, futur
         async for _kind, data, _n in _items(job, future, first):
             yield data
         result, _ = future.result()  # a failure after the first piece ends the stream abruptly
-        _observe(state, plan, result)
+        observe(state.metrics, plan, result, sent_seconds(job, plan))
 
     return JobStreamingResponse(body(), job.cancel, media_type=plan.fmt.media_type,
                                 headers=_stream_headers(plan))
@@ -298,10 +346,12 @@ def _sse_response(state: ServerState, plan: SpeechPlan, job: Job, future: asynci
                 return
             yield event({"type": "speech.audio.error", **_api_error(error).body()})
             return
-        _observe(state, plan, final)
-        yield event({"type": "speech.audio.done", "timing": timing(final, plan.output_rate),
+        sent = sent_seconds(job, plan)  # the deltas' audio: pieces without the offline file's cross-fades
+        observe(state.metrics, plan, final, sent)
+        yield event({"type": "speech.audio.done", "format": "pcm",
+                     "timing": timing(final, plan.output_rate, sent),
                      "usage": {"input_characters": len(plan.request.text), "output_audio_seconds":
-                               round(final.metrics.audio_s, 3)}})
+                               round(sent, 3)}})
 
     return JobStreamingResponse(body(), job.cancel, media_type="text/event-stream",
                                 headers=_stream_headers(plan))

@@ -15,13 +15,13 @@ from .errors import ApiError
 from .metrics import ServerMetrics
 
 #: Endpoints counted in the metrics (others, such as /health and /metrics, are not).
-COUNTED = ("/v1/audio/speech", "/v1/audio/voices", "/v1/models")
+COUNTED = ("/v1/audio/speech", "/v1/audio/voices", "/v1/audio/models", "/v1/models")
 
 
 class BodyTooLarge(ApiError):
     def __init__(self, limit: int) -> None:
-        super().__init__(413, f"the request body is larger than this server's limit of {limit} bytes "
-                         "(--max-body-mb)", code="body_too_large")
+        super().__init__(413, f"the request body is larger than this server's limit of {limit} bytes",
+                         code="body_too_large")
 
 
 async def send_error(send: Send, error: ApiError) -> None:

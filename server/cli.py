@@ -82,16 +82,8 @@ def default_voices_dir() -> Path:
     return cache_dir() / "voices"
 
 
-def build_state(args: ServeArgs):
-    """Check the arguments, load the models and make the server state (no socket yet)."""
-    from audiocpp.engine.spec.options import parse_key_values
-
-    from .app import ServerState
-    from .metrics import ServerMetrics
-    from .models import ModelArg, load_models
-    from .scheduler import ModelWorker
-    from .voices import VoiceStore
-
+def check_args(args: ServeArgs) -> None:
+    """The flags alone, before anything else (a bad flag is exit 2 whatever the port or models)."""
     if args.max_batch < 1:
         raise UsageError(f"--max-batch {args.max_batch} must be at least 1",
                          hint="--max-batch 1: one request at a time")
@@ -109,28 +101,6 @@ def build_state(args: ServeArgs):
         raise UsageError(f"--max-body-mb {args.max_body_mb} must be positive")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a port number")
-    session_options = parse_key_values(args.session_options, flag="--session-option")
-    load_options = parse_key_values(args.load_options, flag="--load-option")
-    voices_dir = args.voices_dir or default_voices_dir()
-    try:
-        voices = VoiceStore(voices_dir)
-    except OSError as error:
-        raise UsageError(f"cannot use --voices-dir {str(voices_dir)!r}: {error.strerror or error}") from None
-    models = load_models([ModelArg.parse(m) for m in args.models], args.family, session_options, load_options)
-    metrics = ServerMetrics()
-    workers = {name: ModelWorker(name, served.model, args.max_concurrency, args.max_queue,
-                                 max_batch=args.max_batch, window_s=args.batch_window_ms / 1000,
-                                 on_cancel=lambda name=name: metrics.count_cancelled(name),
-                                 on_group=lambda size, name=name: metrics.observe_batch(name, size),
-                                 on_join=lambda waited, name=name: metrics.observe_join_wait(name, waited))
-               for name, served in models.items()}
-    return ServerState(models=models, workers=workers, voices=voices, metrics=metrics,
-                       max_input_chars=args.max_input_chars, max_body_bytes=int(args.max_body_mb * (1 << 20)),
-                       wyoming_seed=args.wyoming_seed)
-
-
-def serve(args: ServeArgs) -> None:
-    require_extra()
     if not args.http and args.wyoming_port is None:
         raise UsageError("--no-http leaves nothing to serve",
                          hint="add --wyoming-port N (Home Assistant's Wyoming)")
@@ -138,6 +108,60 @@ def serve(args: ServeArgs) -> None:
         raise UsageError(f"--wyoming-port {args.wyoming_port} is not a port number")
     if args.wyoming_seed is not None and not 0 <= args.wyoming_seed < 1 << 63:
         raise UsageError(f"--wyoming-seed {args.wyoming_seed} is out of range; use 0 to 2**63 - 1")
+
+
+@dataclass
+class Planned:
+    """What start-up checked before binding a port: the voice store and the models' plans."""
+
+    voices: object
+    models: list
+
+
+def plan(args: ServeArgs) -> Planned:
+    """Flags, options, the voices folder and every model planned (names downloaded, families
+    detected, options checked), nothing loaded: every usage error comes before the port is bound."""
+    from audiocpp.engine.spec.options import parse_key_values
+
+    from .models import ModelArg, plan_models
+    from .voices import VoiceStore
+
+    check_args(args)
+    session_options = parse_key_values(args.session_options, flag="--session-option")
+    load_options = parse_key_values(args.load_options, flag="--load-option")
+    voices_dir = args.voices_dir or default_voices_dir()
+    try:
+        voices = VoiceStore(voices_dir)
+    except OSError as error:
+        raise UsageError(f"cannot use --voices-dir {str(voices_dir)!r}: {error.strerror or error}") from None
+    models = plan_models([ModelArg.parse(m) for m in args.models], args.family, session_options, load_options)
+    return Planned(voices, models)
+
+
+def build_state(args: ServeArgs, planned: Planned | None = None):
+    """Load the planned models and make the server state (no socket yet)."""
+    from .app import ServerState
+    from .metrics import ServerMetrics
+    from .models import load_models
+    from .scheduler import ModelWorker
+
+    planned = planned or plan(args)
+    models = load_models(planned.models)
+    metrics = ServerMetrics()
+    workers = {name: ModelWorker(name, served.model, args.max_concurrency, args.max_queue,
+                                 max_batch=args.max_batch, window_s=args.batch_window_ms / 1000,
+                                 on_cancel=lambda name=name: metrics.count_cancelled(name),
+                                 on_group=lambda size, name=name: metrics.observe_batch(name, size),
+                                 on_join=lambda waited, name=name: metrics.observe_join_wait(name, waited))
+               for name, served in models.items()}
+    return ServerState(models=models, workers=workers, voices=planned.voices, metrics=metrics,
+                       max_input_chars=args.max_input_chars, max_body_bytes=int(args.max_body_mb * (1 << 20)),
+                       wyoming_seed=args.wyoming_seed)
+
+
+def serve(args: ServeArgs) -> None:
+    require_extra()
+    planned = plan(args)  # every flag, option and model checked before a port is bound
     sockets = []
     try:
         sock = listen(args.host, args.port) if args.http else None
@@ -147,7 +171,7 @@ def serve(args: ServeArgs) -> None:
                         if args.wyoming_port is not None else None)
         if wyoming_sock is not None:
             sockets.append(wyoming_sock)
-        state = build_state(args)
+        state = build_state(args, planned)
         names = ", ".join(f"{n} ({m.family}, {m.model.sample_rate} Hz)" for n, m in state.models.items())
         print(f"audiocpp serve: {names}; voices in {state.voices.folder}", file=sys.stderr)
         try:
@@ -162,9 +186,15 @@ def serve(args: ServeArgs) -> None:
             s.close()
 
 
-def _announce_wyoming(sock: socket.socket) -> None:
+def _announce_wyoming(sock: socket.socket, state) -> None:
+    """Where Wyoming listens, and how Home Assistant reaches every model: through the voices of the
+    one text-to-speech service it sees."""
     host, port = sock.getsockname()[:2]
-    print(f"audiocpp serve: Wyoming on tcp://{host}:{port}", file=sys.stderr)
+    models = ", ".join(state.models)
+    how = ("its voice 'default'" if len(state.models) == 1
+           else f"a voice per model ({models}; MODEL/VOICE for stored voices)")
+    print(f"audiocpp serve: Wyoming on tcp://{host}:{port}: Home Assistant sees one text-to-speech service, "
+          f"audiocpp, with {how}", file=sys.stderr)
 
 
 def _run_http(args: ServeArgs, state, sock: socket.socket, wyoming_sock: socket.socket | None) -> None:
@@ -180,7 +210,7 @@ def _run_http(args: ServeArgs, state, sock: socket.socket, wyoming_sock: socket.
     host, port = sock.getsockname()[:2]
     print(f"audiocpp serve: listening on http://{host}:{port} (playground at /)", file=sys.stderr)
     if wyoming_sock is not None:
-        _announce_wyoming(wyoming_sock)
+        _announce_wyoming(wyoming_sock, state)
     server.run(sockets=[sock])
 
 
@@ -193,12 +223,14 @@ def _run_wyoming(state, sock: socket.socket) -> None:
 
     async def main() -> None:
         server = await wyoming.start(state, sock)
-        _announce_wyoming(sock)
+        _announce_wyoming(sock, state)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        async with server:
+        try:
             await stop.wait()
+        finally:
+            await server.aclose()
 
     asyncio.run(main())

@@ -3,7 +3,9 @@
 ``wav`` is 16-bit PCM WAV written exactly as the CLI's ``wav16`` (so the bytes match a CLI
 run), ``flac`` is 16-bit FLAC, ``pcm`` is raw 16-bit little-endian mono at the model's rate
 (the same float-to-int conversion as ``wav``), ``mp3`` and ``opus`` (Ogg) only where the
-installed libsndfile can write them, which is probed once by encoding a short silence.
+installed libsndfile can write them, ``aac`` (ADTS) where PyAV (``pip install av``) is installed;
+each is probed once by encoding a short silence. The lossy codecs take only some sample rates
+(:func:`format_rates`), checked before a request is queued.
 """
 
 from __future__ import annotations
@@ -35,9 +37,21 @@ FORMATS: dict[str, AudioFormat] = {
     "flac": AudioFormat("flac", "audio/flac", "FLAC", "PCM_16", False),
     "mp3": AudioFormat("mp3", "audio/mpeg", "MP3", "MPEG_LAYER_III", False),
     "opus": AudioFormat("opus", "audio/ogg", "OGG", "OPUS", False),
+    "aac": AudioFormat("aac", "audio/aac", "ADTS", "AAC", False),  # PyAV, not libsndfile
 }
-#: Sample rates the Opus encoder takes; other rates are resampled to 48 kHz for ``opus``.
-OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
+#: The output sample rates a request may ask for (``sample_rate``; the CLI's ``--sample-rate`` too).
+MIN_RATE, MAX_RATE = 8000, 192000
+#: Sample rates the AAC encoder takes (MPEG-4's sampling-frequency table, 8 to 96 kHz).
+AAC_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000, 64000, 88200, 96000)
+
+
+def format_rates(name: str) -> tuple[int, ...]:
+    """The sample rates a format takes (empty: any in MIN_RATE..MAX_RATE): mp3's and opus's as
+    libsndfile's encoders take them (engine.audio.io.CODEC_RATES), AAC's table."""
+    from audiocpp.engine.audio.io import CODEC_RATES
+
+    return AAC_RATES if name == "aac" else tuple(CODEC_RATES.get(name, ()))
+
 
 
 @cache
@@ -61,18 +75,39 @@ def check_format(name: str) -> AudioFormat:
     """The format called ``name``, or a 400 naming the formats this server writes."""
     fmt = FORMATS.get(name)
     if fmt is None or not available(name):
-        why = "is not a response format" if fmt is None else "cannot be written by this machine's libsndfile"
+        why = ("is not a response format" if fmt is None
+               else "needs PyAV, which this server does not have (pip install av)" if name == "aac"
+               else "cannot be written by this machine's libsndfile")
         raise ApiError(400, f"response_format {name!r} {why}; use one of: {', '.join(available_formats())}",
                        param="response_format", code="unsupported_format")
     return fmt
 
 
 def _write(samples: np.ndarray, sample_rate: int, fmt: AudioFormat) -> bytes:
+    if fmt.name == "aac":
+        return _write_aac(samples, sample_rate)
     import soundfile as sf
 
     buffer = io.BytesIO()
     kwargs = {"endian": "LITTLE"} if fmt.major == "RAW" else {}
     sf.write(buffer, samples, sample_rate, subtype=fmt.subtype, format=fmt.major, **kwargs)
+    return buffer.getvalue()
+
+
+def _write_aac(samples: np.ndarray, sample_rate: int) -> bytes:
+    """AAC in ADTS frames (what ``audio/aac`` players and OpenAI's ``aac`` are), with PyAV's FFmpeg."""
+    import av
+
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="adts") as container:
+        stream = container.add_stream("aac", rate=sample_rate, layout="mono")
+        frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(samples, dtype=np.float32)[None, :],
+                                           format="flt", layout="mono")
+        frame.sample_rate = sample_rate
+        for packet in stream.encode(frame if samples.size else None):
+            container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
     return buffer.getvalue()
 
 
@@ -82,7 +117,8 @@ def encode(audio: AudioBuffer, fmt: AudioFormat) -> bytes:
     if not np.isfinite(samples).all():
         raise RuntimeError("the synthesized audio contains NaN or infinite samples")
     rate = audio.sample_rate
-    if fmt.name == "opus" and rate not in OPUS_RATES:
+    allowed = format_rates(fmt.name)
+    if allowed and rate not in allowed:  # planned rates are checked; this keeps encode total
         from audiocpp.engine.audio.resample import resample
 
         samples, rate = np.asarray(resample(samples, rate, 48000), dtype=np.float32), 48000

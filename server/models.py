@@ -17,6 +17,11 @@ from audiocpp.engine.model import LoadedModel
 from audiocpp.engine.spec.model import OptionSpec
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+#: The languages most users speak, in order: listed first where a model speaks them (Wyoming's voices,
+#: errors), the rest in the spec's order. "auto" (let the model infer it) is no language of its own.
+COMMON_LANGUAGES = ("en", "zh", "es", "fr", "de", "ja", "ko", "pt", "it", "ru", "nl", "ar", "hi", "tr",
+                    "pl", "sv", "da", "fi", "no", "cs", "el", "he", "id", "ms", "th", "vi", "uk", "yue")
+_NOT_LANGUAGES = ("auto", "none")
 #: Option types that name files on the server: not accepted from HTTP clients.
 PATH_TYPES = ("path", "audio_path", "path_list", "audio_path_list")
 
@@ -51,6 +56,31 @@ class ServedModel:
     model: LoadedModel
     session_options: dict[str, Any] = field(default_factory=dict)
     demo: bool = False
+    _checker: Any = field(default=None, repr=False)  # a session that only checks requests
+
+    def languages(self) -> list[str]:
+        """The model's languages, the most common first, without "auto"."""
+        spoken = [lang for lang in self.model.spec.languages if lang.lower() not in _NOT_LANGUAGES]
+        first = [lang for lang in COMMON_LANGUAGES if lang in spoken]
+        return first + [lang for lang in spoken if lang not in first]
+
+    def clones_with(self, transcript: str) -> bool:
+        """Whether a stored voice with this transcript (empty: none) clones on this model: the family
+        clones, and has reference-only cloning or gets the transcript it needs."""
+        from audiocpp.engine.request_rules import needs_transcript
+
+        spec = self.model.spec
+        return "clone" in spec.tasks and (bool(transcript.strip()) or not needs_transcript(spec))
+
+    def check_language(self, language: str) -> None:
+        """The family's own check of a language (a name or an id), as a request's preparation makes it,
+        without queueing anything (raises the engine's UsageError)."""
+        from audiocpp.engine.records import TaskRequest
+        from audiocpp.engine.tasks import Mode, Task
+
+        if self._checker is None:
+            self._checker = self.model.create_session(Task.TTS, Mode.OFFLINE, self.session_options)
+        self._checker.prepare(TaskRequest(text="-", language=language))
 
     @property
     def family(self) -> str:
@@ -82,7 +112,7 @@ class ServedModel:
             "tasks": list(spec.tasks),
             "modes": list(spec.modes),
             "sample_rate": self.model.sample_rate,
-            "languages": len(spec.languages),
+            "languages": self.languages(),  # the most common first; "auto" (inferred) left out
             "voice_prompts": "clone" in spec.tasks,
             "request_options": [
                 {k: v for k, v in {
@@ -122,15 +152,17 @@ def route_options(options: dict[str, str], family: str, families: set[str]) -> d
     return routed
 
 
-def load_models(args: list[ModelArg], family: str | None, session_options: dict[str, str],
-                load_options: dict[str, str]) -> dict[str, ServedModel]:
-    """Load every ``--model`` (or the demo model): all planned (names downloaded, families chosen,
-    options checked) before the first slow load."""
-    from audiocpp.engine.loader import ModelRef, check_load_options, load_planned, plan_load
+def plan_models(args: list[ModelArg], family: str | None, session_options: dict[str, str],
+                load_options: dict[str, str]) -> list[tuple[str, Any, dict[str, str]]]:
+    """Every ``--model`` (or the demo model) planned: names downloaded, families chosen, options
+    checked, nothing loaded; (name, plan, session options) each."""
+    from audiocpp.engine.loader import ModelRef, check_load_options, plan_load
     from audiocpp.engine.spec.options import resolve_options
 
     if not args:
         args = [ModelArg(None)]
+    for arg in args:
+        _check_local(arg.model)
     plans = [plan_load(ModelRef(arg.model, family, default_demo=True)) for arg in args]
     families = {plan.family for plan in plans}
     planned = []
@@ -146,6 +178,23 @@ def load_models(args: list[ModelArg], family: str | None, session_options: dict[
             raise UsageError(f"two models are named {name!r}", hint="name them: --model NAME=PATH")
         names.add(name)
         planned.append((name, plan, sess))
+    return planned
+
+
+def _check_local(model: str | None) -> None:
+    """A ``--model`` that is meant as a file or folder here (a path, a ``.gguf`` name) exists."""
+    if model is None or Path(model).expanduser().exists():
+        return
+    if (model.lower().endswith(".gguf") and "/" not in model) or model.startswith(("/", "./", "../", "~")):
+        raise UsageError(f"--model {model!r} does not exist",
+                         hint="give an existing file or folder, a Hugging Face repo id (org/name) or a "
+                         "package id (`audiocpp download --list`)")
+
+
+def load_models(planned: list[tuple[str, Any, dict[str, str]]]) -> dict[str, ServedModel]:
+    """Load the planned models (the slow part)."""
+    from audiocpp.engine.loader import load_planned
+
     served: dict[str, ServedModel] = {}
     for name, plan, sess in planned:
         if plan.note:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from audiocpp.engine.model import LoadedModel
     from audiocpp.engine.records import StreamEvent, TaskRequest
 
-__all__ = ["CancelProgress", "Cancelled", "Job", "ModelWorker"]
+__all__ = ["CancelProgress", "Cancelled", "Job", "ModelWorker", "as_asyncio"]
 
 
 class CancelProgress(Progress):
@@ -92,6 +92,14 @@ class Job:
             self.loop.call_soon_threadsafe(self.items.put_nowait, item)
         except RuntimeError:  # the loop is closed: the server is shutting down
             self.cancel()
+
+
+def as_asyncio(future: Future) -> asyncio.Future:
+    """``future`` awaitable in the running loop. Its outcome is always retrieved, so a synthesis that ends
+    (cancelled, failed) after its client went away logs no "exception was never retrieved"."""
+    wrapped = asyncio.wrap_future(future)
+    wrapped.add_done_callback(lambda f: f.cancelled() or f.exception())
+    return wrapped
 
 
 class ModelWorker:

@@ -1,7 +1,8 @@
 """``POST /v1/audio/speech``: OpenAI's request body -> an engine request, and its synthesis.
 
 The body is OpenAI's (``model``, ``input``, ``voice``, ``instructions``, ``response_format``,
-``speed``, ``stream_format``) plus our extensions: ``language``, ``seed``, ``reference_text``,
+``speed``, ``stream_format``; Kokoro-FastAPI's ``stream: true`` means ``stream_format: "audio"``) plus
+our extensions: ``language``, ``seed``, ``reference_text``,
 ``sample_rate`` (the output rate: a number, or ``"native"`` for the model's; by default ``pcm``
 and SSE deltas are 24 kHz, as OpenAI's are, and the other formats the model's rate), ``ref_audio``
 with ``ref_text`` (an inline reference to clone: base64 bytes or a ``data:audio/...;base64,`` URL,
@@ -15,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
 
 from audiocpp.engine.errors import AudiocppError
 from audiocpp.engine.records import AudioBuffer, TaskRequest, TaskResult, VoiceReference
@@ -38,9 +39,10 @@ class SpeechBody(BaseModel):
     input: StrictStr
     voice: StrictStr | dict[str, Any] | None = None
     instructions: StrictStr | None = None
-    response_format: StrictStr = "wav"
+    response_format: StrictStr | None = None  # wav, or pcm with stream_format sse
     speed: float | None = None
     stream_format: Literal["audio", "sse"] | None = None
+    stream: StrictBool | None = None  # Kokoro-FastAPI's: true means stream_format "audio"
     language: StrictStr | None = None
     seed: int | None = None
     reference_text: StrictStr | None = None
@@ -75,6 +77,19 @@ class SpeechPlan:
                                                and self.fmt.streams_incrementally)
 
 
+#: What a field of the body takes, for the error when it is of the wrong type (pydantic's own
+#: messages name its internal union members: ``voice.str``).
+FIELD_TYPES = {
+    "model": "a served model's name (GET /v1/models)", "input": "the text to speak, a string",
+    "voice": "a voice name (a string) or {\"id\": name}", "instructions": "a string",
+    "response_format": "a string: wav, pcm, flac, mp3, opus or aac", "speed": "a number",
+    "stream_format": "\"audio\" or \"sse\"", "stream": "true or false", "language": "a string",
+    "seed": "an integer", "reference_text": "a string",
+    "sample_rate": "a number of Hz or \"native\"", "ref_audio": "a string (base64 audio or a data URL)",
+    "ref_text": "a string", "options": "a JSON object of request options",
+}
+
+
 def parse_body(data: Any) -> SpeechBody:
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object", code="invalid_request")
@@ -82,9 +97,27 @@ def parse_body(data: Any) -> SpeechBody:
         return SpeechBody.model_validate(data)
     except ValidationError as error:
         first = error.errors()[0]
-        param = ".".join(str(p) for p in first.get("loc", ())) or None
-        raise ApiError(400, f"{param}: {first.get('msg')}" if param else str(first.get("msg")),
-                       param=param, code="invalid_value") from None
+        loc = [str(p) for p in first.get("loc", ())]
+        field = loc[0] if loc else None
+        if field is None:
+            raise ApiError(400, str(first.get("msg")), code="invalid_value") from None
+        if first.get("type") == "missing":
+            raise ApiError(400, f"{field} is missing: it takes {FIELD_TYPES.get(field, 'a value')}",
+                           param=field, code="invalid_value") from None
+        given = json_value(data.get(field))
+        raise ApiError(400, f"{field} must be {FIELD_TYPES.get(field, 'another value')}, not {given}",
+                       param=field, code="invalid_value") from None
+
+
+def json_value(value: Any, limit: int = 60) -> str:
+    """A short JSON rendering of a client's value, for an error message."""
+    import json
+
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def pick_model(models: dict[str, ServedModel], name: str | None) -> ServedModel:
@@ -124,11 +157,16 @@ def plan_speech(body: SpeechBody, models: dict[str, ServedModel], voices: VoiceS
         raise ApiError(400, "input is empty: give the text to speak", param="input", code="empty_input")
     if len(body.input) > max_input_chars:
         raise ApiError(400, f"input is {len(body.input)} characters long; this server takes at most "
-                       f"{max_input_chars} (--max-input-chars)", param="input", code="input_too_long")
-    fmt = check_format(body.response_format)
+                       f"{max_input_chars}: send a longer text in several requests", param="input",
+                       code="input_too_long")
+    stream_format = body.stream_format
+    if stream_format is None and body.stream:
+        stream_format = "audio"  # Kokoro-FastAPI's "stream": true
+    fmt = check_format(response_format(body.response_format, stream_format))
     voice = resolve_voice(body.voice, voices)
-    rate = output_rate(body, fmt, served.model.sample_rate)
+    rate = output_rate(body, fmt, served.model.sample_rate, stream_format)
     inline = inline_reference(body, voice)
+    language = request_language(served, body.language)
 
     options: dict[str, Any] = dict(body.options or {})
     for key, value in (body.model_extra or {}).items():
@@ -151,7 +189,7 @@ def plan_speech(body: SpeechBody, models: dict[str, ServedModel], voices: VoiceS
             raise ApiError(400, f"option {key!r} takes a file on the server and is not accepted over HTTP; "
                            "upload the audio as a voice (POST /v1/audio/voices) instead", param=key,
                            code="unsupported_option")
-    first_class = {"language": body.language, "seed": body.seed, "reference_text": body.reference_text,
+    first_class = {"language": language, "seed": body.seed, "reference_text": body.reference_text,
                    "instruct": body.instructions or None}
     checks = [(k, k, v) for k, v in options.items()]
     checks += [(k, "instructions" if k == "instruct" else k, v) for k, v in first_class.items()
@@ -162,21 +200,28 @@ def plan_speech(body: SpeechBody, models: dict[str, ServedModel], voices: VoiceS
         except AudiocppError as error:
             raise from_engine_error(error, param=param) from None
 
+    if body.reference_text is not None and voice is None:
+        raise ApiError(400, "reference_text is the transcript of a stored voice's audio and needs a stored "
+                       "voice; with ref_audio, give its transcript as ref_text", param="reference_text",
+                       code="invalid_value")
     if voice is not None or inline is not None:
         if "clone" not in spec.tasks:
             raise ApiError(400, f"model {served.name!r} ({served.family}) cannot clone voices",
                            param="voice" if voice is not None else "ref_audio", code="unsupported_voice")
+        transcript = (body.reference_text if body.reference_text is not None
+                      else voice.transcript if voice is not None else body.ref_text) or ""
+        check_transcript(served, transcript, voice)
         task = Task.CLONE
     elif body.instructions and "design" in spec.tasks:
         task = Task.DESIGN
     else:
         task = Task.TTS
-    streaming = body.stream_format is not None and "streaming" in spec.modes
+    streaming = stream_format is not None and "streaming" in spec.modes
     mode = Mode.STREAMING if streaming else Mode.OFFLINE
 
-    request = TaskRequest(text=body.input, instruct=body.instructions or None, language=body.language,
+    request = TaskRequest(text=body.input, instruct=body.instructions or None, language=language,
                           seed=body.seed, reference_text=body.reference_text, options=options)
-    plan = SpeechPlan(served, task, mode, request, fmt, body.stream_format, voice, prompt_options={},
+    plan = SpeechPlan(served, task, mode, request, fmt, stream_format, voice, prompt_options={},
                       rate=rate)
     if voice is not None:
         _attach_voice(plan, voice, body)
@@ -186,29 +231,80 @@ def plan_speech(body: SpeechBody, models: dict[str, ServedModel], voices: VoiceS
     return plan
 
 
+def response_format(name: str | None, stream_format: str | None) -> str:
+    """The format asked for: by default ``wav`` (``pcm`` for SSE). SSE deltas are 16-bit PCM, so SSE
+    with another format is refused rather than sent as what the client would misdecode."""
+    if stream_format != "sse":
+        return name or "wav"
+    if name not in (None, "pcm"):
+        raise ApiError(400, f"stream_format sse sends 16-bit PCM in its deltas, not {name}: ask for "
+                       "response_format pcm, or use stream_format audio (or no stream_format) for "
+                       f"{name}", param="response_format", code="unsupported_format")
+    return "pcm"
+
+
+def request_language(served: ServedModel, value: str | None) -> str | None:
+    """The ``language`` to pass on, by one rule for HTTP, the WebSocket and Wyoming: a model that
+    takes a language (OmniVoice) checks it itself (ids and names); a model that infers the language
+    accepts one it lists (and infers it); anything else is a 400 naming the model's languages."""
+    if value is None or not value.strip():
+        return None
+    spec = served.model.spec
+    if spec.option("request", "language") is not None:
+        try:
+            served.check_language(value)
+        except AudiocppError as error:
+            raise from_engine_error(error, param="language") from None
+        return value
+    if value.strip().lower() in {lang.lower() for lang in spec.languages}:
+        return None  # one the model speaks; it has no setting and infers the language from the text
+    listed = served.languages()
+    shown = ", ".join(listed[:20]) + (f" and {len(listed) - 20} more" if len(listed) > 20 else "")
+    raise ApiError(400, f"model {served.name!r} ({spec.display_name}) does not speak language {value!r}; "
+                   f"it speaks {shown} (or leave language unset)", param="language", code="invalid_value")
+
+
+def check_transcript(served: ServedModel, transcript: str, voice: StoredVoice | None) -> None:
+    """A family that clones only with the reference's transcript gets one, before the request queues."""
+    from audiocpp.engine.request_rules import needs_transcript
+
+    spec = served.model.spec
+    if transcript.strip() or not needs_transcript(spec):
+        return
+    if voice is not None:
+        raise ApiError(400, f"voice {voice.name!r} has no transcript, and model {served.name!r} "
+                       f"({spec.display_name}) clones only with the transcript of the reference audio: give "
+                       "the words spoken in it as reference_text, or store the voice again with its "
+                       "transcript", param="voice", code="voice_unusable")
+    raise ApiError(400, f"model {served.name!r} ({spec.display_name}) clones only with the transcript of the "
+                   "reference audio: give the words spoken in ref_audio as ref_text", param="ref_text",
+                   code="invalid_value")
+
+
 #: OpenAI's ``pcm`` (and the audio of its SSE deltas) is 24 kHz; clients play it at that rate.
 OPENAI_PCM_RATE = 24000
 
 
-def output_rate(body: SpeechBody, fmt: AudioFormat, native: int) -> int:
+def output_rate(body: SpeechBody, fmt: AudioFormat, native: int, stream_format: str | None = None) -> int:
     """The rate the response is written at: ``sample_rate`` (``"native"``: the model's), else
-    24 kHz for ``pcm`` and SSE deltas (OpenAI's), else the model's."""
-    from .encoding import OPUS_RATES
+    24 kHz for ``pcm`` and SSE deltas (OpenAI's), else the model's. A rate the format cannot take is a
+    400 here, before anything is synthesized."""
+    from .encoding import MAX_RATE, MIN_RATE, format_rates
 
     value = body.sample_rate
-    if value == "native":
-        return native
-    if value is None:
-        return OPENAI_PCM_RATE if fmt.name == "pcm" or body.stream_format == "sse" else native
+    allowed = format_rates(fmt.name)
+    if value is None or value == "native":
+        rate = OPENAI_PCM_RATE if value is None and (fmt.name == "pcm" or stream_format == "sse") else native
+        return rate if not allowed or rate in allowed else max(allowed)  # a codec's nearest: 48 kHz
     if isinstance(value, str):
         raise ApiError(400, f"sample_rate {value!r} is neither a number of Hz nor \"native\"",
                        param="sample_rate", code="invalid_value")
-    if not 8000 <= value <= 192000:
-        raise ApiError(400, f"sample_rate {value} is out of range; use 8000 to 192000 Hz or \"native\"",
+    if not MIN_RATE <= value <= MAX_RATE:
+        raise ApiError(400, f"sample_rate {value} is out of range; use {MIN_RATE} to {MAX_RATE} Hz or "
+                       "\"native\"", param="sample_rate", code="invalid_value")
+    if allowed and value not in allowed:
+        raise ApiError(400, f"{fmt.name} takes sample_rate {', '.join(map(str, allowed))} Hz, not {value}",
                        param="sample_rate", code="invalid_value")
-    if fmt.name == "opus" and value not in OPUS_RATES:
-        raise ApiError(400, f"opus takes sample_rate {', '.join(map(str, OPUS_RATES))}", param="sample_rate",
-                       code="invalid_value")
     return int(value)
 
 
@@ -274,6 +370,19 @@ def synthesize(plan: SpeechPlan, job: Job, worker: ModelWorker,
     return result, data
 
 
+def sent_seconds(job: Job, plan: SpeechPlan) -> float:
+    """Seconds of audio a streamed response sent: its 16-bit mono pieces at the output rate."""
+    return job.emitted_bytes / 2 / plan.output_rate
+
+
+def observe(metrics: Any, plan: SpeechPlan, result: TaskResult, audio_s: float | None = None) -> None:
+    """A finished synthesis in the metrics: the audio sent (``audio_s``, for a stream) or the file's."""
+    m = result.metrics
+    seconds = m.audio_s if audio_s is None else audio_s
+    metrics.observe_synthesis(plan.served.name, seconds, m.wall_s / seconds if seconds > 0 else None,
+                              m.time_to_first_audio_s)
+
+
 def resampled(audio: AudioBuffer, rate: int) -> AudioBuffer:
     """``audio`` at ``rate`` (the engine's resampler, torchaudio's default)."""
     if audio.sample_rate == rate:
@@ -334,10 +443,13 @@ def request_id() -> str:
     return f"req_{uuid.uuid4().hex}"
 
 
-def timing(result: TaskResult, rate: int | None = None) -> dict[str, Any]:
+def timing(result: TaskResult, rate: int | None = None, audio_s: float | None = None) -> dict[str, Any]:
+    """The timing of a synthesis; ``audio_s``: the seconds of audio actually sent, for a stream (its
+    pieces, without the cross-fades of the offline file the result holds)."""
     m = result.metrics
-    return {"wall_ms": round(m.wall_s * 1000, 1), "audio_duration_ms": round(m.audio_s * 1000, 1),
-            "rtf": round(m.rtf, 4) if m.audio_s > 0 else None,
+    seconds = m.audio_s if audio_s is None else audio_s
+    return {"wall_ms": round(m.wall_s * 1000, 1), "audio_duration_ms": round(seconds * 1000, 1),
+            "rtf": round(m.wall_s / seconds, 4) if seconds > 0 else None,
             "first_audio_ms": (None if m.time_to_first_audio_s is None
                                else round(m.time_to_first_audio_s * 1000, 1)),
             "seed": m.seed, "sample_rate": rate or result.audio.sample_rate}

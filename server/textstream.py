@@ -3,7 +3,9 @@ streaming synthesis share.
 
 A :class:`TextStream` takes text as it arrives (an LLM's reply, delta by delta), cuts it at sentence
 ends with the engine's chunker (``engine.text.stream``, as ``--text -`` does) and synthesizes each
-sentence as soon as it is complete, as a request of the model's batch (the same admission limits
+sentence as soon as it is complete (a run of text longer than :data:`MAX_PIECE_CHARS` without a
+sentence end is cut at a clause mark or between words, ``engine.text.chunking``, so that no piece is
+minutes of audio), as a request of the model's batch (the same admission limits
 as ``POST /v1/audio/speech``). The voice stays the same across sentences: a stored or inline voice
 clones every sentence; with the family's own voice (and no ``instructions``), the first sentence's
 audio and text become the reference of the sentences after it, where the family clones.
@@ -25,8 +27,8 @@ from audiocpp.engine.tasks import Mode, Task
 from audiocpp.engine.text.stream import SentenceStream
 
 from .errors import ApiError
-from .scheduler import Cancelled, Job
-from .speech import SpeechPlan, synthesize
+from .scheduler import Cancelled, Job, as_asyncio
+from .speech import SpeechPlan, observe, synthesize
 
 if TYPE_CHECKING:
     from .app import ServerState
@@ -35,6 +37,9 @@ if TYPE_CHECKING:
 MAX_PENDING_SECONDS = 30.0
 #: The longest first sentence whose audio becomes the reference of the rest.
 MAX_CARRIED_SECONDS = 15.0
+#: The longest piece of text spoken as one request (about 20 s of speech): longer sentences, or text
+#: that runs on without a sentence end, are cut at clause marks, else between words.
+MAX_PIECE_CHARS = 300
 
 
 class TextStream:
@@ -47,10 +52,26 @@ class TextStream:
         self.carried: tuple[AudioBuffer, str] | None = None
 
     def feed(self, text: str) -> list[str]:
-        return self.cutter.feed(text)
+        pieces = self._fit(self.cutter.feed(text))
+        while len(self.cutter.buffer) > 2 * MAX_PIECE_CHARS:  # no sentence end in sight: cut the run
+            cut = _run_cut(self.cutter.buffer, MAX_PIECE_CHARS)
+            head, self.cutter.buffer = self.cutter.buffer[:cut], self.cutter.buffer[cut:]
+            pieces += self._fit([" ".join(head.split())] if head.strip() else [])
+        return pieces
 
     def finish(self) -> list[str]:
-        return self.cutter.finish()
+        return self._fit(self.cutter.finish())
+
+    @staticmethod
+    def _fit(sentences: list[str]) -> list[str]:
+        """Sentences longer than MAX_PIECE_CHARS as several pieces (clause marks, else words)."""
+        from audiocpp.engine.text.chunking import chunk_text
+
+        out: list[str] = []
+        for sentence in sentences:
+            long = len(sentence) > MAX_PIECE_CHARS
+            out.extend(chunk_text(sentence, MAX_PIECE_CHARS) if long else [sentence])
+        return out
 
     @property
     def carries_voice(self) -> bool:
@@ -78,6 +99,20 @@ class TextStream:
             self.carried = (result.audio, sentence)
 
 
+_CLAUSE_MARKS = ",;:，、；：—"
+
+
+def _run_cut(buffer: str, limit: int) -> int:
+    """Where to cut a run of text with no sentence end: after the last clause mark that is followed
+    by a space within ``limit`` characters, else at the last space, else at ``limit``."""
+    window = buffer[:limit + 1]
+    for i in range(len(window) - 2, limit // 3, -1):
+        if window[i] in _CLAUSE_MARKS and (window[i + 1].isspace() or window[i] in "，、；：—"):
+            return i + 1
+    space = window.rfind(" ", limit // 3)
+    return space + 1 if space > 0 else limit
+
+
 def sentence_plan(plan: SpeechPlan) -> SpeechPlan:
     """A plan whose pieces stream as 16-bit PCM (streaming mode where the family has it)."""
     from .encoding import FORMATS
@@ -87,17 +122,20 @@ def sentence_plan(plan: SpeechPlan) -> SpeechPlan:
                                mode=Mode.STREAMING if streaming else Mode.OFFLINE)
 
 
-async def speak(state: ServerState, plan: SpeechPlan, send: Callable[[bytes], Awaitable[Any]]) -> TaskResult:
+async def speak(state: ServerState, plan: SpeechPlan,
+                send: Callable[[bytes], Awaitable[Any]]) -> tuple[TaskResult, float]:
     """Synthesize one planned sentence on the model's batch, sending its PCM pieces as they come
-    (``plan.output_rate``); returns its result. Raises ApiError (a full queue: 429), Cancelled."""
+    (``plan.output_rate``); returns its result and the seconds of audio sent (the pieces, without the
+    offline file's cross-fades). Raises ApiError (a full queue: 429), Cancelled."""
     worker = state.workers[plan.served.name]
     plan = sentence_plan(plan)
     loop = asyncio.get_running_loop()
     job = Job(loop)
     limit = int(MAX_PENDING_SECONDS * plan.output_rate) * 2
-    future = asyncio.wrap_future(worker.submit(lambda j: synthesize(plan, j, worker, state.voices), job))
+    future = as_asyncio(worker.submit(lambda j: synthesize(plan, j, worker, state.voices), job))
     assert job.items is not None
     sent = 0
+    getter: asyncio.Future | None = None
     try:
         while True:
             getter = asyncio.ensure_future(job.items.get())
@@ -105,7 +143,9 @@ async def speak(state: ServerState, plan: SpeechPlan, send: Callable[[bytes], Aw
             if getter not in done:
                 getter.cancel()
                 while not job.items.empty():  # pieces put before the end are already queued
-                    await send(job.items.get_nowait()[1])
+                    data = job.items.get_nowait()[1]
+                    await send(data)
+                    sent += len(data)
                 break
             data = getter.result()[1]
             await _send_watched(send, data, lambda sent=sent: job.emitted_bytes - sent > limit)
@@ -114,29 +154,32 @@ async def speak(state: ServerState, plan: SpeechPlan, send: Callable[[bytes], Aw
     except BaseException:
         job.cancel()
         raise
-    _observe(state, plan, result)
-    return result
+    finally:
+        if getter is not None and not getter.done():
+            getter.cancel()
+    seconds = sent / 2 / plan.output_rate
+    observe(state.metrics, plan, result, seconds)
+    return result, seconds
 
 
 async def _send_watched(send: Callable[[bytes], Awaitable[Any]], data: bytes,
                         backlog: Callable[[], bool]) -> None:
     """``send(data)``, given up (an ApiError) while the audio waiting behind it grows past the bound."""
     task = asyncio.ensure_future(send(data))
-    while True:
-        done, _ = await asyncio.wait({task}, timeout=0.2)
-        if done:
-            task.result()
-            return
-        if backlog():
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=0.2)
+            if done:
+                task.result()
+                return
+            if backlog():
+                raise ApiError(503, f"the client is not reading: more than {MAX_PENDING_SECONDS:g} s of "
+                               "audio are waiting for it", code="slow_consumer")
+    finally:
+        if not task.done():
             task.cancel()
-            raise ApiError(503, f"the client is not reading: more than {MAX_PENDING_SECONDS:g} s of audio "
-                           "are waiting for it", code="slow_consumer")
-
-
-def _observe(state: ServerState, plan: SpeechPlan, result: TaskResult) -> None:
-    m = result.metrics
-    state.metrics.observe_synthesis(plan.served.name, m.audio_s, m.rtf if m.audio_s > 0 else None,
-                                    m.time_to_first_audio_s)
+        else:  # retrieved, so that a send the client's disconnect broke logs nothing
+            task.cancelled() or task.exception()
 
 
 __all__ = ["Cancelled", "MAX_PENDING_SECONDS", "TextStream", "speak"]

@@ -37,6 +37,9 @@ OPENAI_VOICES = ("alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "no
 BUILTIN_VOICES = ("default", *OPENAI_VOICES)
 MAX_TRANSCRIPT_CHARS = 4000
 MAX_VOICE_SECONDS = 120.0
+#: The shortest reference a voice may have: below it no family has a voice to copy (OmniVoice's codec
+#: cannot even encode under 40 ms), so a near-empty upload is refused instead of stored unusable.
+MIN_VOICE_SECONDS = 0.5
 MAX_PROMPTS_PER_VOICE = 8
 _EXTENSIONS = {"WAV": "wav", "FLAC": "flac", "OGG": "ogg", "MP3": "mp3"}
 
@@ -127,12 +130,10 @@ class VoiceStore:
             try:
                 audio = read_audio(reference)
             except AudiocppError as error:
-                raise ApiError(400, f"the uploaded file is not decodable audio: {engine_message(error)}",
+                raise ApiError(400, "the uploaded file is not decodable audio: "
+                               f"{_without_path(error, reference, 'the upload')}",
                                param="file", code="invalid_audio") from None
-            if audio.duration > MAX_VOICE_SECONDS:
-                raise ApiError(400, f"the uploaded audio is {audio.duration:.1f} s long; voices take at most "
-                               f"{MAX_VOICE_SECONDS:g} s (a 3-20 s clip is best)", param="file",
-                               code="invalid_audio")
+            check_duration(audio.duration, "the uploaded audio", "file")
             meta = {"name": name, "transcript": transcript, "sample_rate": audio.sample_rate,
                     "duration_s": audio.duration, "created": time.time(), "reference": reference.name}
             (tmp / "voice.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
@@ -219,13 +220,29 @@ def decode_reference(value: str, transcript: str) -> Any:
         try:
             audio = read_audio(named)
         except AudiocppError as error:
-            raise ApiError(400, f"ref_audio is not decodable audio: {engine_message(error)}",
+            raise ApiError(400, f"ref_audio is not decodable audio: "
+                           f"{_without_path(error, named, 'ref_audio')}",
                            param="ref_audio", code="invalid_audio") from None
-    if audio.duration > MAX_VOICE_SECONDS:
-        raise ApiError(400, f"ref_audio is {audio.duration:.1f} s long; references take at most "
-                       f"{MAX_VOICE_SECONDS:g} s (a 3-20 s clip is best)", param="ref_audio",
-                       code="invalid_audio")
+    check_duration(audio.duration, "ref_audio", "ref_audio")
     return audio
+
+
+def check_duration(seconds: float, what: str, param: str) -> None:
+    """A reference between MIN_VOICE_SECONDS and MAX_VOICE_SECONDS long."""
+    if seconds > MAX_VOICE_SECONDS:
+        raise ApiError(400, f"{what} is {seconds:.1f} s long; voices take at most {MAX_VOICE_SECONDS:g} s "
+                       "(a 3-20 s clip is best)", param=param, code="invalid_audio")
+    if seconds < MIN_VOICE_SECONDS:
+        raise ApiError(400, f"{what} is {seconds:.3f} s long: too short to copy a voice from; voices take at "
+                       f"least {MIN_VOICE_SECONDS:g} s (a 3-20 s clip is best)", param=param,
+                       code="invalid_audio")
+
+
+def _without_path(error: AudiocppError, path: Path, name: str) -> str:
+    """The engine's message about a temporary file, naming it as the client does (never the path)."""
+    for quoted in (f"audio file {str(path)!r}", repr(str(path)), str(path)):
+        error.message = error.message.replace(quoted, name)
+    return engine_message(error)
 
 
 def _format_of(path: Path) -> str:

@@ -4,23 +4,32 @@ sentence by sentence, in vLLM-Omni's message shapes.
 Client -> server (JSON text frames):
 
 - ``{"type": "session.config", "model", "voice", "response_format": "pcm"|"wav", "sample_rate",
-  "language", "instructions", "seed", ...request options}``: first, once; checked as the body of
-  ``POST /v1/audio/speech`` is (a bad one is an ``error`` event and the socket closes);
+  "language", "instructions", "seed", "max_frame_bytes", ...request options}``: first, once; checked as
+  the body of ``POST /v1/audio/speech`` is (a bad one is an ``error`` event and the socket closes);
 - ``{"type": "input.text", "text": "..."}``: a piece of the text (any size);
 - ``{"type": "input.done"}``: the end of the text.
 
 Server -> client, per sentence as soon as it is complete: ``{"type": "audio.start",
 "sentence_index", "sentence_text", "format", "sample_rate"}``, binary frames (16-bit mono PCM at that
-rate; ``wav``: a stream WAV header first), ``{"type": "audio.done", "sentence_index", "timing"}``
-(``first_audio_ms``: from the sentence's completion to its first audio frame); ``{"type": "error",
-"message", "code", "sentence_index"?}`` for a sentence that failed (the others go on) or a bad message;
-at the end ``{"type": "session.done", "total_sentences"}`` and the socket closes.
+rate, each at most ``max_frame_bytes``, 64 KiB by default, so that a client's default message limit,
+websockets' 1 MiB, is never hit; ``wav``: a stream WAV header first), ``{"type": "audio.done",
+"sentence_index", "timing"}`` (``first_audio_ms``: from the sentence's completion to its first audio
+frame); ``{"type": "error", "message", "code", "param", "sentence_index"?}`` for a sentence that failed
+(the others go on) or a bad message (a binary frame, bad JSON, an unknown type); at the end
+``{"type": "session.done", "total_sentences"}`` and the socket closes.
+
+Text that runs on without a sentence end is cut at clause marks or between words
+(``textstream.MAX_PIECE_CHARS``). The session's text is limited to the server's input limit: the
+message that passes it is spoken up to the limit (cut between words), and an ``input_too_long`` error
+says how many characters were dropped; every later ``input.text`` is answered with the same error.
+A client that goes away ends its session quietly (one line at ``--log-level info``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -31,13 +40,23 @@ from audiocpp.engine.errors import AudiocppError
 from .encoding import wav_stream_header
 from .errors import ApiError, from_engine_error
 from .scheduler import Cancelled
-from .speech import parse_body, plan_speech, timing
+from .speech import json_value, parse_body, plan_speech, timing
 from .textstream import TextStream, speak
 
 if TYPE_CHECKING:
     from .app import ServerState
+    from .speech import SpeechPlan
 
 FORMATS = ("pcm", "wav")
+ENDPOINT = "/v1/audio/speech/stream"
+#: The largest binary frame by default (``max_frame_bytes`` in session.config picks another).
+MAX_FRAME_BYTES = 64 << 10
+FRAME_BYTES_RANGE = (1024, 16 << 20)
+log = logging.getLogger("uvicorn.error")  # uvicorn's own log: shown at --log-level info
+
+
+class BadMessage(ApiError):
+    """A message the session answers with an error event and goes on."""
 
 
 def _error(error: BaseException) -> dict[str, Any]:
@@ -46,71 +65,107 @@ def _error(error: BaseException) -> dict[str, Any]:
     if isinstance(error, ApiError):
         return {"type": "error", "message": error.message, "code": error.code, "param": error.param}
     return {"type": "error", "message": f"internal error: {type(error).__name__}: {error}",
-            "code": "server_error"}
+            "code": "server_error", "param": None}
 
 
-def plan_session(state: ServerState, config: dict[str, Any]):
-    """The session's plan from its ``session.config`` (a POST body without ``input``)."""
-    body = {k: v for k, v in config.items() if k != "type"}
+def plan_session(state: ServerState, config: dict[str, Any]) -> tuple[SpeechPlan, int]:
+    """The session's plan from its ``session.config`` (a POST body without ``input``), and its frame size."""
+    body = {k: v for k, v in config.items() if k not in ("type", "max_frame_bytes")}
     if "input" in body:
         raise ApiError(400, "session.config takes no input: send the text as input.text messages",
                        param="input", code="invalid_value")
     fmt = body.setdefault("response_format", "pcm")
     if fmt not in FORMATS:
-        raise ApiError(400, f"the speech stream sends {' or '.join(FORMATS)}, not {fmt!r}",
+        raise ApiError(400, f"the speech stream sends {' or '.join(FORMATS)}, not {json_value(fmt)}",
                        param="response_format", code="unsupported_format")
     body.pop("stream_format", None)
+    body.pop("stream", None)
+    frame = config.get("max_frame_bytes", MAX_FRAME_BYTES)
+    low, high = FRAME_BYTES_RANGE
+    if isinstance(frame, bool) or not isinstance(frame, int) or not low <= frame <= high:
+        raise ApiError(400, f"max_frame_bytes must be a whole number of bytes from {low} to {high}, not "
+                       f"{json_value(frame)}", param="max_frame_bytes", code="invalid_value")
     plan = plan_speech(parse_body({**body, "input": "-"}), state.models, state.voices, state.max_input_chars)
-    return plan
+    return plan, frame - frame % 2  # whole 16-bit samples
+
+
+async def _receive_json(websocket: WebSocket) -> Any:
+    """The next message as JSON; a binary frame or bad JSON is a BadMessage; a disconnect raises."""
+    message = await websocket.receive()
+    if message["type"] == "websocket.disconnect":
+        raise WebSocketDisconnect(message.get("code", 1000))
+    text = message.get("text")
+    if text is None:
+        raise BadMessage(400, "binary frames are not accepted from the client: send JSON text frames "
+                         "(session.config, input.text, input.done)", code="invalid_message")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise BadMessage(400, "messages are JSON text frames", code="invalid_json") from None
 
 
 async def speech_stream(websocket: WebSocket, state: ServerState) -> None:
     await websocket.accept()
     texts: asyncio.Queue[tuple[str, float] | None] = asyncio.Queue()
     reader: asyncio.Task | None = None
+    model, status, index = "", 200, 0
     try:
         try:
-            config = json.loads(await websocket.receive_text())
+            config = await _receive_json(websocket)
             if not isinstance(config, dict) or config.get("type") != "session.config":
                 raise ApiError(400, "the first message must be {\"type\": \"session.config\", ...}",
                                code="invalid_value")
-            plan = plan_session(state, config)
-        except (json.JSONDecodeError, ApiError, AudiocppError) as error:
-            if isinstance(error, json.JSONDecodeError):
-                error = ApiError(400, "messages are JSON text frames", code="invalid_json")
+            named = config.get("model")
+            if isinstance(named, str) and named in state.models:
+                model = named
+            plan, frame_bytes = plan_session(state, config)
+            model = plan.served.name
+        except (ApiError, AudiocppError) as error:
+            status = error.status if isinstance(error, ApiError) else 400
             await websocket.send_json(_error(error))
             await websocket.close()  # the error event says why
             return
         stream = TextStream(plan)
         reader = asyncio.ensure_future(_read(websocket, stream, texts, state.max_input_chars))
-        index = 0
         while True:
             item = await texts.get()
             if item is None:
                 break
             sentence, completed = item
-            await _speak_one(websocket, state, stream, sentence, completed, index)
+            await _speak_one(websocket, state, stream, sentence, completed, index, frame_bytes)
             index += 1
         await reader
         await websocket.send_json({"type": "session.done", "total_sentences": index})
         await websocket.close()
-    except WebSocketDisconnect:
-        pass
+    except (WebSocketDisconnect, Cancelled, OSError, RuntimeError) as error:
+        # The client went away (a closed socket raises WebSocketDisconnect, or RuntimeError / OSError
+        # from a send after the close): normal, not a failure of the server.
+        if isinstance(error, RuntimeError) and not _gone(websocket):
+            raise
+        status = 499
+        log.info("speech stream: the client went away after %d sentence(s) (%s)", index,
+                 type(error).__name__)
     finally:
-        if reader is not None and not reader.done():
-            reader.cancel()
+        if reader is not None:
+            if not reader.done():
+                reader.cancel()
+            try:
+                await reader
+            except BaseException:  # noqa: BLE001 - its outcome is the client's disconnect, already handled
+                pass
+        state.metrics.count_request(ENDPOINT, model, status)
 
 
 async def _read(websocket: WebSocket, stream: TextStream, texts: asyncio.Queue, max_chars: int) -> None:
     """Client messages -> complete sentences (with the time each was complete), then None."""
     received = 0
+    full = False  # the session's text limit was reached: later text is dropped, and said so
     try:
         while True:
             try:
-                message = json.loads(await websocket.receive_text())
-            except json.JSONDecodeError:
-                await websocket.send_json(_error(ApiError(400, "messages are JSON text frames",
-                                                          code="invalid_json")))
+                message = await _receive_json(websocket)
+            except BadMessage as error:
+                await websocket.send_json(_error(error))
                 continue
             kind = message.get("type") if isinstance(message, dict) else None
             if kind == "input.text":
@@ -119,19 +174,22 @@ async def _read(websocket: WebSocket, stream: TextStream, texts: asyncio.Queue, 
                     await websocket.send_json(_error(ApiError(400, "input.text needs a string field text",
                                                               param="text", code="invalid_value")))
                     continue
+                if full:
+                    await websocket.send_json(_too_long(max_chars, len(text), later=True))
+                    continue
+                if received + len(text) > max_chars:
+                    full = True
+                    kept = _fit_limit(text, max_chars - received)
+                    await websocket.send_json(_too_long(max_chars, len(text) - len(kept), later=False))
+                    text = kept
                 received += len(text)
-                if received > max_chars:
-                    await websocket.send_json(_error(ApiError(
-                        400, f"the text is longer than {max_chars} characters (--max-input-chars)",
-                        code="input_too_long")))
-                    break
                 for sentence in stream.feed(text):
                     await texts.put((sentence, time.perf_counter()))
             elif kind == "input.done":
                 break
             else:
                 await websocket.send_json(_error(ApiError(
-                    400, f"unknown message type {kind!r}; send input.text or input.done",
+                    400, f"unknown message type {json_value(kind)}; send input.text or input.done",
                     code="invalid_value")))
         for sentence in stream.finish():
             await texts.put((sentence, time.perf_counter()))
@@ -139,8 +197,34 @@ async def _read(websocket: WebSocket, stream: TextStream, texts: asyncio.Queue, 
         await texts.put(None)
 
 
+def _gone(websocket: WebSocket) -> bool:
+    """Whether the socket is closed (by the client, or after our close)."""
+    from starlette.websockets import WebSocketState
+
+    return (websocket.client_state is not WebSocketState.CONNECTED
+            or websocket.application_state is not WebSocketState.CONNECTED)
+
+
+def _fit_limit(text: str, room: int) -> str:
+    """The start of ``text`` that fits in ``room`` characters, cut between words where there is a space."""
+    if room <= 0:
+        return ""
+    head = text[:room]
+    if len(text) > room and not text[room].isspace() and " " in head:
+        head = head[:head.rindex(" ") + 1]
+    return head
+
+
+def _too_long(max_chars: int, dropped: int, *, later: bool) -> dict[str, Any]:
+    what = ("this input.text is dropped" if later else
+            f"the last {dropped} characters of this input.text are dropped; the text before them is spoken")
+    return {"type": "error", "code": "input_too_long", "param": "text", "dropped_characters": dropped,
+            "message": f"the session's text is limited to {max_chars} characters on this server: {what} "
+                       "(start a new session for more text)"}
+
+
 async def _speak_one(websocket: WebSocket, state: ServerState, stream: TextStream, sentence: str,
-                     completed: float, index: int) -> None:
+                     completed: float, index: int, frame_bytes: int) -> None:
     plan = stream.plan_for(sentence)
     rate = plan.output_rate
     await websocket.send_json({"type": "audio.start", "sentence_index": index, "sentence_text": sentence,
@@ -153,18 +237,19 @@ async def _speak_one(websocket: WebSocket, state: ServerState, stream: TextStrea
         if data:
             if not first:
                 first.append(time.perf_counter() - completed)
-            await websocket.send_bytes(data)
+            for start in range(0, len(data), frame_bytes):
+                await websocket.send_bytes(data[start:start + frame_bytes])
 
     try:
-        result = await speak(state, plan, send)
-    except WebSocketDisconnect:
+        result, sent = await speak(state, plan, send)
+    except (WebSocketDisconnect, Cancelled, OSError):
         raise
-    except Cancelled:
-        raise WebSocketDisconnect() from None
     except BaseException as error:  # noqa: BLE001 - told to the client; the next sentences go on
+        if isinstance(error, RuntimeError) and _gone(websocket):
+            raise  # a send on a socket the client closed
         await websocket.send_json({**_error(error), "sentence_index": index})
         return
     stream.spoke(sentence, result)
-    done = {"type": "audio.done", "sentence_index": index, "timing": timing(result, rate)}
+    done = {"type": "audio.done", "sentence_index": index, "timing": timing(result, rate, sent)}
     done["timing"]["first_audio_ms"] = round(first[0] * 1000, 1) if first else None
     await websocket.send_json(done)

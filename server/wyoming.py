@@ -3,8 +3,9 @@
 A TCP server beside the HTTP one (``--no-http``: alone), sharing its models, stored voices,
 admission limits and batcher. Per connection (the ``wyoming`` package's event handler):
 
-- ``describe`` -> ``info``: one TTS program per served model (``audiocpp-<model>``), its voices (the
-  family's own voice and every stored voice, with the spec's languages), and
+- ``describe`` -> ``info``: one TTS program, ``audiocpp``, whose voices are every served model's
+  (Home Assistant uses only the first program of a server, so each model is reached through its
+  voices), each with the model's languages (the most common first, no "auto"), and
   ``supports_synthesize_streaming``;
 - ``synthesize`` (text, voice name, language) -> ``audio-start``, ``audio-chunk``s as the family
   produces them (16-bit mono PCM at the model's rate), ``audio-stop``;
@@ -13,16 +14,25 @@ admission limits and batcher. Per connection (the ``wyoming`` package's event ha
   ``-chunk`` / ``-stop`` per sentence, the same voice throughout, ``server.textstream``), then
   ``synthesize-stopped``; a ``synthesize`` sent alongside (clients send both for older servers) is
   ignored;
-- errors (unknown voice, full queue, bad text) are ``error`` events; the connection stays usable.
+- an error (unknown voice, language, full queue, bad text, a failing sentence) is one ``error`` event
+  saying what failed; then, as wyoming-piper does, the exchange the client waits for is finished
+  (``synthesize-stopped`` for a stream) and the connection is closed. Home Assistant reads until
+  ``audio-stop``, ``synthesize-stopped`` or a closed connection and ignores ``error``: it must never be
+  left waiting.
 
 Voices are named ``default`` and the stored voices' names when one model is served, ``<model>`` and
-``<model>/<voice>`` when several are. Nothing the client sends names a file.
+``<model>/<voice>`` when several are (a synthesize may name the model itself either way); a stored
+voice is offered for the models that can clone with it. Where the ``zeroconf`` package is installed
+and Wyoming listens on an address other machines reach, the service is advertised as
+``_wyoming._tcp`` (Home Assistant discovers it). Nothing the client sends names a file.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
+import sys
 from typing import TYPE_CHECKING, Any
 
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
@@ -36,7 +46,7 @@ from audiocpp.engine.errors import AudiocppError
 
 from .errors import ApiError, from_engine_error
 from .scheduler import Cancelled
-from .speech import SpeechPlan, parse_body, plan_speech
+from .speech import SpeechPlan, parse_body, plan_speech, request_language
 from .textstream import TextStream, speak
 
 if TYPE_CHECKING:
@@ -45,6 +55,10 @@ if TYPE_CHECKING:
 
 ATTRIBUTION = Attribution(name="audiocpp", url="https://github.com/0xShug0/audio.cpp")
 WIDTH, CHANNELS = 2, 1
+ENDPOINT = "wyoming"
+PROGRAM = "audiocpp"
+SERVICE_TYPE = "_wyoming._tcp.local."
+log = logging.getLogger("uvicorn.error")
 
 
 def _version() -> str | None:
@@ -67,21 +81,26 @@ class Voices:
         return len(self.state.models) == 1
 
     def names(self, model: str) -> list[tuple[str, str | None]]:
-        """(Wyoming name, stored voice or None) of ``model``'s voices."""
+        """(Wyoming name, stored voice or None) of ``model``'s voices: its own voice, and the stored
+        voices it clones with."""
         served = self.state.models[model]
-        stored = [v.name for v in self.state.voices.list()] if "clone" in served.model.spec.tasks else []
+        stored = [v.name for v in self.state.voices.list() if served.clones_with(v.transcript)]
         if self.single:
             return [("default", None)] + [(name, name) for name in stored]
         return [(model, None)] + [(f"{model}/{name}", name) for name in stored]
 
     def resolve(self, name: str | None, language: str | None) -> tuple[ServedModel, str | None]:
-        """The model and stored voice a ``synthesize`` names (None: the first model's own voice)."""
+        """The model and stored voice a ``synthesize`` names (no name: the first model that speaks
+        ``language``, else the first model's own voice)."""
         models = self.state.models
         if not name:
-            if language:  # the first model that speaks it
+            if language:
                 for served in models.values():
-                    if not served.model.spec.languages or language in served.model.spec.languages:
-                        return served, None
+                    try:
+                        request_language(served, language)
+                    except (ApiError, AudiocppError):
+                        continue
+                    return served, None
             return next(iter(models.values())), None
         for model in models:
             for wyoming_name, stored in self.names(model):
@@ -89,23 +108,26 @@ class Voices:
                     return models[model], stored
         if "/" not in name and name in models:  # the model's name, on a one-model server too
             return models[name], None
-        raise ApiError(400, f"voice {name!r} is not served here; describe lists the voices",
+        listed = [n for model in models for n, _ in self.names(model)]
+        raise ApiError(400, f"voice {name!r} is not served here; its voices: {', '.join(listed)}",
                        param="voice", code="voice_not_found")
 
     def info(self) -> Info:
-        programs = []
+        voices = []
         for model, served in self.state.models.items():
             spec = served.model.spec
-            languages = list(spec.languages)
-            voices = [TtsVoice(name=name, attribution=ATTRIBUTION, installed=True, version=None,
-                               description=f"{spec.display_name}: " + (f"stored voice {stored}" if stored
-                                                                       else "the family's own voice"),
-                               languages=languages)
-                      for name, stored in self.names(model)]
-            programs.append(TtsProgram(name=f"audiocpp-{model}", attribution=ATTRIBUTION, installed=True,
-                                       description=f"{spec.display_name} ({served.family}) on audiocpp",
-                                       version=_version(), voices=voices, supports_synthesize_streaming=True))
-        return Info(tts=programs)
+            languages = served.languages()
+            for name, stored in self.names(model):
+                what = f"stored voice {stored}" if stored else "its own voice"
+                voices.append(TtsVoice(name=name, attribution=ATTRIBUTION, installed=True, version=None,
+                                       description=f"{spec.display_name} ({model}): {what}",
+                                       languages=languages))
+        described = ", ".join(f"{name} ({served.model.spec.display_name})"
+                              for name, served in self.state.models.items())
+        program = TtsProgram(name=PROGRAM, attribution=ATTRIBUTION, installed=True,
+                             description=f"audiocpp: {described}", version=_version(), voices=voices,
+                             supports_synthesize_streaming=True)
+        return Info(tts=[program])
 
 
 class WyomingHandler(AsyncEventHandler):
@@ -117,56 +139,99 @@ class WyomingHandler(AsyncEventHandler):
         self.state = state
         self.voices = Voices(state)
         self.stream: TextStream | None = None
+        self.streaming = False  # a synthesize-start came: the client waits for synthesize-stopped
+        self.model = ""  # the metrics' label of the exchange
 
     async def handle_event(self, event: Event) -> bool:
         try:
             if Describe.is_type(event.type):
                 await self.write_event(self.voices.info().event())
             elif Synthesize.is_type(event.type):
-                if self.stream is None:  # during a streaming synthesis it repeats the text: ignored
+                if not self.streaming:  # during a streaming synthesis it repeats the text: ignored
                     request = Synthesize.from_event(event)
                     voice = request.voice
-                    plan = self._plan(voice.name if voice else None, voice.language if voice else None)
-                    stream = TextStream(plan)
+                    stream = TextStream(self._plan(voice.name if voice else None,
+                                                   voice.language if voice else None))
                     await self._say(stream, request.text)
+                    self._count(200)
             elif SynthesizeStart.is_type(event.type):
+                self.streaming = True
                 voice = SynthesizeStart.from_event(event).voice
                 self.stream = TextStream(self._plan(voice.name if voice else None,
                                                     voice.language if voice else None))
             elif SynthesizeChunk.is_type(event.type):
+                self.streaming = True
                 if self.stream is None:
-                    raise ApiError(400, "synthesize-chunk without synthesize-start", code="invalid_value")
+                    raise ApiError(400, "synthesize-chunk came without synthesize-start",
+                                   code="invalid_value")
                 for sentence in self.stream.feed(SynthesizeChunk.from_event(event).text):
-                    await self._sentence(self.stream, sentence)
+                    await self._audio(self.stream, sentence)
             elif SynthesizeStop.is_type(event.type):
                 stream, self.stream = self.stream, None
-                if stream is not None:
-                    for sentence in stream.finish():
-                        await self._sentence(stream, sentence)
+                for sentence in stream.finish() if stream is not None else []:
+                    await self._audio(stream, sentence)
+                self.streaming = False
                 await self.write_event(SynthesizeStopped().event())
-        except Cancelled:
+                self._count(200)
+        except (Cancelled, ConnectionError, asyncio.IncompleteReadError, OSError) as error:
+            log.info("Wyoming: the client went away (%s)", type(error).__name__)
+            self._count(499)
             return False
-        except (ApiError, AudiocppError) as error:
-            await self.write_event(_error_event(error))
-        except (ConnectionError, asyncio.IncompleteReadError):
-            return False
-        except Exception as error:  # noqa: BLE001 - told to the client; the connection stays usable
-            await self.write_event(Error(text=f"internal error: {type(error).__name__}: {error}",
-                                         code="server_error").event())
+        except Exception as error:  # noqa: BLE001 - told to the client, then the exchange ends
+            return await self._fail(error)
         return True
+
+    async def _fail(self, error: Exception) -> bool:
+        """One ``error`` event saying what failed; ``synthesize-stopped`` where the client streams (Home
+        Assistant ignores errors and reads until it); then the connection closes (False)."""
+        if isinstance(error, AudiocppError):
+            error = from_engine_error(error)
+        if isinstance(error, ApiError):
+            status, event = error.status, Error(text=error.message, code=error.code or "error").event()
+        else:
+            status = 500
+            text = f"internal error: {type(error).__name__}: {error}"
+            print(f"audiocpp serve: Wyoming: {text}", file=sys.stderr)
+            event = Error(text=text, code="server_error").event()
+        self._count(status)
+        try:
+            await self.write_event(event)
+            if self.streaming:
+                await self.write_event(SynthesizeStopped().event())
+            await self._finish()
+        except (ConnectionError, OSError, asyncio.IncompleteReadError):
+            pass
+        return False
+
+    async def _finish(self, timeout: float = 2.0) -> None:
+        """End our side (the client reads to the end of the stream, then disconnects) and read what the
+        client still sends (a stream's remaining chunks) until it does: closing with unread data would
+        reset the connection and could lose the events just written."""
+        if self.writer.can_write_eof():
+            self.writer.write_eof()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while (left := deadline - loop.time()) > 0:
+            try:
+                if not await asyncio.wait_for(self.reader.read(1 << 16), timeout=left):
+                    return
+            except asyncio.TimeoutError:
+                return
+
+    def _count(self, status: int) -> None:
+        self.state.metrics.count_request(ENDPOINT, self.model, status)
 
     def _plan(self, name: str | None, language: str | None) -> SpeechPlan:
         served, stored = self.voices.resolve(name, language)
-        spec = served.model.spec
+        self.model = served.name
         body: dict[str, Any] = {"model": served.name, "input": "-", "response_format": "pcm",
                                 "sample_rate": "native"}
         if stored is not None:
             body["voice"] = stored
         if self.state.wyoming_seed is not None:
             body["seed"] = self.state.wyoming_seed
-        if language and spec.option("request", "language") is not None and (
-                not spec.languages or language in spec.languages):
-            body["language"] = language
+        if language:
+            body["language"] = language  # checked as over HTTP (speech.request_language)
         return plan_speech(parse_body(body), self.state.models, self.state.voices, self.state.max_input_chars)
 
     async def _say(self, stream: TextStream, text: str) -> None:
@@ -177,10 +242,6 @@ class WyomingHandler(AsyncEventHandler):
             raise ApiError(400, f"the text is {len(text)} characters long; this server takes at most "
                            f"{self.state.max_input_chars}", code="input_too_long")
         await self._audio(stream, text.strip())
-
-    async def _sentence(self, stream: TextStream, sentence: str) -> None:
-        """One sentence of a streaming synthesis: its own audio-start, chunks, audio-stop."""
-        await self._audio(stream, sentence)
 
     async def _audio(self, stream: TextStream, sentence: str) -> None:
         """``audio-start`` with the first audio (a request refused or failing before it sends no
@@ -201,26 +262,109 @@ class WyomingHandler(AsyncEventHandler):
                 await self.write_event(AudioChunk(rate=rate, width=WIDTH, channels=CHANNELS,
                                                   audio=data).event())
 
-        try:
-            result = await speak(self.state, plan, send)
-            await start()
-        finally:
-            if started:
-                await self.write_event(AudioStop().event())
+        result, _ = await speak(self.state, plan, send)
+        await start()
+        await self.write_event(AudioStop().event())
         stream.spoke(sentence, result)
 
 
-def _error_event(error: BaseException) -> Event:
-    if isinstance(error, AudiocppError):
-        error = from_engine_error(error)
-    assert isinstance(error, ApiError)
-    return Error(text=error.message, code=error.code or "error").event()
+class WyomingServer:
+    """The Wyoming TCP server and its zeroconf advertisement (withdrawn by :meth:`aclose`)."""
+
+    def __init__(self, server: asyncio.AbstractServer, advertised: asyncio.Future) -> None:
+        self.server = server
+        self.advertised = advertised
+
+    async def aclose(self) -> None:
+        self.server.close()
+        if not self.advertised.done():
+            self.advertised.cancel()
+        try:
+            withdraw = await self.advertised
+        except (asyncio.CancelledError, Exception):  # noqa: BLE001 - nothing was advertised
+            return
+        if withdraw is not None:
+            await withdraw()
 
 
-async def start(state: ServerState, sock: socket.socket) -> asyncio.AbstractServer:
-    """Serve Wyoming connections on ``sock`` in the running event loop."""
+async def start(state: ServerState, sock: socket.socket) -> WyomingServer:
+    """Serve Wyoming connections on ``sock`` in the running event loop, advertised over zeroconf
+    where it can be (:func:`advertise`, in the background)."""
 
     async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await WyomingHandler(state, reader, writer).run()
+        try:
+            await WyomingHandler(state, reader, writer).run()
+        except (ConnectionError, OSError, asyncio.IncompleteReadError):  # the client went away
+            pass
 
-    return await asyncio.start_server(connected, sock=sock)
+    server = await asyncio.start_server(connected, sock=sock)
+    return WyomingServer(server, asyncio.ensure_future(advertise(sock)))
+
+
+async def advertise(sock: socket.socket) -> Any:
+    """Register the Wyoming service over zeroconf (mDNS, ``_wyoming._tcp``), as wyoming-piper does,
+    where the ``zeroconf`` package is installed and the address is one other machines reach (not a
+    loopback address). Returns the coroutine function that withdraws it, or None."""
+    host, port = sock.getsockname()[:2]
+    try:
+        from zeroconf import IPVersion
+        from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
+    except ImportError:
+        print("audiocpp serve: Wyoming is not advertised to Home Assistant (pip install zeroconf for "
+              "discovery); add it by host and port", file=sys.stderr)
+        return None
+    address = _reachable_address(host)
+    if address is None:
+        print(f"audiocpp serve: Wyoming listens on {host} only, so it is not advertised over zeroconf; "
+              "use --host 0.0.0.0 where Home Assistant runs on another machine or in a container",
+              file=sys.stderr)
+        return None
+    name = f"audiocpp-{socket.gethostname().split('.')[0]}-{port}"
+    info = AsyncServiceInfo(SERVICE_TYPE, f"{name}.{SERVICE_TYPE}", addresses=[socket.inet_aton(address)],
+                            port=port, properties={"program": PROGRAM},
+                            server=f"{socket.gethostname().split('.')[0]}.local.")
+    zc = AsyncZeroconf(ip_version=IPVersion.V4Only)
+    try:
+        await zc.async_register_service(info, allow_name_change=True)
+    except Exception as error:  # noqa: BLE001 - discovery is a convenience: say so and serve on
+        await zc.async_close()
+        print(f"audiocpp serve: zeroconf advertisement failed ({type(error).__name__}: {error}); "
+              "add Wyoming in Home Assistant by host and port", file=sys.stderr)
+        return None
+    print(f"audiocpp serve: Wyoming advertised over zeroconf as {info.name} ({address}:{port})",
+          file=sys.stderr)
+
+    async def withdraw() -> None:
+        try:
+            await zc.async_unregister_service(info)
+        finally:
+            await zc.async_close()
+
+    return withdraw
+
+
+def _reachable_address(host: str) -> str | None:
+    """The IPv4 address to advertise for a socket bound to ``host``: itself, or for a wildcard the
+    address of the interface that reaches the local network; None for loopback (or none found)."""
+    import ipaddress
+
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    if ip.version != 4 or ip.is_loopback:
+        return None
+    if not ip.is_unspecified:
+        return host
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("224.0.0.251", 5353))  # the mDNS group: no packet is sent, a route is chosen
+        found = probe.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        probe.close()
+    return None if ipaddress.ip_address(found).is_loopback else found
+
+
+__all__ = ["Voices", "WyomingHandler", "WyomingServer", "advertise", "start"]

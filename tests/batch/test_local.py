@@ -148,6 +148,7 @@ def test_interrupted_run_resumes_each_item_exactly_once(how: str, tmp_path: Path
         assert again.returncode == 0, stderr
         stats = summary(stdout)
         assert int(stats["skipped"]) == len(TTS_ITEMS) and "load_s" not in stats and "rtf" not in stats
+        assert "items_per_s" not in stats  # nothing was run: no rate of 0.000
         assert all(line.split("=", 1)[1] for line in stdout.splitlines() if "=" in line), stdout
 
 

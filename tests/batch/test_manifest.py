@@ -77,13 +77,15 @@ def test_every_bad_line_is_reported_with_its_number(tmp_path: Path) -> None:
         17: "out 'ok.wav' is already written by line 1",
         18: "expected a JSON object",
         19: "task 'tts' takes no reference audio",
-        20: "give either --voice-ref or --voice-prompt, not both",
-        21: "--reference-text needs --voice-ref",
+        20: "give either voice_ref or voice, not both",
+        21: "reference_text needs voice_ref",
         22: "the reference audio",
     }
     for number, text in expected.items():
         assert f"line {number}: {text}" in message, (number, message)
     assert "long.wav' is 25.0 s long, over the 20 s cap" in message
+    for flag in ("--voice-ref", "--reference-text", "--voice-prompt", "--request-option", "--task"):
+        assert flag not in message, (flag, message)  # a line's fields, not the command line's flags
     assert "line 1:" not in message and "line 5:" not in message
 
 
@@ -134,6 +136,17 @@ def test_cli_reports_bad_lines_before_running_and_writes_nothing(tmp_path: Path)
     assert ("line 2: voice_ref 'gone.wav' does not exist" in proc.stderr
             and "line 3: not valid JSON" in proc.stderr)
     assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_a_line_that_is_not_utf8_is_reported_with_the_others(tmp_path: Path) -> None:
+    """One latin-1 byte makes its line bad, not the whole manifest: every other problem still shows."""
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_bytes(b'{"id": "a", "text": "fine"}\n{"id": "b", "text": "caf\xe9"}\n'
+                         b'{"id": "c", "text": "x", "colour": "red"}\n{"id": "d", "text": "ok"}\n')
+    proc = run_cli("batch", manifest, "--family", "omnivoice", "--check")
+    assert proc.returncode == 2 and "has 2 bad lines" in proc.stderr, proc.stderr
+    assert "line 2: not UTF-8 text (byte 0xe9 at byte 25 of the line)" in proc.stderr
+    assert "line 3: unknown field 'colour'" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_check_only_checks(tmp_path: Path) -> None:

@@ -109,3 +109,28 @@ def test_concurrent_requests_to_one_model_are_not_mixed_up(two_models: ServerPro
     with ThreadPoolExecutor(4) as pool:
         together = list(pool.map(speak, range(4)))
     assert together == alone
+
+
+def test_a_voice_without_a_transcript_is_for_the_models_that_clone_without_one(
+        two_models: ServerProcess) -> None:
+    """VoxCPM2 clones from the audio alone, OmniVoice needs its transcript: an upload without one is
+    stored, listed for vox only, works with vox and is a 400 with demo naming what makes it work."""
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    t = np.arange(9600) / 16000  # 0.6 s: the tiny checkpoint has room for a short reference only
+    sf.write(buffer, (0.3 * np.sin(2 * np.pi * 180 * t)).astype(np.float32), 16000, format="WAV")
+    r = httpx.post(two_models.url + "/v1/audio/voices", data={"name": "plain"},
+                   files={"file": ("plain.wav", buffer.getvalue(), "audio/wav")}, timeout=60)
+    assert r.status_code == 201, r.text
+    listed = {v["name"]: v for v in httpx.get(two_models.url + "/v1/audio/voices").json()["voices"]}
+    assert listed["plain"]["models"] == ["vox"] and listed["default"]["models"] == ["demo", "vox"]
+    r = httpx.post(two_models.url + "/v1/audio/speech", timeout=300,
+                   json={"model": "vox", "input": "Hi.", "voice": "plain", "seed": SEED, **VOX})
+    assert r.status_code == 200, r.text
+    r = httpx.post(two_models.url + "/v1/audio/speech",
+                   json={"model": "demo", "input": "Hi.", "voice": "plain"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "voice_unusable", r.text
+    assert "reference_text" in r.json()["error"]["message"]

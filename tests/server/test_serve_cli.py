@@ -41,6 +41,56 @@ def test_bad_arguments(args: list[str], code: int, words: str, tmp_path: Path,
     assert words in err and "Traceback" not in err, err
 
 
+@pytest.mark.parametrize(("args", "words"), [
+    (["--max-batch", "0"], "--max-batch 0 must be at least 1"),
+    (["-s", "omnivoice.bogus=1"], "no session option 'omnivoice.bogus'"),
+    (["--model", "nonexist.gguf"], "--model 'nonexist.gguf' does not exist"),
+])
+def test_flags_are_checked_before_the_port_is_bound(args: list[str], words: str, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A bad flag is the flag's error (exit 2) even with the port taken, not "cannot listen"."""
+    from audiocpp.cli.main import main
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        with pytest.raises(SystemExit) as info:
+            main(["serve", "--voices-dir", str(tmp_path), "--port", str(sock.getsockname()[1]), *args])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and words in err and "cannot listen" not in err, err
+
+
+def test_the_bare_command_names_every_subcommand() -> None:
+    from audiocpp.cli.main import app
+
+    proc = run_cli()
+    assert proc.returncode == 2 and proc.stderr.startswith("usage: audiocpp"), proc.stderr
+    commands = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
+    assert {"serve", "batch", "download", "kernels"} <= commands
+    assert not [c for c in commands if f"audiocpp {c}" not in proc.stderr and f"| {c}" not in proc.stderr], \
+        proc.stderr
+
+
+def test_one_sample_rate_range_for_the_cli_and_the_server(tmp_path: Path) -> None:
+    """``--sample-rate`` and the server's ``sample_rate`` take the same rates, 8000 to 192000 Hz."""
+    from audiocpp.cli.pipes import check_sample_rate
+    from audiocpp.engine.errors import UsageError
+    from audiocpp.server.encoding import FORMATS
+    from audiocpp.server.errors import ApiError
+    from audiocpp.server.speech import SpeechBody, output_rate
+
+    for rate in (7999, 192001, 384000, 1000):
+        with pytest.raises(UsageError, match="between 8000 and 192000 Hz"):
+            check_sample_rate(rate, "wav16")
+        with pytest.raises(ApiError, match="8000 to 192000 Hz"):
+            output_rate(SpeechBody(input="x", sample_rate=rate), FORMATS["wav"], 24000)
+    for rate in (8000, 96000, 192000):
+        check_sample_rate(rate, "wav16")
+        assert output_rate(SpeechBody(input="x", sample_rate=rate), FORMATS["wav"], 24000) == rate
+    proc = run_cli("--text", "Hi.", "--out", tmp_path / "x.wav", "--sample-rate", "4000")
+    assert proc.returncode == 2 and "between 8000 and 192000 Hz" in proc.stderr, proc.stderr
+
+
 def test_port_in_use(tmp_path: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -152,3 +152,86 @@ def test_speed_instructions_language_and_options_reach_the_model(server: ServerP
     nested = httpx.post(server.url + "/v1/audio/speech", timeout=120,
                         json={"input": TEXT, "seed": SEED, "response_format": "pcm", "options": FAST})
     assert nested.content == plain
+
+
+def test_a_rate_the_format_cannot_take_is_refused_before_synthesis(server: ServerProcess, client) -> None:
+    """mp3 at 96, 11 or 192 kHz (streamed too) is a 400 naming mp3's rates, before anything is
+    synthesized (no audio counted), not a 500 from the encoder after the whole synthesis."""
+    import openai
+
+    before = server.metric("audiocpp_audio_seconds_total")
+    for rate, stream_format in ((96000, None), (11000, None), (192000, "audio")):
+        more = {"stream_format": stream_format} if stream_format else {}
+        with pytest.raises(openai.BadRequestError) as info:
+            client.audio.speech.create(model="omnivoice-demo", voice="alloy", input="Hi.",
+                                       response_format="mp3",
+                                       extra_body={"sample_rate": rate, **FAST}, **more)
+        error = info.value.body
+        assert error["param"] == "sample_rate" and "8000, 11025, 12000" in error["message"], error
+    assert server.metric("audiocpp_audio_seconds_total") == before
+    mp3 = client.audio.speech.create(model="omnivoice-demo", voice="alloy", input="Hi.",
+                                     response_format="mp3",
+                                     extra_body={"sample_rate": 22050, "seed": SEED, **FAST})
+    assert sf.info(io.BytesIO(mp3.content)).samplerate == 22050
+
+
+def test_a_stream_reports_the_audio_it_sent(server: ServerProcess, client) -> None:
+    """The counters of a stream (speech.audio.done's duration and usage, audiocpp_audio_seconds_total)
+    are the audio it sent: its pieces, without the offline file's cross-fades."""
+    text, extra = "Stream number 5. It has two sentences.", {"seed": 5, **FAST}
+    seconds = 'audiocpp_audio_seconds_total{model="omnivoice-demo"}'
+    before = server.metric(seconds)
+    with client.audio.speech.with_streaming_response.create(
+        model="omnivoice-demo", voice="default", input=text, response_format="pcm", stream_format="sse",
+        extra_body=extra,
+    ) as response:
+        events = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: ")]
+    deltas = [base64.b64decode(e["audio"]) for e in events if e["type"] == "speech.audio.delta"]
+    sent = sum(len(d) for d in deltas) / 2 / 24000
+    done = events[-1]
+    assert len(deltas) >= 2 and done["type"] == "speech.audio.done" and done["format"] == "pcm"
+    assert done["timing"]["audio_duration_ms"] == round(sent * 1000, 1), (done, sent)
+    assert done["usage"]["output_audio_seconds"] == round(sent, 3)
+    assert server.metric(seconds) - before == pytest.approx(sent, abs=1e-5)
+    before = server.metric(seconds)
+    with client.audio.speech.with_streaming_response.create(
+        model="omnivoice-demo", voice="default", input=text, response_format="pcm", stream_format="audio",
+        extra_body=extra,
+    ) as response:
+        data = b"".join(response.iter_bytes())
+    assert data == b"".join(deltas)
+    assert server.metric(seconds) - before == pytest.approx(len(data) / 2 / 24000, abs=1e-5)
+
+
+def test_what_openai_and_kokoro_fastapi_clients_ask_for(server: ServerProcess, client) -> None:
+    """GET /v1/models/tts-1 (an alias of the first model), Open WebUI's GET {base}/audio/models, aac,
+    Kokoro-FastAPI's "stream": true (a streamed response), and SSE of a format its deltas are not."""
+    import av
+    import openai
+
+    alias = client.models.retrieve("tts-1")
+    assert alias.id == "tts-1" and alias.model_dump()["alias_of"] == "omnivoice-demo"
+    models = httpx.get(server.url + "/v1/audio/models").json()["models"]
+    assert {"omnivoice-demo", "tts-1", "tts-1-hd"} <= {m["id"] for m in models}
+    assert all(m["name"] for m in models)
+
+    aac = _create(client, response_format="aac")
+    assert aac.response.headers["content-type"] == "audio/aac"
+    with av.open(io.BytesIO(aac.content)) as container:
+        frames = [f.to_ndarray() for f in container.decode(audio=0)]
+        rate = container.streams.audio[0].rate
+    wav, wav_rate = sf.read(io.BytesIO(_create(client, response_format="wav").content))
+    assert rate == wav_rate and abs(sum(f.shape[-1] for f in frames) - len(wav)) <= 2048  # AAC's priming
+
+    body = {"model": "omnivoice-demo", "input": TEXT, "response_format": "pcm", "seed": SEED, **FAST}
+    url = server.url + "/v1/audio/speech"
+    with httpx.stream("POST", url, json={**body, "stream": True}, timeout=120) as r:
+        assert r.status_code == 200 and "content-length" not in r.headers  # chunked, as it is generated
+        streamed = b"".join(r.iter_bytes())
+    plain = httpx.post(server.url + "/v1/audio/speech", json={**body, "stream_format": "audio"}, timeout=120)
+    assert streamed == plain.content
+
+    with pytest.raises(openai.BadRequestError) as info:
+        client.audio.speech.create(model="omnivoice-demo", voice="alloy", input=TEXT, response_format="flac",
+                                   stream_format="sse", extra_body=FAST)
+    assert info.value.body["param"] == "response_format" and "pcm" in info.value.body["message"]

@@ -1,7 +1,9 @@
 """``WS /v1/audio/speech/stream`` with the ``websockets`` client: an LLM-like reply streamed in small
 deltas is spoken sentence by sentence as each completes (the first sentence's audio arrives before
-the text ends), in vLLM-Omni's message shapes; a bad config, a bad message, and the back-pressure
-bound on a client that does not read."""
+the text ends), in vLLM-Omni's message shapes; a bad config, a bad message (a binary frame too), audio
+frames within the client's default message limit, text past the session's limit cut and what is
+dropped said, a client that goes away (counted, no traceback in the server's log), and the
+back-pressure bound on a client that does not read."""
 
 from __future__ import annotations
 
@@ -126,6 +128,131 @@ def test_a_bad_message_is_an_error_and_the_session_goes_on(ws_server: ServerProc
     events = [m for m in messages if isinstance(m, dict)]
     assert events[0]["type"] == "error" and "input.whatever" in events[0]["message"]
     assert events[-1] == {"type": "session.done", "total_sentences": 1}
+
+
+STREAM_URL = "/v1/audio/speech/stream"
+
+
+async def _session(url: str, config: dict, *messages: str | bytes, **connect) -> tuple[list, object]:
+    """Send ``config`` and ``messages`` (text frames as JSON, bytes as binary frames) on a socket opened
+    as the docs' client opens it, and read until the server closes: (messages, close code)."""
+    out: list = []
+    async with websockets.connect(url.replace("http", "ws") + STREAM_URL, **connect) as ws:
+        await ws.send(json.dumps({"type": "session.config", **config}))
+        for message in messages:
+            await ws.send(message)
+        async for m in ws:
+            out.append(m if isinstance(m, bytes) else json.loads(m))
+    return out, ws.close_code
+
+
+def test_a_binary_frame_is_an_error_and_the_session_goes_on(ws_server: ServerProcess) -> None:
+    messages, code = asyncio.run(_session(
+        ws_server.url, {"model": "omni", "num_inference_steps": 2}, b"\x00\x01 not text",
+        json.dumps({"type": "input.text", "text": "Still fine."}), json.dumps({"type": "input.done"})))
+    events = [m for m in messages if isinstance(m, dict)]
+    assert events[0]["type"] == "error" and events[0]["code"] == "invalid_message", events
+    assert "JSON text frames" in events[0]["message"]
+    assert events[-1] == {"type": "session.done", "total_sentences": 1} and code == 1000
+
+    async def binary_first() -> tuple[list, object]:
+        async with websockets.connect(ws_server.url.replace("http", "ws") + STREAM_URL) as ws:
+            await ws.send(b"\x00")
+            return [json.loads(m) async for m in ws], ws.close_code
+
+    messages, code = asyncio.run(binary_first())
+    assert len(messages) == 1 and messages[0]["code"] == "invalid_message" and code == 1000
+
+
+def test_audio_frames_fit_the_default_client_limit(ws_server: ServerProcess) -> None:
+    """One sentence of well over 1 MiB of PCM (192 kHz) reaches the docs' client (websockets' default
+    max_size of 1 MiB) in frames of at most 64 KiB, or of max_frame_bytes; the same audio as a POST."""
+    config = {"model": "omni", "sample_rate": 192000, "seed": 2, "num_inference_steps": 2}
+    text = "This one sentence runs long enough to make well over a megabyte of audio at this sample rate."
+    send = (json.dumps({"type": "input.text", "text": text}), json.dumps({"type": "input.done"}))
+    messages, _ = asyncio.run(_session(ws_server.url, config, *send))
+    frames = [m for m in messages if isinstance(m, bytes)]
+    assert sum(map(len, frames)) > 1 << 20 and max(map(len, frames)) <= 64 << 10, [len(f) for f in frames]
+    assert messages[-1]["type"] == "session.done"
+    small, _ = asyncio.run(_session(ws_server.url, {**config, "max_frame_bytes": 4096}, *send))
+    small_frames = [m for m in small if isinstance(m, bytes)]
+    assert max(map(len, small_frames)) <= 4096 and b"".join(small_frames) == b"".join(frames)
+    body = {**config, "input": text, "response_format": "pcm", "stream_format": "audio"}
+    r = httpx.post(ws_server.url + "/v1/audio/speech", json=body, timeout=300)
+    assert r.status_code == 200 and r.content == b"".join(frames)
+    bad, code = asyncio.run(_session(ws_server.url, {**config, "max_frame_bytes": 10}))
+    assert bad[0]["param"] == "max_frame_bytes" and len(bad) == 1 and code == 1000
+
+
+def test_text_past_the_limit_is_cut_into_pieces_and_the_dropped_text_is_said(server: ServerProcess) -> None:
+    """--max-input-chars 500: 2000 characters with no sentence end in one message are spoken up to the
+    limit, in pieces of at most 300 characters cut between words; the error says how many characters
+    were dropped, and a later message is dropped with the same error, never silently."""
+    run_on = "word " * 400
+    messages, _ = asyncio.run(_session(
+        server.url, {"model": "omnivoice-demo", "num_inference_steps": 1, "seed": 1},
+        json.dumps({"type": "input.text", "text": run_on}),
+        json.dumps({"type": "input.text", "text": "More words."}), json.dumps({"type": "input.done"})))
+    events = [m for m in messages if isinstance(m, dict)]
+    errors = [e for e in events if e["type"] == "error"]
+    assert [e["code"] for e in errors] == ["input_too_long", "input_too_long"], errors
+    assert [e["dropped_characters"] for e in errors] == [1500, 11] and "500" in errors[0]["message"]
+    pieces = [e["sentence_text"] for e in events if e["type"] == "audio.start"]
+    assert len(pieces) >= 2 and all(len(p) <= 300 for p in pieces), pieces
+    assert " ".join(pieces) == " ".join(run_on[:500].split())  # every kept word, once, in order
+    assert events[-1] == {"type": "session.done", "total_sentences": len(pieces)}
+
+
+def test_a_run_of_text_is_cut_as_it_arrives() -> None:
+    """Text fed in LLM-sized deltas with no sentence end comes out in pieces before it ends."""
+    from audiocpp.server.textstream import MAX_PIECE_CHARS, TextStream
+
+    stream = TextStream(None)  # type: ignore[arg-type] - cutting needs no plan
+    text = "and then, after that, one more clause goes on " * 30
+    early = [piece for i in range(0, len(text), 7) for piece in stream.feed(text[i:i + 7])]
+    pieces = early + stream.finish()
+    assert early and all(len(p) <= MAX_PIECE_CHARS for p in pieces)
+    assert " ".join(pieces) == " ".join(text.split()) and early[0].endswith(",")
+
+
+def test_sessions_are_counted_and_a_client_going_away_is_quiet(ws_server: ServerProcess) -> None:
+    """A session is a request of audiocpp_requests_total; one whose client times out or drops the
+    connection mid-audio is counted as 499 and leaves nothing but (at most) one info line in the
+    server's log: no traceback, no asyncio complaint."""
+    series = 'audiocpp_requests_total{{endpoint="/v1/audio/speech/stream",model="omni",status="{}"}}'
+    done, gone = ws_server.metric(series.format(200)), ws_server.metric(series.format(499))
+    url = ws_server.url.replace("http", "ws") + STREAM_URL
+    config = json.dumps({"type": "session.config", "model": "omni", "num_inference_steps": 8})
+    text = json.dumps({"type": "input.text", "text": "A sentence to be cut short. " * 4})
+
+    async def leave(how: str) -> None:
+        async with websockets.connect(url) as ws:
+            await ws.send(config)
+            await ws.send(text)
+            await ws.send(json.dumps({"type": "input.done"}))
+            while not isinstance(await ws.recv(), bytes):  # the first audio, then away
+                pass
+            if how == "abort":
+                ws.transport.abort()  # no close frame: the connection just drops
+            else:
+                try:  # a client that gives up waiting (its own timeout), then closes
+                    await asyncio.wait_for(ws.recv(), timeout=0.001)
+                except asyncio.TimeoutError:
+                    pass
+
+    for how in ("abort", "timeout"):
+        asyncio.run(leave(how))
+    messages, _ = asyncio.run(_session(ws_server.url, {"model": "omni", "num_inference_steps": 2},
+                                       json.dumps({"type": "input.text", "text": "A whole one."}),
+                                       json.dumps({"type": "input.done"})))
+    assert messages[-1]["type"] == "session.done"
+    time.sleep(1.0)  # what a dropped task would log comes when it is collected
+    assert ws_server.metric(series.format(200)) == done + 1
+    assert ws_server.metric(series.format(499)) == gone + 2
+    log = ws_server.log_path.read_text(errors="replace")
+    noise = [n for n in ("Traceback", "never retrieved", "Task was destroyed", "WebSocketDisconnect")
+             if n in log]
+    assert not noise, log[-3000:]
 
 
 def test_a_client_that_does_not_read_is_cut_off(monkeypatch) -> None:

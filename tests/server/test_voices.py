@@ -120,3 +120,63 @@ def test_duplicate_and_unknown_voices(server: ServerProcess, reference: Path) ->
         r = httpx.delete(server.url + f"/v1/audio/voices/{name}")
         assert r.status_code in (400, 404), (name, r.text)
         assert "error" in r.json()
+
+
+def _wav(seconds: float, rate: int = 16000) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    sf.write(buffer, voice_like_signal(3, int(seconds * rate), rate), rate, format="WAV", subtype="PCM_16")
+    return buffer.getvalue()
+
+
+def test_voices_that_can_never_work_are_refused(server: ServerProcess, client, voices_dir: Path) -> None:
+    """OmniVoice clones only with the reference's transcript: an upload without one (what OpenAI's own
+    voices.create sends) is a 400 saying so; a near-empty file too, and an empty one without showing a
+    path of the server. None of them is listed; a listed voice is usable."""
+    import io
+
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as info:
+        client.audio.voices.create(name="untranscribed", audio_sample=("me.wav", io.BytesIO(_wav(2.0))),
+                                   consent="recorded-with-consent")
+    error = info.value.body
+    assert error["param"] == "transcript" and "OmniVoice" in error["message"], error
+    short = _upload(server, "blip", _wav(0.05))
+    assert short.status_code == 400 and "too short" in short.json()["error"]["message"], short.text
+    empty = _upload(server, "hollow", _wav(0.0))
+    message = empty.json()["error"]["message"]
+    assert empty.status_code == 400 and "holds no samples" in message, message
+    assert str(voices_dir) not in message and "/tmp" not in message and ".upload-" not in message, message
+    listed = {v["name"]: v for v in httpx.get(server.url + "/v1/audio/voices").json()["voices"]}
+    assert not {"untranscribed", "blip", "hollow"} & set(listed)
+    assert all(v["models"] == ["omnivoice-demo"] for v in listed.values()), listed
+
+
+def test_a_stored_voice_without_a_transcript_is_not_offered(server: ServerProcess, voices_dir: Path,
+                                                             reference: Path) -> None:
+    """A voice an earlier version stored without a transcript: not listed; using it is a 400 before
+    anything runs, naming the field that makes it work (reference_text), which then does."""
+    import json
+
+    folder = voices_dir / "legacy"
+    (folder / "prompts").mkdir(parents=True)
+    (folder / "reference.wav").write_bytes(reference.read_bytes())
+    (folder / "voice.json").write_text(json.dumps({"name": "legacy", "transcript": "", "sample_rate": 16000,
+                                                   "duration_s": 2.0, "reference": "reference.wav"}))
+    try:
+        names = {v["name"] for v in httpx.get(server.url + "/v1/audio/voices").json()["voices"]}
+        assert "legacy" not in names
+        body = {"input": TEXT, "voice": "legacy", "seed": SEED, **FAST}
+        r = httpx.post(server.url + "/v1/audio/speech", json=body, timeout=120)
+        error = r.json()["error"]
+        assert r.status_code == 400 and error["code"] == "voice_unusable" and error["param"] == "voice"
+        assert "reference_text" in error["message"] and "--" not in error["message"], error
+        body["reference_text"] = TRANSCRIPT
+        r = httpx.post(server.url + "/v1/audio/speech", json=body, timeout=120)
+        assert r.status_code == 200, r.text
+    finally:
+        import shutil
+
+        shutil.rmtree(folder)

@@ -1,14 +1,19 @@
 """Home Assistant's Wyoming protocol, driven by the ``wyoming`` package's own TCP client against a real
 ``audiocpp serve --wyoming-port`` (OmniVoice's demo at 24 kHz and the tiny Audio8 at 44.1 kHz, one
-stored voice): describe, synthesize, streaming synthesis (the first sentence is spoken before the
-text ends), an unknown voice and a full queue as ``error`` events on a connection that stays usable,
-and a Wyoming-only server (``--no-http``)."""
+stored voice), in Home Assistant's own order: describe (every model's voices in the first program,
+which is the only one Home Assistant uses), synthesize, streaming synthesis (the first sentence is
+spoken before the text ends), and every error path read by a copy of Home Assistant's reading loops
+(they stop only at ``audio-stop``, ``synthesize-stopped`` or a closed connection and ignore ``error``):
+each must end the exchange within 10 s with one error that says what failed. Also zeroconf discovery,
+the metrics, quiet disconnects and a Wyoming-only server (``--no-http``)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -18,6 +23,7 @@ import soundfile as sf
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
+from wyoming.event import Event
 from wyoming.info import Describe, Info
 from wyoming.tts import (
     Synthesize,
@@ -36,28 +42,51 @@ AUDIO8 = REPO / "tests" / "data" / "audio8_tts" / "tiny"
 SEED = 7
 STORY = ["The first sentence is here. ", "Then a second one comes along, ", "and it ends now. ",
          "A third sentence closes the story."]
+#: Home Assistant gives up on nothing by itself; these tests give it 10 s.
+HA_LIMIT_S = 10.0
+#: What a disconnect must not leave in the server's log.
+NOISE = ("Traceback", "never retrieved", "Task was destroyed", "exception was never")
+
+
+def _upload(proc: ServerProcess, name: str, path: Path, transcript: str) -> None:
+    with open(path, "rb") as fh:
+        r = httpx.post(proc.url + "/v1/audio/voices", data={"name": name, "transcript": transcript},
+                       files={"file": ("v.wav", fh, "audio/wav")}, timeout=60)
+    assert r.status_code == 201, r.text
 
 
 @pytest.fixture(scope="module")
 def wyoming_server(tmp_path_factory: pytest.TempPathFactory,
                    server_cache: dict[str, str]) -> Iterator[ServerProcess]:
+    """``--host 0.0.0.0``, as the docs say for Home Assistant on another machine: also what zeroconf
+    advertises. A stored voice ``me``, and ``legacy``: a voice without a transcript that an earlier
+    version stored (both families here clone only with a transcript, so it is not offered)."""
     from audiocpp.families.omnivoice import plugin
 
     port = free_port()
     log = tmp_path_factory.mktemp("wyoming-log") / "serve.log"
+    voices = tmp_path_factory.mktemp("voices")
     proc = ServerProcess(["--model", f"omni={plugin.demo_model_path()}", "--model", f"a8={AUDIO8}",
-                          "--wyoming-port", str(port), "--voices-dir", str(tmp_path_factory.mktemp("voices")),
+                          "--host", "0.0.0.0", "--wyoming-port", str(port), "--voices-dir", str(voices),
                           "--max-concurrency", "1", "--max-queue", "0", "--wyoming-seed", str(SEED)], log,
                          env=server_cache)
     proc.wyoming_port = port  # type: ignore[attr-defined]
     ref = tmp_path_factory.mktemp("ref") / "me.wav"
     sf.write(ref, voice_like_signal(4, 24000, 24000), 24000, subtype="FLOAT")
-    with open(ref, "rb") as fh:
-        r = httpx.post(proc.url + "/v1/audio/voices", data={"name": "me", "transcript": "This is my voice."},
-                       files={"file": ("me.wav", fh, "audio/wav")}, timeout=60)
-    assert r.status_code == 201, r.text
+    _upload(proc, "me", ref, "This is my voice.")
+    legacy = voices / "legacy"
+    legacy.mkdir()
+    (legacy / "prompts").mkdir()
+    (legacy / "reference.wav").write_bytes(ref.read_bytes())
+    (legacy / "voice.json").write_text(json.dumps({"name": "legacy", "transcript": "", "sample_rate": 24000,
+                                                   "duration_s": 1.0, "reference": "reference.wav"}))
+    proc.ref = ref  # type: ignore[attr-defined]
     yield proc
     proc.stop()
+
+
+def run(coro):
+    return asyncio.run(coro)
 
 
 async def _events(client: AsyncTcpClient, until: set[str], timeout: float = 120) -> list:
@@ -71,8 +100,85 @@ async def _events(client: AsyncTcpClient, until: set[str], timeout: float = 120)
             return out
 
 
-def run(coro):
-    return asyncio.run(coro)
+# -- Home Assistant's two reading loops (homeassistant/components/wyoming/tts.py), copied -------------
+async def ha_get_tts_audio(port: int, text: str, voice: str | None = None,
+                           language: str | None = None) -> tuple[str, list[Event]]:
+    """``async_get_tts_audio``: one synthesize, then read until ``audio-stop`` or a closed connection
+    (an ``error`` is read past, as Home Assistant does). (how it ended, the events)."""
+    events: list[Event] = []
+    async with AsyncTcpClient("127.0.0.1", port) as client:
+        named = SynthesizeVoice(name=voice, language=language) if voice or language else None
+        await client.write_event(Synthesize(text=text, voice=named).event())
+
+        async def read() -> str:
+            while True:
+                try:
+                    event = await client.read_event()
+                except OSError:
+                    return "closed"
+                if event is None:
+                    return "closed"
+                events.append(event)
+                if AudioStop.is_type(event.type):
+                    return "audio-stop"
+
+        try:
+            how = await asyncio.wait_for(read(), HA_LIMIT_S)
+        except asyncio.TimeoutError:
+            how = "hung"
+    return how, events
+
+
+Step = str | Callable[[], Awaitable[None]]
+
+
+async def ha_stream_tts_audio(port: int, steps: list[Step], voice: str | None = None,
+                              language: str | None = None,
+                              seen: Callable[[Event], object] | None = None) -> tuple[str, list[Event]]:
+    """``async_stream_tts_audio``: a background task writes synthesize-start, the chunks (a step may
+    also be a coroutine to run between them), the whole text as synthesize and synthesize-stop, while
+    the audio is read until ``synthesize-stopped`` or a closed connection (``seen`` watches each event)."""
+    events: list[Event] = []
+    named = SynthesizeVoice(name=voice, language=language) if voice or language else None
+    client = AsyncTcpClient("127.0.0.1", port)
+    await client.connect()
+
+    async def write() -> None:
+        try:
+            await client.write_event(SynthesizeStart(voice=named).event())
+            message = ""
+            for step in steps:
+                if isinstance(step, str):
+                    message += step
+                    await client.write_event(SynthesizeChunk(text=step).event())
+                else:
+                    await step()
+            await client.write_event(Synthesize(text=message, voice=named).event())
+            await client.write_event(SynthesizeStop().event())
+        except OSError:  # "Unexpected disconnection from TTS client"
+            pass
+
+    async def read() -> str:
+        try:
+            while event := await client.read_event():
+                events.append(event)
+                if seen is not None:
+                    seen(event)
+                if SynthesizeStopped.is_type(event.type):
+                    return "synthesize-stopped"
+        except OSError:
+            pass
+        return "closed"
+
+    writer = asyncio.ensure_future(write())
+    try:
+        how = await asyncio.wait_for(read(), HA_LIMIT_S)
+    except asyncio.TimeoutError:
+        how = "hung"
+    finally:
+        await client.disconnect()
+        await asyncio.gather(writer, return_exceptions=True)
+    return how, events
 
 
 def _audio(events: list) -> tuple[list[AudioStart], np.ndarray]:
@@ -82,33 +188,77 @@ def _audio(events: list) -> tuple[list[AudioStart], np.ndarray]:
     return starts, pcm
 
 
-def test_describe_lists_a_program_per_model_with_its_voices(wyoming_server: ServerProcess) -> None:
+def _one_error(events: list[Event]) -> Error:
+    errors = [Error.from_event(e) for e in events if Error.is_type(e.type)]
+    assert len(errors) == 1, [e.type for e in events]
+    error = errors[0]
+    assert "--" not in error.text and "/tmp" not in error.text, error.text  # fields, not flags or paths
+    assert "without synthesize-start" not in error.text, error.text
+    return error
+
+
+# -- describe --------------------------------------------------------------------------------------------
+def test_home_assistants_program_offers_every_models_voices(wyoming_server: ServerProcess) -> None:
+    """Home Assistant takes the first installed TTS program: it must reach both models and their stored
+    voice, each voice listing its model's real languages, the most common first."""
     async def go() -> Info:
         async with AsyncTcpClient("127.0.0.1", wyoming_server.wyoming_port) as client:
             await client.write_event(Describe().event())
             return Info.from_event((await _events(client, {"info"}))[-1])
 
     info = run(go())
-    programs = {p.name: p for p in info.tts}
-    assert set(programs) == {"audiocpp-omni", "audiocpp-a8"}
-    for name, program in programs.items():
-        model = name.removeprefix("audiocpp-")
-        assert program.supports_synthesize_streaming and program.installed
-        assert {v.name for v in program.voices} == {model, f"{model}/me"}
-        assert all(v.languages for v in program.voices)
-    assert "en" in programs["audiocpp-a8"].voices[0].languages or programs["audiocpp-a8"].voices[0].languages
+    program = next(tts for tts in info.tts if tts.installed)  # Home Assistant's choice
+    assert program.supports_synthesize_streaming
+    voices = {v.name: v for v in program.voices}
+    assert set(voices) == {"omni", "omni/me", "a8", "a8/me"}  # not "legacy": no model can use it
+    for name, voice in voices.items():
+        assert voice.installed and voice.languages[0] == "en" and "auto" not in voice.languages, name
+    assert len(voices["a8"].languages) == 11 and "zh" in voices["a8"].languages
+    assert "(a8)" in voices["a8/me"].description and "me" in voices["a8/me"].description
 
 
+def test_the_service_is_advertised_over_zeroconf(wyoming_server: ServerProcess) -> None:
+    """``_wyoming._tcp`` with the Wyoming port, at an address of this machine, as wyoming-piper does."""
+    from zeroconf import IPVersion, ServiceStateChange
+    from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
+
+    async def go() -> list[tuple[int, list[str]]]:
+        zc = AsyncZeroconf(ip_version=IPVersion.V4Only)
+        names: list[str] = []
+
+        def seen(zeroconf, service_type: str, name: str, state_change: ServiceStateChange) -> None:
+            if state_change is ServiceStateChange.Added:
+                names.append(name)
+
+        browser = AsyncServiceBrowser(zc.zeroconf, "_wyoming._tcp.local.", handlers=[seen])
+        found = []
+        try:
+            for _ in range(50):
+                await asyncio.sleep(0.1)
+                for name in names:
+                    info = AsyncServiceInfo("_wyoming._tcp.local.", name)
+                    if await info.async_request(zc.zeroconf, 2000):
+                        found.append((info.port, info.parsed_addresses()))
+                if any(port == wyoming_server.wyoming_port for port, _ in found):
+                    break
+                names.clear()
+        finally:
+            await browser.async_cancel()
+            await zc.async_close()
+        return found
+
+    found = run(go())
+    ours = [addresses for port, addresses in found if port == wyoming_server.wyoming_port]
+    assert ours, f"no _wyoming._tcp service on port {wyoming_server.wyoming_port}: {found}"
+    with socket.create_connection((ours[0][0], wyoming_server.wyoming_port), timeout=5):
+        pass  # the advertised address reaches the server
+
+
+# -- synthesis ---------------------------------------------------------------------------------------
 def test_synthesize_answers_audio_start_chunks_stop(wyoming_server: ServerProcess) -> None:
-    async def go(voice: str) -> list:
-        async with AsyncTcpClient("127.0.0.1", wyoming_server.wyoming_port) as client:
-            await client.write_event(Synthesize(text="Hello from Wyoming.",
-                                                voice=SynthesizeVoice(name=voice)).event())
-            return await _events(client, {"audio-stop", "error"})
-
     for voice, rate in (("omni", 24000), ("a8", 44100), ("a8/me", 44100)):
-        events = run(go(voice))
-        assert events[-1].type == "audio-stop", events[-1]
+        how, events = run(ha_get_tts_audio(wyoming_server.wyoming_port, "Hello from Wyoming.", voice))
+        assert how == "audio-stop", events
         starts, pcm = _audio(events)
         assert len(starts) == 1 and (starts[0].rate, starts[0].width, starts[0].channels) == (rate, 2, 1)
         assert pcm.size > rate * 0.05 and np.abs(pcm).max() > 0
@@ -136,6 +286,9 @@ def test_streaming_speaks_the_first_sentence_before_the_text_ends(wyoming_server
     assert sum(1 for e in rest if AudioStart.is_type(e.type)) == 2
     assert sum(1 for e in rest if AudioStop.is_type(e.type)) == 2
     assert SynthesizeStopped.is_type(rest[-1].type)
+    how, events = run(ha_stream_tts_audio(wyoming_server.wyoming_port, STORY, "omni/me"))
+    assert how == "synthesize-stopped" and not any(Error.is_type(e.type) for e in events)
+    assert sum(1 for e in events if AudioStop.is_type(e.type)) == 3
 
 
 def _post_pcm(url: str, model: str, text: str, **extra) -> np.ndarray:
@@ -168,22 +321,73 @@ def test_a_sentence_over_wyoming_is_the_post_of_it(wyoming_server: ServerProcess
     assert np.array_equal(_audio(first)[1], _post_pcm(wyoming_server.url, "omni", STORY[0].strip()))
 
 
-def test_an_unknown_voice_is_an_error_and_the_connection_stays(wyoming_server: ServerProcess) -> None:
-    async def go() -> tuple[Error, Info]:
-        async with AsyncTcpClient("127.0.0.1", wyoming_server.wyoming_port) as client:
-            await client.write_event(Synthesize(text="Hi.", voice=SynthesizeVoice(name="nobody")).event())
-            error = Error.from_event((await _events(client, {"error"}))[-1])
-            await client.write_event(Describe().event())
-            return error, Info.from_event((await _events(client, {"info"}))[-1])
-
-    error, info = run(go())
-    assert "nobody" in error.text and error.code == "voice_not_found"
-    assert info.tts
+# -- every error path, read as Home Assistant reads ----------------------------------------------------
+SYNTHESIZE_ERRORS = [
+    # (what, text, voice, language, error code, words in the message)
+    ("unknown voice", "Hi.", "nobody", None, "voice_not_found", "nobody"),
+    ("unusable voice", "Hi.", "a8/legacy", None, "voice_not_found", "legacy"),
+    ("unknown language", "Hi.", None, "klingon", "invalid_value", "klingon"),
+    ("empty text", "   ", "omni", None, "empty_input", "empty"),
+]
 
 
-def test_a_full_queue_is_an_error_at_once(wyoming_server: ServerProcess) -> None:
-    """--max-concurrency 1 --max-queue 0: while one request runs, the next is refused at once."""
-    async def go() -> tuple[float, list]:
+@pytest.mark.parametrize("case", SYNTHESIZE_ERRORS, ids=[c[0] for c in SYNTHESIZE_ERRORS])
+def test_a_failing_synthesize_ends_the_exchange(wyoming_server: ServerProcess, case) -> None:
+    """One error saying what failed, then the connection closes: Home Assistant's loop ends at once."""
+    _, text, voice, language, code, words = case
+    t0 = time.monotonic()
+    how, events = run(ha_get_tts_audio(wyoming_server.wyoming_port, text, voice, language))
+    assert how == "closed" and time.monotonic() - t0 < HA_LIMIT_S, (how, events)
+    error = _one_error(events)
+    assert error.code == code and words in error.text, error
+
+
+STREAM_ERRORS = [
+    ("unknown voice", ["Hi there. ", "More."], "nobody", None, "voice_not_found", "nobody"),
+    ("unusable voice", ["Hi there. ", "More."], "omni/legacy", None, "voice_not_found", "legacy"),
+    ("unknown language", ["Hi there. ", "More."], None, "klingon", "invalid_value", "klingon"),
+]
+
+
+@pytest.mark.parametrize("case", STREAM_ERRORS, ids=[c[0] for c in STREAM_ERRORS])
+def test_a_failing_stream_ends_with_synthesize_stopped(wyoming_server: ServerProcess, case) -> None:
+    """What failed, once (not a "synthesize-chunk without synthesize-start" per chunk), then
+    ``synthesize-stopped``, which Home Assistant's streaming loop waits for."""
+    _, steps, voice, language, code, words = case
+    how, events = run(ha_stream_tts_audio(wyoming_server.wyoming_port, steps, voice, language))
+    assert how == "synthesize-stopped", (how, events)
+    error = _one_error(events)
+    assert error.code == code and words in error.text, error
+    assert not any(AudioStart.is_type(e.type) for e in events)
+
+
+def test_a_sentence_that_fails_mid_stream_ends_it(wyoming_server: ServerProcess) -> None:
+    """The first sentence is spoken; then the voice is deleted and the next sentence fails while a third
+    waits: one error, ``synthesize-stopped``, and nothing of the queued sentence."""
+    _upload(wyoming_server, "brief", wyoming_server.ref, "This is my voice.")  # type: ignore[attr-defined]
+    spoken = asyncio.Event()
+
+    async def delete_after_the_first_sentence() -> None:
+        await asyncio.wait_for(spoken.wait(), 60)
+        async with httpx.AsyncClient() as http:
+            assert (await http.delete(wyoming_server.url + "/v1/audio/voices/brief")).status_code == 200
+
+    how, events = run(ha_stream_tts_audio(
+        wyoming_server.wyoming_port,
+        ["The first one is here. ", delete_after_the_first_sentence,
+         "The second one fails. The third one waits. And a fourth"], "a8/brief",
+        seen=lambda event: AudioStop.is_type(event.type) and spoken.set()))
+    assert how == "synthesize-stopped", (how, events)
+    audio_events = [e.type for e in events if e.type in ("audio-start", "audio-stop")]
+    assert audio_events == ["audio-start", "audio-stop"]
+    error = _one_error(events)
+    assert error.code == "invalid_audio", error
+
+
+def test_a_full_queue_ends_both_kinds_of_exchange_at_once(wyoming_server: ServerProcess) -> None:
+    """--max-concurrency 1 --max-queue 0: while one request runs, a synthesize and a stream to the same
+    model are refused at once (server_busy), each ending as Home Assistant needs."""
+    async def go() -> tuple[float, tuple, tuple]:
         async with httpx.AsyncClient(timeout=300) as http:
             long = asyncio.ensure_future(http.post(wyoming_server.url + "/v1/audio/speech", json={
                 "model": "omni", "input": "A long one. " * 6, "num_inference_steps": 64,
@@ -193,17 +397,57 @@ def test_a_full_queue_is_an_error_at_once(wyoming_server: ServerProcess) -> None
                 if health["synthesizing"] or health["queued"]:
                     break
                 await asyncio.sleep(0.02)
-            async with AsyncTcpClient("127.0.0.1", wyoming_server.wyoming_port) as client:
-                t0 = time.monotonic()
-                await client.write_event(Synthesize(text="Hi.", voice=SynthesizeVoice(name="omni")).event())
-                events = await _events(client, {"error", "audio-stop"})
-                elapsed = time.monotonic() - t0
+            t0 = time.monotonic()
+            whole, streamed = await asyncio.gather(
+                ha_get_tts_audio(wyoming_server.wyoming_port, "Hi.", "omni"),
+                ha_stream_tts_audio(wyoming_server.wyoming_port, ["One sentence. ", "Two sentences. ",
+                                                                  "Three."], "omni"))
+            elapsed = time.monotonic() - t0
             await long
-            return elapsed, events
+            return elapsed, whole, streamed
 
-    elapsed, events = run(go())
-    assert Error.is_type(events[-1].type), events
-    assert Error.from_event(events[-1]).code == "server_busy" and elapsed < 2
+    elapsed, (how, events), (stream_how, stream_events) = run(go())
+    assert how == "closed" and _one_error(events).code == "server_busy", events
+    assert stream_how == "synthesize-stopped", stream_events
+    assert _one_error(stream_events).code == "server_busy", stream_events
+    assert elapsed < 2
+
+
+def test_one_language_rule_for_http_and_wyoming(wyoming_server: ServerProcess) -> None:
+    """A language no model speaks is refused by both, in the same words (Wyoming picks the model that
+    speaks a language; none does, so the first one says why); one they speak works in both."""
+    r = httpx.post(wyoming_server.url + "/v1/audio/speech", json={"model": "omni", "input": "Hi.",
+                                                                  "language": "klingon"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "language"
+    how, events = run(ha_get_tts_audio(wyoming_server.wyoming_port, "Hi.", language="klingon"))
+    assert how == "closed" and _one_error(events).text == r.json()["error"]["message"]
+    r = httpx.post(wyoming_server.url + "/v1/audio/speech", json={"model": "a8", "input": "Hi.",
+                                                                  "language": "klingon"})
+    assert r.status_code == 400 and "speaks en, zh" in r.json()["error"]["message"]
+    r = httpx.post(wyoming_server.url + "/v1/audio/speech", timeout=120,
+                   json={"model": "a8", "input": "Hi.", "language": "en", "max_new_tokens": 4})
+    assert r.status_code == 200, r.text  # Audio8 takes no language: one it speaks is inferred
+    how, events = run(ha_get_tts_audio(wyoming_server.wyoming_port, "Hi.", language="en"))
+    assert how == "audio-stop", events
+
+
+def test_exchanges_are_counted_and_disconnects_are_quiet(wyoming_server: ServerProcess) -> None:
+    """Wyoming in audiocpp_requests_total (model and status); a client that hangs up mid-stream leaves
+    no traceback or asyncio complaint in the server's log."""
+    async def hang_up() -> None:
+        async with AsyncTcpClient("127.0.0.1", wyoming_server.wyoming_port) as client:
+            await client.write_event(SynthesizeStart(voice=SynthesizeVoice(name="omni")).event())
+            await client.write_event(SynthesizeChunk(text="A sentence to cut short. " * 3).event())
+            await _events(client, {"audio-chunk"})
+
+    run(hang_up())
+    run(ha_get_tts_audio(wyoming_server.wyoming_port, "Counted.", "a8"))  # the server goes on
+    time.sleep(0.5)
+    assert wyoming_server.metric('audiocpp_requests_total{endpoint="wyoming",model="a8",status="200"}') >= 1
+    assert wyoming_server.metric('audiocpp_requests_total{endpoint="wyoming",model="omni",status="400"}') >= 1
+    assert wyoming_server.metric('audiocpp_requests_total{endpoint="wyoming",model="omni",status="429"}') >= 1
+    log = wyoming_server.log_path.read_text(errors="replace")
+    assert not [n for n in NOISE if n in log], log[-3000:]
 
 
 def test_a_wyoming_only_server(tmp_path: Path, server_cache: dict[str, str]) -> None:
