@@ -37,6 +37,13 @@ struct Matrix {
   int bits;
 };
 
+// A block PREFETCH_BLOCKS further on in a group's stream of weights, asked for while these compute: the
+// memory-bound single-row product keeps more reads in flight than the hardware prefetcher starts.
+constexpr int64_t PREFETCH_BLOCKS = 4;
+inline void prefetch_block(const uint8_t* p, int64_t bytes) {
+  for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(p + line, 0, 3);
+}
+
 // ---- the input, per block of 32 -------------------------------------------------------------------
 
 // scale and reciprocal of a block from its largest magnitude (finite): 1/d is dropped to 0 where it
@@ -224,7 +231,7 @@ inline void group_portable(const Rows& x, const Matrix& W, int64_t m0, int64_t m
 // ---- vector paths ----------------------------------------------------------------------------------
 
 #if defined(AUDIOCPP_AVX512_VNNI)
-constexpr int TILE_ROWS = 4, TILE_GROUPS = 3;
+constexpr int TILE_ROWS = 4, TILE_GROUPS = 3, FEW_ROWS = 0;
 
 inline __m512i broadcast4(const int8_t* p) {
   int32_t four;
@@ -250,6 +257,7 @@ inline void tile(const Rows& x, const Matrix& W, int64_t m, int64_t g0, float* y
     }
     const uint8_t* wb[V];
     for (int v = 0; v < V; ++v) wb[v] = W.w + ((g0 + v) * KB + kb) * BYTES;
+    for (int v = 0; v < V; ++v) prefetch_block(wb[v] + PREFETCH_BLOCKS * BYTES, BYTES);
     const int8_t* xb = xq + kb * 32;
     if constexpr (BITS == 8) {
       const __m512i flip = _mm512_set1_epi8((char)0x80);
@@ -295,7 +303,9 @@ inline void tile(const Rows& x, const Matrix& W, int64_t m, int64_t g0, float* y
     for (int v = 0; v < V; ++v) _mm512_storeu_ps(y + (m + r) * ldy + (g0 + v) * 16, acc[r][v]);
 }
 #elif defined(AUDIOCPP_AVX2)
-constexpr int TILE_ROWS = 6, TILE_GROUPS = 1;
+// groups of a task: 2, taken together by one or two rows (more streams of weights in flight for the
+// memory-bound GEMV), one at a time by more rows (registers)
+constexpr int TILE_ROWS = 6, TILE_GROUPS = 2, FEW_ROWS = 2;
 
 inline __m256i broadcast4(const int8_t* p) {
   int32_t four;
@@ -351,6 +361,7 @@ inline void tile(const Rows& x, const Matrix& W, int64_t m, int64_t g0, float* y
     const uint8_t* wb[V];
     for (int v = 0; v < V; ++v) wb[v] = W.w + ((g0 + v) * KB + kb) * BYTES;
     const int8_t* xb = xq + kb * 32;
+    for (int v = 0; v < V; ++v) prefetch_block(wb[v] + PREFETCH_BLOCKS * BYTES, BYTES);
     if constexpr (BITS == 8) {
 #pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
@@ -395,7 +406,7 @@ inline void tile(const Rows& x, const Matrix& W, int64_t m, int64_t g0, float* y
     for (int h = 0; h < H; ++h) _mm256_storeu_ps(y + (m + r) * ldy + (g0 + h / 2) * 16 + (h % 2) * 8, acc[r][h]);
 }
 #elif defined(AUDIOCPP_NEON)
-constexpr int TILE_ROWS = 4, TILE_GROUPS = 1;
+constexpr int TILE_ROWS = 4, TILE_GROUPS = 2, FEW_ROWS = 2;
 
 inline int8x16_t broadcast4(const int8_t* p) {
   int32_t four;
@@ -438,6 +449,7 @@ inline void tile(const Rows& x, const Matrix& W, int64_t m, int64_t g0, float* y
     Sums sum[R][Q];
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < Q; ++j) sum[r][j].init(-OFFSET * x.sum[(m + r) * KB + kb]);
+    for (int v = 0; v < V; ++v) prefetch_block(W.w + ((g0 + v) * KB + kb + PREFETCH_BLOCKS) * BYTES, BYTES);
     const int8_t* xb = xq + kb * 32;
     if constexpr (BITS == 8) {
       for (int s = 0; s < 8; ++s) {
@@ -503,7 +515,7 @@ inline void groups_tiled(const Rows& x, const Matrix& W, int64_t m0, int64_t m1,
     if (count >= 3) return rows_tiled<3, BITS>(x, W, m0, m1, g0, y, ldy);
   }
   if constexpr (TILE_GROUPS >= 2) {
-    if (count >= 2) return rows_tiled<2, BITS>(x, W, m0, m1, g0, y, ldy);
+    if (count >= 2 && (FEW_ROWS == 0 || m1 - m0 <= FEW_ROWS)) return rows_tiled<2, BITS>(x, W, m0, m1, g0, y, ldy);
   }
   for (int64_t g = g0; g < g0 + count; ++g) rows_tiled<1, BITS>(x, W, m0, m1, g, y, ldy);
 }
