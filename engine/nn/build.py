@@ -11,6 +11,8 @@ a module on the meta device and loading it strictly, and one copy of a network p
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
@@ -25,10 +27,46 @@ from ..weights.source import TensorSource
 M = TypeVar("M", bound=torch.nn.Module)
 T = TypeVar("T")
 
+#: The initializers ``nn`` modules call in ``reset_parameters``.
+_INITS = ("normal_", "uniform_", "trunc_normal_", "kaiming_uniform_", "kaiming_normal_", "xavier_uniform_",
+          "xavier_normal_", "zeros_", "ones_", "constant_", "orthogonal_")
+_init_lock = threading.Lock()
+_init_depth = 0
+
+
+@contextlib.contextmanager
+def meta_device() -> Iterator[None]:
+    """``torch.device("meta")`` without initializing what it builds: every weight is loaded
+    afterwards. On meta, ``nn.init``'s random fills go through torch's reference implementations,
+    whose first use imports ``torch._dynamo`` (1.2 s of every process's start-up, for values that
+    do not exist); here they return the meta tensor untouched (real tensors, any thread's, are
+    initialized as before)."""
+    global _init_depth
+    with _init_lock:
+        if _init_depth == 0:
+            for name in _INITS:
+                original = getattr(torch.nn.init, name)
+                skip = functools.wraps(original)(
+                    lambda tensor, *args, _original=original, **kwargs:
+                    tensor if tensor.is_meta else _original(tensor, *args, **kwargs))
+                skip.__wrapped_init__ = original  # type: ignore[attr-defined]
+                setattr(torch.nn.init, name, skip)
+        _init_depth += 1
+    try:
+        with torch.device("meta"):
+            yield
+    finally:
+        with _init_lock:
+            _init_depth -= 1
+            if _init_depth == 0:
+                for name in _INITS:
+                    setattr(torch.nn.init, name, getattr(torch.nn.init, name).__wrapped_init__)
+
+
 def build_on_meta(factory: Callable[[], M]) -> M:
     """``factory()`` with its tensors on the meta device (those it creates on an explicit
-    device, e.g. a small derived buffer, stay real)."""
-    with torch.device("meta"):
+    device, e.g. a small derived buffer, stay real), not initialized (:func:`meta_device`)."""
+    with meta_device():
         return factory()
 
 

@@ -32,9 +32,18 @@ from ..errors import UsageError
 
 #: The environment variable that holds the kernels (and ``compute_dtype=auto``) to a lower level.
 CAP_ENV = "AUDIOCPP_CPU_ISA"
-#: The environment that makes an AVX-512 host compute as an AVX2-only CPU (docs/performance.md).
-AVX2_ENV = {"AUDIOCPP_CPU_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
-            "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+#: The environment that makes a host compute as a CPU of each x86 level: the kernels' cap and what
+#: holds torch's own kernels, oneDNN and MKL there (read when torch loads: set it before). An AVX-512
+#: host with ``LEVEL_ENV["avx2"]`` reproduces an AVX2 laptop (docs/performance.md).
+LEVEL_ENV = {
+    "generic": {CAP_ENV: "generic", "ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41",
+                "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"},
+    "avx2": {CAP_ENV: "avx2", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+             "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "avx_vnni": {CAP_ENV: "avx_vnni", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2_VNNI",
+                 "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "avx512": {CAP_ENV: "avx512"},
+}
 
 #: ISA levels per architecture, lowest first.
 LEVELS = {

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -11,6 +12,19 @@ from ..errors import ModelError
 from .source import TensorSource
 
 MAX_LISTED = 10
+
+
+def name_matcher(globs: Iterable[str]) -> Callable[[str], bool]:
+    """Whether a name matches one of ``globs`` (``fnmatchcase``): plain names in a set, the patterns
+    as one compiled expression (an ignore list of hundreds of quantized weights, checked against
+    every tensor, stays one lookup per name)."""
+    globs = tuple(globs)
+    names = frozenset(g for g in globs if not any(c in g for c in "*?["))
+    patterns = [g for g in globs if g not in names]
+    regex = re.compile("|".join(fnmatch.translate(g) for g in patterns)) if patterns else None
+    if regex is None:
+        return names.__contains__
+    return lambda name: name in names or regex.match(name) is not None
 
 
 def _listing(names: list[str], describe=lambda n: n) -> str:
@@ -22,10 +36,9 @@ def _listing(names: list[str], describe=lambda n: n) -> str:
 def check_module_weights(module: torch.nn.Module, source: TensorSource, *, what: str = "model",
                          ignore: Iterable[str] = ()) -> None:
     """Raise ModelError if ``source`` does not hold exactly ``module``'s state dict names and shapes."""
-    globs = tuple(ignore)
-    keep = (lambda n: not any(fnmatch.fnmatchcase(n, g) for g in globs)) if globs else (lambda n: True)
-    expected = {n: tuple(t.shape) for n, t in module.state_dict(keep_vars=True).items() if keep(n)}
-    present = [n for n in source.names() if keep(n)]
+    ignored = name_matcher(ignore)
+    expected = {n: tuple(t.shape) for n, t in module.state_dict(keep_vars=True).items() if not ignored(n)}
+    present = [n for n in source.names() if not ignored(n)]
     present_set = set(present)
     missing = [n for n in expected if n not in present_set]
     unexpected = [n for n in present if n not in expected]
@@ -65,18 +78,17 @@ def load_module_weights(module: torch.nn.Module, source: TensorSource, *, dtype:
     glob load in the dtype they are stored in (lookup tables kept 16-bit under any compute dtype).
     """
     ignore = tuple(ignore)
-    stored = tuple(keep_stored)
+    ignored, stored = name_matcher(ignore), name_matcher(keep_stored)
     check_module_weights(module, source, what=what, ignore=ignore)
     if dtype is not None:
         module.to(dtype)
     state = module.state_dict(keep_vars=True)
     replaced: dict[int, torch.Tensor] = {}
     for name, target in state.items():
-        if ignore and any(fnmatch.fnmatchcase(name, g) for g in ignore):
+        if ignored(name):
             continue
         want = target.dtype
-        if stored and any(fnmatch.fnmatchcase(name, g) for g in stored) \
-                and source.info(name).dtype in ("F32", "F16", "BF16"):
+        if stored(name) and source.info(name).dtype in ("F32", "F16", "BF16"):
             want = None  # the storage's own dtype (block-quantized storage: the compute dtype)
         if target.device.type == "meta":
             if id(target) not in replaced:

@@ -29,6 +29,7 @@ from tokenizers import Tokenizer
 
 from audiocpp.engine.device import ComputeMode, auto_compute_mode, compute_mode, device_of, storage_dtype
 from audiocpp.engine.errors import ModelError
+from audiocpp.engine.nn.build import meta_device
 from audiocpp.engine.nn.linear import fast_linears, quantize_linears
 from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.tokenizer import load_tokenizer
@@ -96,7 +97,7 @@ class Audio8Parts:
         from audiocpp.engine.weights.gguf_file import mapped_file, release_pages
 
         device = self.device
-        with torch.device("meta"):
+        with meta_device():
             model = DualAR(self.config)
         source = self.model_source()
         for module, src, what in ((model.slow, adapt(source, [Drop("fast_*")]), "Audio8 TTS slow AR"),
@@ -127,7 +128,7 @@ def load_parts(spec: ModelSpec, path: Path, options: dict[str, Any] | None = Non
     resolved = resolve_weights(spec, path)
     cfg = Audio8Config.from_file(resolved.file("config"))
     tokenizer = load_tokenizer(resolved.file("tokenizer_json"))
-    with torch.device("meta"):
+    with meta_device():
         model = DualAR(cfg)
         codec = ArkttsCodec(cfg.codec)
     source = resolved.namespace("model_weights")

@@ -129,7 +129,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--skip-upstream", action="store_true")
     ap.add_argument("--no-bf16", action="store_true")
-    ap.add_argument("--package", type=Path, help="also time ours on this package GGUF (e.g. a Q8_0 one)")
+    ap.add_argument("--package", help="also time ours on a package in the default compute mode (auto): a GGUF "
+                    "path, or a weight type (q8_0, bf16...) to package the benchmark checkpoint in (once)")
     ap.add_argument("--weights", help="f32,bf16,q8_0: package the checkpoint in each type, run ours on each")
     ap.add_argument("--threads", type=int, default=1, help="torch threads of the --weights workers")
     ap.add_argument("--device", help="device of the --weights workers (default: auto)")
@@ -139,6 +140,15 @@ def main(argv: list[str]) -> int:
                     "with --batch N: of N requests as one batch")
     args = ap.parse_args(argv)
     model = ensure_model(args.model)
+    from audiocpp.engine.nn.cpu_isa import native_bf16
+
+    if not native_bf16():  # emulated bfloat16 runs at well under 1 GFLOP/s: hours for one request
+        args.no_bf16 = True
+    if args.package is not None:
+        from tools.weights_bench import WEIGHT_TYPES, ensure_package
+
+        args.package = (ensure_package("omnivoice", model, args.package) if args.package in WEIGHT_TYPES
+                        else Path(args.package))
     if args.profile:
         from tools.profile_bench import Options as ProfileOptions
         from tools.profile_bench import profile_batch
@@ -173,7 +183,7 @@ def main(argv: list[str]) -> int:
     if not args.no_bf16:
         plan.append(("ours bf16", Path(sys.executable), "ours", model, "bfloat16", work / "bf16.npz"))
     if args.package is not None:
-        plan.append((f"ours {args.package.stem}"[:15], Path(sys.executable), "ours", args.package, "float32",
+        plan.append((f"ours {args.package.stem}"[:15], Path(sys.executable), "ours", args.package, "auto",
                      work / "package.npz"))
     rows = interleaved(plan, args)
     base = next((r for name, r in rows if name == "upstream fp32"), None)

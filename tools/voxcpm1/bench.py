@@ -51,7 +51,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=2,
                         help="alternating upstream/ours processes per setting")
     parser.add_argument("--threads", default="1", help="comma-separated torch thread counts")
-    parser.add_argument("--dtypes", default="float32,bfloat16")
+    parser.add_argument("--dtypes", help="compute dtypes of both sides on the folder (default float32, and "
+                        "bfloat16 where the CPU computes it in hardware)")
+    parser.add_argument("--package", help="also ours on the checkpoint packaged in this type (q8_0: the "
+                        "default package mode, compute auto) against upstream float32")
     parser.add_argument("--ours-only", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
     parser.add_argument("--drift", action="store_true",

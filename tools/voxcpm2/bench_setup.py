@@ -10,7 +10,8 @@ from pathlib import Path
 
 from tools.bench_common import bench_dir, merge, run_worker_process, spread
 
-__all__ = ["TEXT", "bench_dir", "dtype_folders", "merge", "print_row", "run_settings", "run_worker", "spread"]
+__all__ = ["TEXT", "bench_dir", "default_dtypes", "dtype_folders", "merge", "print_row", "run_settings",
+           "run_worker", "spread"]
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).resolve().with_name("bench_worker.py")
@@ -68,17 +69,37 @@ def print_row(result: dict, title: str) -> None:
     sys.stdout.flush()
 
 
+def default_dtypes() -> str:
+    """The compute dtypes compared by default: float32, and bfloat16 where the CPU (at the level this
+    process runs, ``AUDIOCPP_CPU_ISA``) computes it in hardware; emulated, a bfloat16 run takes hours."""
+    from audiocpp.engine.nn.cpu_isa import native_bf16
+
+    return "float32,bfloat16" if native_bf16() else "float32"
+
+
 def run_settings(args, folders: dict[str, Path], family: str, describe) -> list[dict]:
-    """Every dtype x threads setting: ``args.rounds`` alternating upstream/ours processes each."""
+    """Every dtype x threads setting: ``args.rounds`` alternating upstream/ours processes each. With
+    ``args.package`` (a weight type), also ours on that package in the default compute mode
+    (``auto``) against upstream in float32: the default package mode against upstream's."""
+    settings = [(dtype, folders[dtype], dtype) for dtype in (args.dtypes or default_dtypes()).split(",")]
+    if getattr(args, "package", None):
+        from tools.weights_bench import ensure_package
+
+        base = folders["float32"].with_name(folders["float32"].name.removesuffix("-float32"))
+        settings.append(("float32", ensure_package(family, base, args.package, family=family), "auto"))
     rows = []
-    for dtype in args.dtypes.split(","):
+    for dtype, ours_ckpt, ours_dtype in settings:
         for threads in (int(t) for t in args.threads.split(",")):
             runs: dict[str, list[dict]] = {"upstream": [], "ours": []}
             for _ in range(args.rounds):
                 for side in ("ours",) if args.ours_only else ("upstream", "ours"):
-                    runs[side].append(run_worker(side, folders[dtype], dtype, threads, patches=args.patches,
+                    ckpt, side_dtype = ((folders[dtype], dtype) if side == "upstream"
+                                        else (ours_ckpt, ours_dtype))
+                    runs[side].append(run_worker(side, ckpt, side_dtype, threads, patches=args.patches,
                                                  repeats=args.repeats, family=family))
             result = {"dtype": dtype, "threads": threads, **{s: merge(r) for s, r in runs.items() if r}}
+            if ours_ckpt != folders[dtype]:
+                result["dtype"] = f"upstream {dtype}, ours {ours_ckpt.name} compute {ours_dtype}"
             rows.append(result)
             print_row(result, describe(result))
     if args.json:
