@@ -1,8 +1,19 @@
 #!/usr/bin/env python3
-"""The linear-layer kernels a Q8_0 package could compute with on the CPU, measured side by side
-(the figures behind engine/nn/quantized.py and docs/numerics.md).
+"""The kernels measured: our C++ kernels per ISA level, or the linear layers a Q8_0 package could
+compute with on the CPU side by side (the figures behind engine/nn/quantized.py and docs/numerics.md).
 
+    python tools/bench_kernels.py --isa all [--threads 2] [--rows 1,8,64,400] [--shape 2048x6144]
     python tools/bench_kernels.py [--threads 1] [--rows 1,2,8,16,64,400] [--shapes 2048x6144,1024x3072]
+
+``--isa LEVELS`` (``all``: every level this CPU has, best first; or e.g. ``avx2,avx512``): each of our
+kernels compiled for each level (``engine.nn.jit``), in one process, on the same data: the Q8_0 and
+Q4_0 linear (ms per call, GFLOP/s; for one row also the GB/s of weights read and that as a fraction
+of the machine's read bandwidth, measured first as a sum over 1 GiB, with the matrices cycled over
+``--working-set`` GiB so that they come from memory, not from a cache), the bf16-weight linear, Snake
+(GB/s in and out) and the MT19937 stream (million draws per second). torch's own kernels run at this
+process's level (hold them with ``engine.nn.cpu_isa.LEVEL_ENV`` to compare a whole AVX2 process).
+
+Without ``--isa``, the comparison of the layers a Q8_0 package could take:
 
 Speed: milliseconds per call of ``y = x W^T`` for each row count, W of ``out x in`` features:
 float32 and bfloat16 GEMM with oneDNN-packed weights (``engine.nn.packed_linear``), int8 weights
@@ -23,11 +34,16 @@ import argparse
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from audiocpp.engine.nn import q8_0_linear
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script: tools.* imports
+    sys.path.insert(0, str(REPO))
 
 warnings.filterwarnings("ignore")
 
@@ -94,9 +110,9 @@ def kernels(w: torch.Tensor) -> dict:
                                                                     ""),
         "int8pack": lambda x: torch._weight_int8pack_mm(x.bfloat16(), q, sb),
         "int8->bf16 GEMM": lambda x: F.linear(x.bfloat16(), q.to(torch.bfloat16)) * sb,
-        **({"Q8_0 VNNI kernel": lambda x: q8_kernel(x.bfloat16())} if q8_kernel else {}),
+        **({"Q8_0 kernel": lambda x: q8_kernel(x.bfloat16())} if q8_kernel else {}),
         "q4_0 int4pack": lambda x: torch.ops.aten._weight_int4pack_mm_for_cpu(x.bfloat16(), int4, 32, sz),
-        **({"Q4_0 VNNI kernel": lambda x: q4_kernel(x.bfloat16())} if q4_kernel else {}),
+        **({"Q4_0 kernel": lambda x: q4_kernel(x.bfloat16())} if q4_kernel else {}),
         "ao dynamic int8": lambda x: dyn(x),
         "int_mm per-row": int_mm,
         "_q8_0_f32": lambda x: F.linear(x, wq),
@@ -105,11 +121,21 @@ def kernels(w: torch.Tensor) -> dict:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--rows", default="1,2,8,16,64,400")
+    ap.add_argument("--threads", type=int)
+    ap.add_argument("--rows", help="row counts (default 1,2,8,16,64,400; with --isa 1,8,64,400)")
     ap.add_argument("--shapes", default="2048x6144,1024x3072", help="in x out features")
+    ap.add_argument("--isa", help="our kernels at these ISA levels (all: every level this CPU has)")
+    ap.add_argument("--shape", default="2048x6144", help="with --isa: in x out features")
+    ap.add_argument("--working-set", type=float, default=1.5,
+                    help="with --isa: GiB of packed matrices the one-row product cycles through")
     args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads or (2 if args.isa else 1))
+    if args.isa:
+        from tools.bench_kernel_levels import isa_table
+
+        args.rows = args.rows or "1,8,64,400"
+        return isa_table(args)
+    args.rows = args.rows or "1,2,8,16,64,400"
     torch.manual_seed(0)
     rows = [int(r) for r in args.rows.split(",")]
     for shape in args.shapes.split(","):
@@ -131,7 +157,7 @@ def main(argv: list[str]) -> int:
             ref = F.linear(x.double(), w.double())
             errs = {"bf16 weights+rows": F.linear(x.bfloat16(), w.bfloat16()),
                     "Q8_0 (float32)": ks["_q8_0_f32"](x),
-                    **{name: ks[name](x) for name in ("int8pack", "int8->bf16 GEMM", "Q8_0 VNNI kernel",
+                    **{name: ks[name](x) for name in ("int8pack", "int8->bf16 GEMM", "Q8_0 kernel",
                                                       "ao dynamic int8", "int_mm per-row") if name in ks}}
             line = ", ".join(f"{name} {float((y.double() - ref).norm() / ref.norm()):.2%}"
                              for name, y in errs.items())

@@ -101,7 +101,13 @@ class Kernel:
     options: tuple[str, ...] = ()
 
     def variant(self, level: str) -> Variant | None:
-        return next((v for v in self.variants if v.level == level), None)
+        """The variant a CPU of ``level`` runs: the best one at or below it that this CPU has (a
+        kernel without an ``avx_vnni`` variant runs its ``avx2`` one there); None where none is."""
+        order = cpu_isa.rank(level)
+        for variant in self.variants:
+            if 0 <= cpu_isa.rank(variant.level) <= order and not variant.missing():
+                return variant
+        return None
 
     def cflags(self, variant: Variant) -> list[str]:
         isa = [option for _, option in variant.isa if option]

@@ -129,8 +129,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--skip-upstream", action="store_true")
     ap.add_argument("--no-bf16", action="store_true")
-    ap.add_argument("--package", help="also time ours on a package in the default compute mode (auto): a GGUF "
-                    "path, or a weight type (q8_0, bf16...) to package the benchmark checkpoint in (once)")
+    ap.add_argument("--package", help="also time ours on a package in the default compute mode (auto): a "
+                    "GGUF path, or a weight type (q8_0, bf16...): the benchmark checkpoint packaged so once")
     ap.add_argument("--weights", help="f32,bf16,q8_0: package the checkpoint in each type, run ours on each")
     ap.add_argument("--threads", type=int, default=1, help="torch threads of the --weights workers")
     ap.add_argument("--device", help="device of the --weights workers (default: auto)")
