@@ -37,9 +37,9 @@ OPENAI_VOICES = ("alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "no
 BUILTIN_VOICES = ("default", *OPENAI_VOICES)
 MAX_TRANSCRIPT_CHARS = 4000
 MAX_VOICE_SECONDS = 120.0
-#: The shortest reference a voice may have: below it no family has a voice to copy (OmniVoice's codec
-#: cannot even encode under 40 ms), so a near-empty upload is refused instead of stored unusable.
-MIN_VOICE_SECONDS = 0.5
+#: The shortest reference a voice may have: a near-empty upload is refused instead of stored unusable
+#: (OmniVoice's codec cannot encode under 40 ms; the tiny test models clone from 0.15 s).
+MIN_VOICE_SECONDS = 0.1
 MAX_PROMPTS_PER_VOICE = 8
 _EXTENSIONS = {"WAV": "wav", "FLAC": "flac", "OGG": "ogg", "MP3": "mp3"}
 
