@@ -72,14 +72,20 @@ class ServedModel:
         spec = self.model.spec
         return "clone" in spec.tasks and (bool(transcript.strip()) or not needs_transcript(spec))
 
+    def make_checker(self) -> None:
+        """The session :meth:`check_language` prepares requests with, made at start-up: making one
+        takes the model's guard, which a running batch holds (the event loop must not wait for it)."""
+        from audiocpp.engine.tasks import Mode, Task
+
+        if self._checker is None and self.model.spec.option("request", "language") is not None:
+            self._checker = self.model.create_session(Task.TTS, Mode.OFFLINE, self.session_options)
+
     def check_language(self, language: str) -> None:
         """The family's own check of a language (a name or an id), as a request's preparation makes it,
         without queueing anything (raises the engine's UsageError)."""
         from audiocpp.engine.records import TaskRequest
-        from audiocpp.engine.tasks import Mode, Task
 
-        if self._checker is None:
-            self._checker = self.model.create_session(Task.TTS, Mode.OFFLINE, self.session_options)
+        self.make_checker()
         self._checker.prepare(TaskRequest(text="-", language=language))
 
     @property
@@ -200,4 +206,5 @@ def load_models(planned: list[tuple[str, Any, dict[str, str]]]) -> dict[str, Ser
         if plan.note:
             print(f"note: {plan.note.replace('using', 'serving', 1)} as {name!r}", file=sys.stderr)
         served[name] = ServedModel(name, load_planned(plan), sess, demo=plan.demo)
+        served[name].make_checker()
     return served
