@@ -299,16 +299,21 @@ async def _items(job: Job, future: asyncio.Future, first: list[Any]) -> AsyncIte
     for item in first:
         yield item
     assert job.items is not None
-    while True:
-        getter = asyncio.ensure_future(job.items.get())
-        done, _ = await asyncio.wait({getter, future}, return_when=asyncio.FIRST_COMPLETED)
-        if getter in done:
-            yield getter.result()
-            continue
-        getter.cancel()
-        while not job.items.empty():  # pieces put before the end are already queued
-            yield job.items.get_nowait()
-        return
+    getter: asyncio.Future | None = None
+    try:
+        while True:
+            getter = asyncio.ensure_future(job.items.get())
+            done, _ = await asyncio.wait({getter, future}, return_when=asyncio.FIRST_COMPLETED)
+            if getter in done:
+                yield getter.result()
+                continue
+            getter.cancel()
+            while not job.items.empty():  # pieces put before the end are already queued
+                yield job.items.get_nowait()
+            return
+    finally:  # also when the client went away mid-stream: no task is left pending
+        if getter is not None and not getter.done():
+            getter.cancel()
 
 
 def _stream_headers(plan: SpeechPlan) -> dict[str, str]:

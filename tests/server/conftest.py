@@ -17,6 +17,8 @@ from tests.support import cli_path
 
 #: Few MaskGIT steps: the demo model is tiny, and the tests are about the server.
 FAST = {"num_inference_steps": 4}
+#: What no client may leave in the server's log.
+NOISE = ("Traceback", "never retrieved", "Task was destroyed", "exception was never")
 
 
 def free_port() -> int:
@@ -70,6 +72,13 @@ class ServerProcess:
                 total += float(line.rsplit(" ", 1)[1])
         return total
 
+    def assert_quiet(self) -> None:
+        """Nothing a client can cause (a disconnect, a bad request) leaves a traceback or an asyncio
+        complaint in the log, also at shutdown (where a task left pending is reported)."""
+        log = self.log_path.read_text(errors="replace")
+        noise = [n for n in NOISE if n in log]
+        assert not noise, f"the server's log has {noise}:\n{log[-3000:]}"
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -104,6 +113,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, server_cache: dict[str, str
                           "--max-body-mb", "1", "--max-input-chars", "500"], log, env=server_cache)
     yield proc
     proc.stop()
+    proc.assert_quiet()
 
 
 @pytest.fixture()
@@ -129,3 +139,4 @@ def rates_server(tmp_path_factory: pytest.TempPathFactory,
                           "--voices-dir", str(tmp_path_factory.mktemp("voices"))], log, env=server_cache)
     yield proc
     proc.stop()
+    proc.assert_quiet()

@@ -36,7 +36,7 @@ from wyoming.tts import (
 
 from tests.support import REPO, voice_like_signal
 
-from .conftest import ServerProcess, free_port
+from .conftest import NOISE, ServerProcess, free_port
 
 AUDIO8 = REPO / "tests" / "data" / "audio8_tts" / "tiny"
 SEED = 7
@@ -44,8 +44,6 @@ STORY = ["The first sentence is here. ", "Then a second one comes along, ", "and
          "A third sentence closes the story."]
 #: Home Assistant gives up on nothing by itself; these tests give it 10 s.
 HA_LIMIT_S = 10.0
-#: What a disconnect must not leave in the server's log.
-NOISE = ("Traceback", "never retrieved", "Task was destroyed", "exception was never")
 
 
 def _upload(proc: ServerProcess, name: str, path: Path, transcript: str) -> None:
@@ -83,6 +81,7 @@ def wyoming_server(tmp_path_factory: pytest.TempPathFactory,
     proc.ref = ref  # type: ignore[attr-defined]
     yield proc
     proc.stop()
+    proc.assert_quiet()
 
 
 def run(coro):
