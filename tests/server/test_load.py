@@ -124,4 +124,3 @@ def test_disconnect_while_waiting_cancels_an_offline_synthesis(busy_server: Serv
     r = httpx.post(busy_server.url + "/v1/audio/speech",
                    json={"input": "Still here.", "num_inference_steps": 2}, timeout=120)
     assert r.status_code == 200
-
