@@ -193,10 +193,11 @@ class WyomingHandler(AsyncEventHandler):
             text = f"internal error: {type(error).__name__}: {error}"
             print(f"audiocpp serve: Wyoming: {text}", file=sys.stderr)
             event = Error(text=text, code="server_error").event()
+        streaming = self.streaming
         self._count(status)
         try:
             await self.write_event(event)
-            if self.streaming:
+            if streaming:
                 await self.write_event(SynthesizeStopped().event())
             await self._finish()
         except (ConnectionError, OSError, asyncio.IncompleteReadError):
@@ -220,6 +221,13 @@ class WyomingHandler(AsyncEventHandler):
 
     def _count(self, status: int) -> None:
         self.state.metrics.count_request(ENDPOINT, self.model, status)
+        self.streaming = False  # the exchange is over
+
+    async def disconnect(self) -> None:
+        """The connection ended: a stream still open was left by its client (499)."""
+        if self.streaming:
+            log.info("Wyoming: the client went away during a streaming synthesis")
+            self._count(499)
 
     def _plan(self, name: str | None, language: str | None) -> SpeechPlan:
         served, stored = self.voices.resolve(name, language)
