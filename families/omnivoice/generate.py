@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from audiocpp.engine.batching import Op
+from audiocpp.engine.nn.row_invariance import all_same_rows, torch_gemm_shapes
 from audiocpp.engine.nn.sampling import gumbel_noise_like, keep_top_k
 from audiocpp.engine.progress import NullProgress, Progress
 
@@ -122,6 +123,16 @@ class PackedBatch:
     cond_len: int
     target_len: int
     guided: bool
+    #: the backbone runs upstream's padded rows (S, S), not the packed (S, T): where torch's GEMM
+    #: would not give the packed rows upstream's bits (``engine.nn.row_invariance``)
+    padded: bool = False
+    #: the heads run over every position of upstream's (2, S) rows, not the two windows alone (idem)
+    heads_full: bool = False
+
+    @property
+    def windows(self) -> int:
+        """Target windows through the heads: the conditional one, and the unconditional one."""
+        return 2 if self.guided else 1
 
 
 class MaskGitDecoder:
@@ -138,6 +149,10 @@ class MaskGitDecoder:
         # the LM may sit on a GPU: the loop's bookkeeping and sampling stay on the CPU, the ids go
         # to the device per step and the two target windows' logits come back
         self.device = lm.llm.norm.weight.device
+        # torch's own GEMMs in the backbone and the heads (none where the linears are quantized):
+        # packing rows changes where each row sits in their products (engine.nn.row_invariance)
+        self.backbone_gemms = torch_gemm_shapes(lm.llm)
+        self.head_gemms = torch_gemm_shapes(lm.audio_heads)
 
     def step_logits(self, packed: PackedBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Float32 logits (1, C, T, V) of the conditional and unconditional target windows
@@ -146,6 +161,12 @@ class MaskGitDecoder:
         hidden = self.lm.hidden(packed.input_ids.to(device), packed.audio_mask.to(device), packed.packing,
                                 packed.rope, self.compute_dtype)
         s, t = packed.cond_len, packed.target_len
+        if packed.heads_full:  # upstream's (2, S) rows, the windows taken after the heads
+            full = hidden if packed.padded else torch.cat([hidden, hidden.new_zeros(2 * s - len(hidden),
+                                                                                     hidden.shape[1])])
+            logits = self.lm.heads(full).cpu()  # (C, 2S, V)
+            c_logits, u_logits = logits[:, s - t:s].unsqueeze(0), logits[:, s:s + t].unsqueeze(0)
+            return c_logits, (u_logits if packed.guided else None)
         windows = [hidden[s - t:s]]
         if packed.guided:
             windows.append(hidden[s:s + t])
@@ -171,20 +192,42 @@ class MaskGitDecoder:
         return tokens, log_probs.max(dim=-1)[0]
 
     def pack(self, batch: Batch, guided: bool) -> PackedBatch:
-        """The batch's valid positions packed (cond row, then the uncond row's T positions)."""
-        lengths = (batch.cond_len, batch.target_len) if guided else (batch.cond_len,)
-        packing = Packing(lengths, batch.cond_len, batch.attention_mask[: len(lengths)],
-                          exact=self.compute_dtype == torch.float32)
+        """The batch's valid positions packed (cond row, then the uncond row's T positions). In
+        float32 (upstream's arithmetic), where torch's GEMM would give the packed rows other bits
+        than upstream's padded (2, S) product, the backbone keeps upstream's rows (``padded``);
+        likewise the heads (``heads_full``)."""
+        s, t = batch.cond_len, batch.target_len
+        rows = s + t if guided else s
+        exact = self.compute_dtype == torch.float32
+        padded = exact and not all_same_rows(self.backbone_gemms, 2 * s, [(rows, 0, 0, rows)])
+        windows = [(2 * t, 0, s - t, t), (2 * t, t, s, t)] if guided else [(t, 0, s - t, t)]
+        heads_full = exact and not all_same_rows(self.head_gemms, 2 * s, windows)
+        lengths = (s, s) if padded else ((s, t) if guided else (s,))
+        packing = Packing(lengths, s, batch.attention_mask[: len(lengths)], exact=exact)
         rope = rope_tables(packing.positions(), self.cfg.llm, self.compute_dtype)
         return PackedBatch(packing.pack(batch.input_ids, dim=1).unsqueeze(0).contiguous(),
                            packing.pack(batch.audio_mask).unsqueeze(0), packing,
                            (rope[0][0].to(self.device), rope[1][0].to(self.device)),
-                           batch.cond_len, batch.target_len, guided)
+                           s, t, guided, padded, heads_full)
+
+    def merges_exactly(self, batches: list[PackedBatch]) -> bool:
+        """Whether one backbone pass over these requests' rows (and one heads pass over their
+        windows) gives each request the bits of its own pass: torch's GEMMs checked for the row
+        counts and offsets of this merge (none to check where the linears are quantized)."""
+        if any(b.padded or b.heads_full for b in batches):
+            return False
+        rows = [b.input_ids.shape[2] for b in batches]
+        windows = [b.windows * b.target_len for b in batches]
+        starts = [sum(rows[:i]) for i in range(len(rows))]
+        window_starts = [sum(windows[:i]) for i in range(len(windows))]
+        return (all_same_rows(self.backbone_gemms, sum(rows), [(n, 0, a, n) for n, a in zip(rows, starts)])
+                and all_same_rows(self.head_gemms, sum(windows),
+                                  [(n, 0, a, n) for n, a in zip(windows, window_starts)]))
 
     def step_logits_batch(self, batches: list[PackedBatch]) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
         """:meth:`step_logits` of several requests' packed rows in one backbone pass."""
-        if len(batches) == 1:
-            return [self.step_logits(batches[0])]
+        if len(batches) == 1 or not self.merges_exactly(batches):
+            return [self.step_logits(b) for b in batches]
         device = self.device
         ids = torch.cat([b.input_ids for b in batches], dim=2)
         mask = torch.cat([b.audio_mask for b in batches], dim=1)
