@@ -117,3 +117,18 @@ def test_snake_and_mt19937_levels_agree() -> None:
         draws = rng.kernel_at(level).uniform_at(torch.Generator().manual_seed(3).get_state(), 20000,
                                                torch.arange(0, 20000, 7))[0]
         assert torch.equal(draws, torch.rand(20000, generator=torch.Generator().manual_seed(3))[::7]), level
+
+
+def test_a_process_held_to_a_level_runs_it() -> None:
+    """Under ``cpu_isa.LEVEL_ENV[level]`` (tests/engine/test_isa_level_suites.py runs suites so) our
+    kernels and torch's run that level; unheld, the CPU's best."""
+    import os
+
+    held = os.environ.get(cpu_isa.CAP_ENV)
+    if not held:
+        assert cpu_isa.level() == cpu_isa.host_level()
+        return
+    assert cpu_isa.level() == held
+    assert q8_0_linear.kernel() is not None and q8_0_linear.kernel().variant() in (held, f"{held}_vnni")
+    if held == "avx2":
+        assert torch.backends.cpu.get_cpu_capability() == "AVX2" and not cpu_isa.native_bf16()
