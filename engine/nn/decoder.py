@@ -42,6 +42,7 @@ from torch import nn
 from . import row_attention
 from .attention import repeat_kv
 from .norm import RMSNorm
+from .q8_0_linear import Q8_0Linear
 from .rope import apply_interleaved_rope, apply_rotary, interleaved_rope_table, rope_inv_freq
 
 
@@ -112,7 +113,7 @@ class Attention(nn.Module):
         if len(n.qkv) == 1:
             q, k, v = getattr(self, n.qkv[0])(x).split((q_size, kv_size, kv_size), dim=-1)
         else:
-            q, k, v = (getattr(self, name)(x) for name in n.qkv)
+            q, k, v = apply_all([getattr(self, name) for name in n.qkv], x)
         q = q.view(b, t, cfg.n_head, cfg.head_dim)
         k = k.view(b, t, cfg.n_kv_head, cfg.head_dim)
         v = v.view(b, t, cfg.n_kv_head, cfg.head_dim)
@@ -135,7 +136,15 @@ class FeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up, down = (getattr(self, n) for n in self.names)
-        return down(F.silu(gate(x)) * up(x))
+        g, u = apply_all([gate, up], x)
+        return down(F.silu(g) * u)
+
+
+def apply_all(layers: list[nn.Module], x: torch.Tensor) -> list[torch.Tensor]:
+    """Each linear of ``layers`` applied to ``x``: in one kernel call where they are all block-
+    quantized (``Q8_0Linear.shared_input``: the same bits, the input quantized once), else one by one."""
+    shared = Q8_0Linear.shared_input(layers, x)
+    return shared if shared is not None else [layer(x) for layer in layers]
 
 
 class DecoderLayer(nn.Module):

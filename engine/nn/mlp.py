@@ -17,4 +17,7 @@ class SwiGLU(nn.Module):
         self.down_proj = nn.Linear(hidden, dim, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        from .decoder import apply_all
+
+        gate, up = apply_all([self.gate_proj, self.up_proj], x)
+        return self.down_proj(F.silu(gate) * up)

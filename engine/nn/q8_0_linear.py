@@ -35,6 +35,7 @@ the stored int8 values; Q4_0: 256 bytes, 4 steps whose bytes hold step ``s`` in 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -52,7 +53,7 @@ GROUP = 16
 #: AVX-VNNI, AVX2 (vpmaddubsw), NEON with and without sdot, and the portable C++ that all equal bit
 #: for bit. ``AUDIOCPP_Q8_0_KERNEL=0`` turns it off.
 KERNEL = jit.Kernel("q8_0_linear", "q8_0_linear.cpp",
-                    ("pack_blocks_into", "block_linear", "block_linear_portable", "variant"),
+                    ("pack_blocks_into", "block_linear", "block_linear_portable", "block_linears", "variant"),
                     jit.ALL_LEVELS, switch="AUDIOCPP_Q8_0_KERNEL")
 
 
@@ -184,10 +185,26 @@ class Q8_0Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-1]
-        y = kernel().block_linear(x.reshape(-1, self.in_features), self.packed, self.scales)
+        return self._finish(kernel().block_linear(x.reshape(-1, self.in_features), self.packed, self.scales),
+                            x.dtype, lead)
+
+    def _finish(self, y: torch.Tensor, dtype: torch.dtype, lead: torch.Size) -> torch.Tensor:
         if self.bias is not None:
             y += self.bias.float()
-        return y.to(x.dtype).reshape(*lead, self.out_features)
+        return y.to(dtype).reshape(*lead, self.out_features)
+
+    @staticmethod
+    def shared_input(layers: Sequence[nn.Module], x: torch.Tensor) -> list[torch.Tensor] | None:
+        """Each of ``layers`` applied to ``x`` (a block's q, k and v projections; gate and up), as
+        one kernel call where all are :class:`Q8_0Linear` on the CPU: ``x`` quantized once, one pass
+        of threads over every matrix; each output is its own layer's bit for bit. None where they
+        are not (the caller applies them one by one)."""
+        if len(layers) < 2 or not all(type(layer) is Q8_0Linear for layer in layers):
+            return None
+        lead = x.shape[:-1]
+        rows = x.reshape(-1, x.shape[-1])
+        ys = kernel().block_linears(rows, [m.packed for m in layers], [m.scales for m in layers])
+        return [layer._finish(y, x.dtype, lead) for layer, y in zip(layers, ys)]
 
     def values(self) -> torch.Tensor:
         """The matrix's integer values ``(out, in)`` as int8, unpacked."""

@@ -119,3 +119,15 @@ def test_a_q8_0_gguf_loads_into_the_kernel_layer(tmp_path: Path) -> None:
     layer = block_linear(source.blocks("w"), torch.device("cpu"), torch.bfloat16)
     assert isinstance(layer, q8.Q8_0Linear) and torch.equal(layer.dequantized(), source.get("w"))
     assert qnn.quantized_bytes(torch.nn.Sequential(layer)) == 32 * 64 // 32 * 34
+
+
+def test_layers_sharing_an_input_run_as_one_call_with_the_same_bits() -> None:
+    layers = [q8.Q8_0Linear.from_blocks(_blocks(n, 96, qtype, seed=n))
+              for n, qtype in ((48, "Q8_0"), (16, "Q4_0"), (32, "Q8_0"))]
+    layers[1].bias = torch.nn.Parameter(torch.randn(16), requires_grad=False)
+    for rows in (1, 3, 70):
+        x = torch.randn(2, rows, 96)
+        shared = q8.Q8_0Linear.shared_input(layers, x)
+        assert all(torch.equal(y, layer(x)) for y, layer in zip(shared, layers))
+    assert q8.Q8_0Linear.shared_input(layers[:1], x) is None  # nothing to share
+    assert q8.Q8_0Linear.shared_input([layers[0], torch.nn.Linear(96, 8)], x) is None

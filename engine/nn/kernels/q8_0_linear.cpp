@@ -304,8 +304,13 @@ inline void tile(const Rows& x, const Matrix& W, int64_t m, int64_t g0, float* y
 }
 #elif defined(AUDIOCPP_AVX2)
 // groups of a task: 2, taken together by one or two rows (more streams of weights in flight for the
-// memory-bound GEMV), one at a time by more rows (registers)
+// memory-bound GEMV), one at a time by more rows (registers); rows per tile as measured fastest
+// (tools/bench_kernels.py: AVX2 5 rows 252 GFLOP/s against 220 for 6; AVX-VNNI 6 rows)
+#if defined(AUDIOCPP_AVX_VNNI)
 constexpr int TILE_ROWS = 6, TILE_GROUPS = 2, FEW_ROWS = 2;
+#else
+constexpr int TILE_ROWS = 5, TILE_GROUPS = 2, FEW_ROWS = 2;
+#endif
 
 inline __m256i broadcast4(const int8_t* p) {
   int32_t four;
@@ -588,13 +593,22 @@ audiocpp::q8::Matrix matrix_of(const at::Tensor& w, const at::Tensor& sc) {
           w.size(2) == 512 ? 8 : 4};
 }
 
-at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sc, bool portable) {
-  const auto W = matrix_of(w, sc);
-  TORCH_CHECK(x.device().is_cpu() && x.dim() == 2 && x.size(1) == W.blocks * 32, "x [M, K] against the packed matrix");
+// x [M, K] times each packed matrix, sharing x's quantization and one pass of threads over every
+// matrix's tasks; each output the bits of its own product
+std::vector<at::Tensor> linears(const at::Tensor& x, const std::vector<at::Tensor>& ws, const std::vector<at::Tensor>& scs,
+                                bool portable) {
+  TORCH_CHECK(!ws.empty() && ws.size() == scs.size(), "as many scales as matrices");
+  std::vector<audiocpp::q8::Matrix> Ws;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    Ws.push_back(matrix_of(ws[i], scs[i]));
+    TORCH_CHECK(Ws.back().blocks == Ws[0].blocks, "the matrices take the same inputs");
+  }
+  TORCH_CHECK(x.device().is_cpu() && x.dim() == 2 && x.size(1) == Ws[0].blocks * 32, "x [M, K] against the packed matrix");
   auto xf = x.to(at::kFloat).contiguous();
-  const int64_t M = xf.size(0), K = xf.size(1), KB = W.blocks;
-  auto y = at::empty({M, W.groups * 16}, xf.options());
-  if (M == 0) return y;
+  const int64_t M = xf.size(0), K = xf.size(1), KB = Ws[0].blocks;
+  std::vector<at::Tensor> ys;
+  for (const auto& W : Ws) ys.push_back(at::empty({M, W.groups * 16}, xf.options()));
+  if (M == 0) return ys;
   auto xq = at::empty({M, K}, xf.options().dtype(at::kChar));
   auto xs = at::empty({M, KB}, xf.options());
   auto xsum = at::empty({M, KB}, xf.options().dtype(at::kInt));
@@ -604,23 +618,34 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sc
                                 portable);
   });
   const audiocpp::q8::Rows rows{xq.data_ptr<int8_t>(), xs.data_ptr<float>(), xsum.data_ptr<int32_t>(), K};
-  float* yp = y.data_ptr<float>();
-  at::parallel_for(0, audiocpp::q8::task_count(W, M), 1, [&](int64_t t0, int64_t t1) {
-    audiocpp::q8::run_tasks(rows, W, M, t0, t1, yp, portable);
+  std::vector<int64_t> first{0};  // the first task of each matrix, then the total
+  for (const auto& W : Ws) first.push_back(first.back() + audiocpp::q8::task_count(W, M));
+  at::parallel_for(0, first.back(), 1, [&](int64_t t0, int64_t t1) {
+    for (size_t i = 0; i < Ws.size(); ++i) {
+      const int64_t a = std::max(t0, first[i]), b = std::min(t1, first[i + 1]);
+      if (a < b) audiocpp::q8::run_tasks(rows, Ws[i], M, a - first[i], b - first[i], ys[i].data_ptr<float>(), portable);
+    }
   });
-  return y;
+  return ys;
 }
 
 }  // namespace
 
 // x [M, K] (any float dtype) times the packed matrix -> float32 [M, groups * 16]
 at::Tensor block_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sc) {
-  return linear(x, w, sc, false);
+  return linears(x, {w}, {sc}, false)[0];
 }
 
 // the same with the portable code (the reference every level's code must equal bit for bit)
 at::Tensor block_linear_portable(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sc) {
-  return linear(x, w, sc, true);
+  return linears(x, {w}, {sc}, true)[0];
+}
+
+// x times several packed matrices of the same input size (a block's q, k and v; gate and up): one
+// quantization of x, one pass of threads; each output equals block_linear's bit for bit
+std::vector<at::Tensor> block_linears(const at::Tensor& x, const std::vector<at::Tensor>& ws,
+                                      const std::vector<at::Tensor>& scs) {
+  return linears(x, ws, scs, false);
 }
 
 // raw [rows, blocks * (2 + 32 or 16)] uint8 (a GGUF tensor's bytes; rows in 16s) -> packed, scales
