@@ -112,10 +112,11 @@ def reference(x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor) -> to
 
 
 def _packed(rows: int, cols: int, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Empty buffers in the kernel's layout for a ``(rows, cols)`` matrix of ``bits``-bit values:
-    the values, and the scales as f16 bits."""
-    return (torch.empty((rows // GROUP, cols // BLOCK, 64 * bits), dtype=torch.uint8),
-            torch.empty((rows // GROUP, cols // BLOCK, GROUP), dtype=torch.int16))
+    """Empty buffers in the kernel's layout for a ``(rows, cols)`` matrix of ``bits``-bit values
+    (rows rounded up to whole groups): the values, and the scales as f16 bits."""
+    groups = -(-rows // GROUP)
+    return (torch.empty((groups, cols // BLOCK, 64 * bits), dtype=torch.uint8),
+            torch.empty((groups, cols // BLOCK, GROUP), dtype=torch.int16))
 
 
 def raw_blocks(values: torch.Tensor, scales: torch.Tensor, bits: int) -> np.ndarray:
@@ -145,8 +146,8 @@ def _pack(op: Any, values: torch.Tensor, scales: torch.Tensor, bits: int) -> tup
 
 
 def supports(blocks: BlockTensor) -> bool:
-    """Whether ``blocks`` can take this layer here (the kernel builds; whole groups of 16 rows)."""
-    return blocks.shape[0] % GROUP == 0 and kernel() is not None
+    """Whether ``blocks`` can take this layer here (the kernel builds)."""
+    return kernel() is not None
 
 
 class Q8_0Linear(nn.Module):
@@ -155,12 +156,16 @@ class Q8_0Linear(nn.Module):
     input, output in the input's dtype).
 
     ``packed`` and ``scales`` are non-persistent buffers (not the checkpoint's names); ``bias`` is
-    an ordinary parameter, loaded by name."""
+    an ordinary parameter, loaded by name. ``out_features`` not a multiple of 16: the last group is
+    padded with zero rows, whose outputs are dropped."""
 
-    def __init__(self, packed: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None) -> None:
+    def __init__(self, packed: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None,
+                 out_features: int | None = None) -> None:
         super().__init__()
         groups, blocks, nbytes = packed.shape
-        self.out_features, self.in_features = groups * GROUP, blocks * BLOCK
+        self.out_features, self.in_features = out_features or groups * GROUP, blocks * BLOCK
+        if not groups * GROUP - GROUP < self.out_features <= groups * GROUP:
+            raise ValueError(f"{self.out_features} outputs do not fill {groups} groups of {GROUP}")
         self.bits = 8 if nbytes == 512 else 4
         self.register_buffer("packed", packed, persistent=False)
         self.register_buffer("scales", scales, persistent=False)
@@ -175,13 +180,14 @@ class Q8_0Linear(nn.Module):
         if not raw.flags.writeable:  # torch wants a writable array; the kernel only reads it
             raw = raw.view()
             raw.flags.writeable = True
-        return cls(*_pack_raw(_kernel_for(rows), raw, rows, cols, 8 if blocks.qtype == "Q8_0" else 4))
+        bits = 8 if blocks.qtype == "Q8_0" else 4
+        return cls(*_pack_raw(_kernel(), raw, rows, cols, bits), out_features=rows)
 
     @classmethod
     def from_values(cls, values: torch.Tensor, scales: torch.Tensor, bits: int = 8) -> Q8_0Linear:
         """The layer for integer ``values`` ``(out, in)`` (int8, or Q4_0's -8..7 with ``bits=4``)
         and block ``scales`` ``(out, in / 32)`` (rounded to f16, as the formats store them)."""
-        return cls(*_pack(_kernel_for(values.shape[0]), values, scales, bits))
+        return cls(*_pack(_kernel(), values, scales, bits), out_features=values.shape[0])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-1]
@@ -189,6 +195,8 @@ class Q8_0Linear(nn.Module):
                             x.dtype, lead)
 
     def _finish(self, y: torch.Tensor, dtype: torch.dtype, lead: torch.Size) -> torch.Tensor:
+        if y.shape[1] != self.out_features:  # a padded last group
+            y = y[:, :self.out_features]
         if self.bias is not None:
             y += self.bias.float()
         return y.to(dtype).reshape(*lead, self.out_features)
@@ -214,11 +222,13 @@ class Q8_0Linear(nn.Module):
         else:
             pairs = self.packed.view(groups, blocks, 4, GROUP, 4)
             steps = (torch.cat([pairs & 15, pairs >> 4], dim=2).to(torch.int16) - 8).to(torch.int8)
-        return steps.permute(0, 3, 1, 2, 4).reshape(self.out_features, self.in_features)
+        return steps.permute(0, 3, 1, 2, 4).reshape(groups * GROUP, self.in_features)[:self.out_features]
 
     def dequantized(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """The weight matrix these values and block scales stand for."""
-        scales = self.scales.view(torch.float16).transpose(1, 2).reshape(self.out_features, -1).float()
+        groups = self.scales.shape[0]
+        scales = self.scales.view(torch.float16).transpose(1, 2).reshape(groups * GROUP, -1)
+        scales = scales[:self.out_features].float()
         w = self.values().float().view(self.out_features, -1, BLOCK) * scales[..., None]
         return w.view(self.out_features, self.in_features).to(dtype)
 
@@ -228,8 +238,8 @@ class Q8_0Linear(nn.Module):
                 "int8 rows per block")
 
 
-def _kernel_for(rows: int) -> Any:
+def _kernel() -> Any:
     op = kernel()
-    if op is None or rows % GROUP:
-        raise ValueError("the Q8_0 kernel is not available here, or the rows are not in groups of 16")
+    if op is None:
+        raise ValueError("the Q8_0 kernel is not available here")
     return op

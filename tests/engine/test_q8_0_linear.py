@@ -42,20 +42,23 @@ def _values_scales(blocks: BlockTensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @pytest.mark.parametrize("qtype", ["Q8_0", "Q4_0"])
-def test_the_layer_holds_the_stored_values_and_scales(qtype: str) -> None:
-    blocks = _blocks(48, 256, qtype)
+@pytest.mark.parametrize("rows", [48, 45])
+def test_the_layer_holds_the_stored_values_and_scales(qtype: str, rows: int) -> None:
+    blocks = _blocks(rows, 256, qtype)
     layer = q8.Q8_0Linear.from_blocks(blocks)
     assert torch.equal(layer.values(), torch.from_numpy(blocks.values()))
     assert torch.equal(layer.dequantized(), blocks.dequantize())
-    stored = 34 if qtype == "Q8_0" else 18  # bytes per 32 weights, as in the file
+    stored = 34 if qtype == "Q8_0" else 18  # bytes per 32 weights, as in the file; the last group padded
     assert layer.packed.numel() + layer.scales.numel() * 2 == 48 * 256 // 32 * stored
     same = q8.Q8_0Linear.from_values(*_values_scales(blocks), bits=8 if qtype == "Q8_0" else 4)
     assert torch.equal(same.packed, layer.packed) and torch.equal(same.scales, layer.scales)
+    x = torch.randn(3, 256)
+    assert layer(x).shape == (3, rows) and torch.equal(layer(x), same(x))
 
 
 @pytest.mark.parametrize("qtype", ["Q8_0", "Q4_0"])
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 63, 64, 65, 130])
-@pytest.mark.parametrize("out_features", [16, 32, 48, 80, 112])
+@pytest.mark.parametrize("out_features", [16, 32, 48, 80, 112, 8, 40, 99])
 def test_rows_match_the_float64_reference(rows: int, out_features: int, qtype: str) -> None:
     blocks = _blocks(out_features, 96, qtype, seed=rows)
     layer = q8.Q8_0Linear.from_blocks(blocks)
@@ -105,8 +108,8 @@ def test_cpu_quantized_linears_take_the_kernel_and_fall_back_without_it(monkeypa
     for qtype in ("Q8_0", "Q4_0"):
         layer = block_linear(_blocks(32, 64, qtype), cpu, torch.bfloat16)
         assert isinstance(layer, q8.Q8_0Linear) and layer.bits == (8 if qtype == "Q8_0" else 4)
-    odd = block_linear(_blocks(40, 64), cpu, torch.bfloat16)  # not in groups of 16
-    assert isinstance(odd, qnn.Int8Linear)
+    odd = block_linear(_blocks(40, 64), cpu, torch.bfloat16)  # not in groups of 16: padded
+    assert isinstance(odd, q8.Q8_0Linear) and odd.out_features == 40 and odd.packed.shape[0] == 3
     monkeypatch.setattr(q8, "kernel", lambda: None)
     assert isinstance(block_linear(_blocks(32, 64), cpu, torch.bfloat16), qnn.Int8Linear)
     if qnn.int4pack_available():

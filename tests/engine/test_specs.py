@@ -162,3 +162,30 @@ def test_invalid_json_names_line_and_column(tmp_path: Path) -> None:
 
 def test_at_least_ten_broken_specs_are_covered() -> None:
     assert len(BROKEN) >= 10
+
+
+def test_a_valid_spec_is_validated_once_per_machine(tmp_path, monkeypatch) -> None:
+    import json
+
+    from audiocpp.engine.spec import schema as schema_module
+    from audiocpp.engine.spec.validate import builtin_spec_path
+
+    monkeypatch.setenv("AUDIOCPP_CACHE_DIR", str(tmp_path))
+    data = json.loads(builtin_spec_path("voxcpm1").read_text(encoding="utf-8"))
+    assert schema_module.schema_problems(data) == []
+    assert len(list((tmp_path / "spec-ok").iterdir())) == 1
+
+    def no_validator():
+        raise AssertionError("validated again")
+
+    monkeypatch.setattr(schema_module, "_validator", no_validator)
+    assert schema_module.schema_problems(data) == []  # remembered
+    broken = dict(data, tasks="tts")  # another spec: validated (and the validator is asked)
+    try:
+        schema_module.schema_problems(broken)
+    except AssertionError as exc:
+        assert "validated again" in str(exc)
+    monkeypatch.undo()
+    monkeypatch.setenv("AUDIOCPP_CACHE_DIR", str(tmp_path))
+    assert schema_module.schema_problems(broken)  # invalid: said, and never remembered
+    assert len(list((tmp_path / "spec-ok").iterdir())) == 1

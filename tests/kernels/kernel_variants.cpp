@@ -73,7 +73,7 @@ void test_q8(std::mt19937& rng, int bits, int64_t M, int64_t groups, int64_t blo
   const int64_t bytes = bits == 8 ? 512 : 256;
   std::vector<uint8_t> packed(groups * blocks * bytes);
   std::vector<uint16_t> scales(groups * blocks * 16);
-  pack_groups(raw.data(), blocks, bits, 0, groups, packed.data(), scales.data());
+  pack_groups(raw.data(), N, blocks, bits, 0, groups, packed.data(), scales.data());
   const Matrix W{packed.data(), scales.data(), groups, blocks, bits};
 
   std::vector<int8_t> q1(M * K), q2(M * K);

@@ -558,15 +558,24 @@ inline void run_tasks(const Rows& x, const Matrix& W, int64_t M, int64_t t0, int
 // ---- packing a GGUF tensor's blocks --------------------------------------------------------------
 
 // raw: rows x blocks x (2 + 32) bytes (Q8_0) or (2 + 16) (Q4_0), as the file stores them; groups
-// [g0, g1) of 16 rows go to packed / scales (Matrix's layout)
-inline void pack_groups(const uint8_t* raw, int64_t blocks, int bits, int64_t g0, int64_t g1, uint8_t* packed,
-                        uint16_t* scales) {
+// [g0, g1) of 16 rows go to packed / scales (Matrix's layout). Rows past the last (a last group
+// short of 16) are zeros: values and scale 0, so their outputs are 0 (the caller drops them).
+inline void pack_groups(const uint8_t* raw, int64_t rows, int64_t blocks, int bits, int64_t g0, int64_t g1,
+                        uint8_t* packed, uint16_t* scales) {
   const int64_t block_bytes = bits == 8 ? 34 : 18, out_bytes = bits == 8 ? 512 : 256, steps = bits == 8 ? 8 : 4;
+  // Q4_0's zero is the nibble 8 (value = nibble - 8): a padding row of 0x88 bytes
+  const uint8_t zero[4] = {bits == 8 ? (uint8_t)0 : (uint8_t)0x88, bits == 8 ? (uint8_t)0 : (uint8_t)0x88,
+                           bits == 8 ? (uint8_t)0 : (uint8_t)0x88, bits == 8 ? (uint8_t)0 : (uint8_t)0x88};
   for (int64_t g = g0; g < g1; ++g)
     for (int64_t kb = 0; kb < blocks; ++kb) {
       uint8_t* o = packed + (g * blocks + kb) * out_bytes;
       uint16_t* sc = scales + (g * blocks + kb) * GROUP;
       for (int c = 0; c < GROUP; ++c) {
+        if (g * GROUP + c >= rows) {
+          sc[c] = 0;
+          for (int s = 0; s < steps; ++s) std::memcpy(o + s * 64 + c * 4, zero, 4);
+          continue;
+        }
         const uint8_t* b = raw + ((g * GROUP + c) * blocks + kb) * block_bytes;
         std::memcpy(sc + c, b, 2);
         for (int s = 0; s < steps; ++s) std::memcpy(o + s * 64 + c * 4, b + 2 + s * 4, 4);
@@ -648,20 +657,21 @@ std::vector<at::Tensor> block_linears(const at::Tensor& x, const std::vector<at:
   return linears(x, ws, scs, false);
 }
 
-// raw [rows, blocks * (2 + 32 or 16)] uint8 (a GGUF tensor's bytes; rows in 16s) -> packed, scales
+// raw [rows, blocks * (2 + 32 or 16)] uint8 (a GGUF tensor's bytes) -> packed, scales (the last group
+// padded with zero rows)
 void pack_blocks_into(const at::Tensor& raw, int64_t bits, at::Tensor& packed, at::Tensor& scales) {
   TORCH_CHECK(bits == 8 || bits == 4, "Q8_0 (8) or Q4_0 (4)");
   TORCH_CHECK(raw.scalar_type() == at::kByte && raw.is_contiguous() && raw.dim() == 2, "raw: uint8 rows");
   const int64_t block_bytes = bits == 8 ? 34 : 18, rows = raw.size(0);
-  TORCH_CHECK(rows % 16 == 0 && raw.size(1) % block_bytes == 0, "rows in 16s, whole blocks");
-  const int64_t blocks = raw.size(1) / block_bytes, groups = rows / 16;
+  TORCH_CHECK(raw.size(1) % block_bytes == 0, "whole blocks");
+  const int64_t blocks = raw.size(1) / block_bytes, groups = (rows + 15) / 16;
   TORCH_CHECK(packed.scalar_type() == at::kByte && packed.is_contiguous() && packed.numel() == groups * blocks * (bits == 8 ? 512 : 256));
   TORCH_CHECK(scales.scalar_type() == at::kShort && scales.is_contiguous() && scales.numel() == groups * blocks * 16);
   const uint8_t* src = raw.data_ptr<uint8_t>();
   uint8_t* dst = packed.data_ptr<uint8_t>();
   uint16_t* sc = reinterpret_cast<uint16_t*>(scales.data_ptr<int16_t>());
   at::parallel_for(0, groups, 4, [&](int64_t g0, int64_t g1) {
-    audiocpp::q8::pack_groups(src, blocks, (int)bits, g0, g1, dst, sc);
+    audiocpp::q8::pack_groups(src, rows, blocks, (int)bits, g0, g1, dst, sc);
   });
 }
 

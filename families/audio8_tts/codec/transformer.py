@@ -44,7 +44,7 @@ class WindowTransformerConfig:
 class LayerScale(nn.Module):
     def __init__(self, dim: int, init_values: float = 1e-2) -> None:
         super().__init__()
-        self.gamma = nn.Parameter(init_values * torch.ones(dim))
+        self.gamma = nn.Parameter(torch.full((dim,), init_values))  # no arithmetic on meta: it imports dynamo
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x * self.gamma

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""What a process pays before synthesis, against reading the package from the page cache.
+
+    python tools/startup_bench.py PACKAGE [PACKAGE ...] [--isa avx2,avx512] [--runs 3]
+
+For each package and ISA level (``engine.nn.cpu_isa.LEVEL_ENV``), with the file in the page cache
+(read once first), the medians of ``--runs`` fresh processes of:
+
+- reading the file: ``cat FILE > /dev/null`` (the floor a loader cannot beat);
+- ``python -c "import torch"`` (what any PyTorch program pays before its first line);
+- a process that imports audiocpp, loads the package and opens a ``tts`` session in the default
+  compute mode, i.e. everything before the first synthesis, split into the interpreter and torch,
+  audiocpp's imports, ``load()`` and the session (the network built for its compute mode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script
+    sys.path.insert(0, str(REPO))
+
+PROBE = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import torch
+t1 = time.perf_counter()
+import audiocpp.engine as ac
+t2 = time.perf_counter()
+model = ac.load(sys.argv[1])
+t3 = time.perf_counter()
+session = model.session("tts")
+t4 = time.perf_counter()
+print(json.dumps({"torch": t1 - t0, "audiocpp": t2 - t1, "load": t3 - t2, "session": t4 - t3,
+                  "mode": getattr(session, "compute", None) and session.compute.name}))
+"""
+
+
+def timed(cmd: list[str], env: dict[str, str], *, output: bool = True) -> tuple[float, str]:
+    start = time.perf_counter()
+    stdout = subprocess.PIPE if output else subprocess.DEVNULL
+    proc = subprocess.run(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True, env=env)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:3])} failed:\n{proc.stderr[-2000:]}")
+    return time.perf_counter() - start, proc.stdout
+
+
+def level_env(level: str | None) -> dict[str, str]:
+    from tools.bench import level_env as env_of
+
+    return env_of(level) if level else dict(os.environ)
+
+
+def measure(package: Path, level: str | None, runs: int) -> dict:
+    env = level_env(level)
+    subprocess.run(["cat", str(package)], stdout=subprocess.DEVNULL, check=True)  # into the page cache
+    read = statistics.median(timed(["cat", str(package)], env, output=False)[0] for _ in range(runs))
+    torch_only = statistics.median(timed([sys.executable, "-c", "import torch"], env)[0] for _ in range(runs))
+    walls, parts = [], []
+    for _ in range(runs):
+        wall, out = timed([sys.executable, "-c", PROBE, str(package)], env)
+        walls.append(wall)
+        parts.append(json.loads(out.strip().splitlines()[-1]))
+    median = {k: statistics.median(p[k] for p in parts) for k in ("torch", "audiocpp", "load", "session")}
+    return {"read": read, "torch_process": torch_only, "wall": statistics.median(walls), **median,
+            "mode": parts[0]["mode"], "gib": package.stat().st_size / 2**30}
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("packages", nargs="+", type=Path)
+    ap.add_argument("--isa", help="ISA levels (default: this host as it is)")
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args(argv)
+    levels = args.isa.split(",") if args.isa else [None]
+    print(f"{'package':34s} {'level':8s} {'GiB':>5s} {'read':>6s} {'python+torch':>12s} {'process':>8s} "
+          f"{'= torch':>8s} {'+ audiocpp':>10s} {'+ load':>7s} {'+ session':>9s}  process - torch vs read")
+    for package in args.packages:
+        for level in levels:
+            r = measure(package, level, args.runs)
+            ours = r["wall"] - r["torch_process"]
+            print(f"{package.name:34s} {level or 'native':8s} {r['gib']:5.2f} {r['read']:5.2f}s "
+                  f"{r['torch_process']:11.2f}s {r['wall']:7.2f}s {r['torch']:7.2f}s {r['audiocpp']:9.2f}s "
+                  f"{r['load']:6.2f}s {r['session']:8.2f}s  {ours:.2f} s = {ours / r['read']:.1f}x the read "
+                  f"({r['mode']})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
