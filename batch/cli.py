@@ -49,7 +49,7 @@ class BatchArgs:
     ray_address: str | None = None
     num_cpus: float = 1.0
     num_gpus: float = 0.0
-    batch_size: int = 8
+    batch_size: int | None = None  # default: per family and device (FamilyPlugin.max_batch)
 
 
 @app.command(help="Synthesize every line of a JSONL manifest into --out-dir, on local worker processes "
@@ -109,10 +109,11 @@ def batch(
         "--ray-address", help="Run on the Ray cluster at this address.")] = None,
     num_cpus: Annotated[float, typer.Option("--num-cpus", help="Ray: CPUs reserved per actor.")] = 1.0,
     num_gpus: Annotated[float, typer.Option("--num-gpus", help="Ray: GPUs reserved per actor.")] = 0.0,
-    batch_size: Annotated[int, typer.Option(
+    batch_size: Annotated[int | None, typer.Option(
         "--batch-size",
         help="Items each worker synthesizes together, as rows of one batch (Ray: items per actor call); "
-        "1: one at a time.")] = 8,
+        "1: one at a time; default: what batching gains for the family on its device (8; OmniVoice on "
+        "the CPU 1, docs/batching.md).")] = None,
 ) -> None:
     defaults = Defaults(task=task, voice_ref=voice_ref, reference_text=reference_text, voice=voice_prompt,
                         instruct=instruct, language=language, seed=seed, fmt=fmt)
@@ -146,7 +147,7 @@ def _check_flags(args: BatchArgs) -> None:
         raise UsageError(f"--workers {args.workers} must be at least 1")
     if args.threads is not None and args.threads < 1:
         raise UsageError(f"--threads {args.threads} must be at least 1")
-    if args.batch_size < 1:
+    if args.batch_size is not None and args.batch_size < 1:
         raise UsageError(f"--batch-size {args.batch_size} must be at least 1")
     if args.num_cpus <= 0 or args.num_gpus < 0:
         raise UsageError("--num-cpus must be above 0 and --num-gpus at least 0")
@@ -199,6 +200,12 @@ def run_batch(args: BatchArgs) -> None:
     # depend on the thread count, and a seeded item then equals the CLI's audio exactly.
     threads = args.threads or (max(1, int(args.num_cpus)) if on_ray else
                                (None if workers == 1 else max(1, _cores() // workers)))
+    if args.batch_size is None:
+        from audiocpp.engine.device import DEVICE_OPTION, resolve_device
+        from audiocpp.engine.registry import get_family
+
+        device = resolve_device((load_options or {}).get(DEVICE_OPTION)).type
+        args.batch_size = get_family(plan.family).default_max_batch(device)
     job = JobSpec(family=plan.family, model_path=str(plan.path.resolve()), load_options=load_options,
                   session_options=session_options, threads=threads, batch_size=args.batch_size)
     where = ((f"Ray at {args.ray_address}" if args.ray_address else "a local Ray instance") if on_ray

@@ -268,9 +268,11 @@ def serve_cmd(
         "--load-option", "-l", help="Load option [family.]key=value (repeatable).")] = None,
     voices_dir: Annotated[Path | None, typer.Option(
         "--voices-dir", help="Where uploaded voices are kept (default: ~/.cache/audiocpp/voices).")] = None,
-    max_batch: Annotated[int, typer.Option(
+    max_batch: Annotated[int | None, typer.Option(
         "--max-batch",
-        help="Requests per model synthesized together, as rows of one batch (1: one at a time).")] = 8,
+        help="Requests per model synthesized together, as rows of one batch (1: one at a time); "
+        "default: what batching gains for the family on its device (8; OmniVoice on the CPU 1, "
+        "docs/batching.md).")] = None,
     batch_window_ms: Annotated[float, typer.Option(
         "--batch-window-ms",
         help="How long an idle model waits for more requests to start a batch with.")] = 20.0,

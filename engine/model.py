@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .cache import ContentCache
-from .errors import UsageError
+from .errors import AudiocppError, UsageError
 from .guard import ModelGuard, guarded, model_guard
 from .spec.model import ModelSpec
 from .spec.options import resolve_options
@@ -142,18 +142,29 @@ class LoadedModel(ABC):
         out.wall_s = clock.elapsed()
         return out
 
+    def default_max_batch(self) -> int:
+        """The batch size this family defaults to on this model's device (``FamilyPlugin.max_batch``)."""
+        from .device import device_of
+        from .registry import get_family
+
+        try:
+            plugin = get_family(self.family)
+        except AudiocppError:  # a family not in the registry (a test's own): the engine's default
+            return 8
+        return plugin.default_max_batch(device_of(self.load_options).type)
+
     def batcher(self, max_batch: int | None = None, *, window_s: float | None = None) -> Batcher:
         """The model's batcher (made on first use): requests submitted from any thread join the
         running batch at its next step and leave when done (engine.batching.Batcher). Arguments
-        given here update its limits."""
+        given here update its limits; ``max_batch`` defaults to :meth:`default_max_batch`."""
         from .batching import Batcher
         from .guard import _CREATE
 
         with _CREATE:
             batcher = self.__dict__.get("_audiocpp_batcher")
             if batcher is None or batcher.closed:
-                batcher = Batcher(self, max_batch=8 if max_batch is None else max_batch,
-                                  window_s=0.0 if window_s is None else window_s)
+                rows = self.default_max_batch() if max_batch is None else max_batch
+                batcher = Batcher(self, max_batch=rows, window_s=0.0 if window_s is None else window_s)
                 self.__dict__["_audiocpp_batcher"] = batcher
                 return batcher
         batcher.configure(max_batch=max_batch, window_s=window_s)

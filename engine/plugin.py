@@ -33,6 +33,14 @@ class FamilyPlugin:
 
     name: str = ""
     spec_file: str | Path | None = None
+    #: How many requests a batch holds by default, per device type (``model.batcher()``, ``serve
+    #: --max-batch``, ``batch --batch-size``): what the family's batch benchmarks support
+    #: (docs/batching.md). 1 where batching does not pay (the batcher then runs one at a time).
+    max_batch: dict[str, int] = {"cpu": 8, "cuda": 8, "mps": 8}
+
+    def default_max_batch(self, device: str = "cpu") -> int:
+        """The batch size this family defaults to on a device (``cpu``, ``cuda:1``, ``mps``)."""
+        return self.max_batch.get(str(device).partition(":")[0], 8)
 
     @property
     def spec_path(self) -> Path:

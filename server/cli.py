@@ -21,7 +21,7 @@ class ServeArgs:
     voices_dir: Path | None = None
     max_concurrency: int | None = None  # default: max_batch
     max_queue: int = 8
-    max_batch: int = 8
+    max_batch: int | None = None  # default: per family and device (FamilyPlugin.max_batch)
     batch_window_ms: float = 20.0
     max_input_chars: int = 4096
     max_body_mb: float = 16.0
@@ -84,12 +84,10 @@ def default_voices_dir() -> Path:
 
 def check_args(args: ServeArgs) -> None:
     """The flags alone, before anything else (a bad flag is exit 2 whatever the port or models)."""
-    if args.max_batch < 1:
+    if args.max_batch is not None and args.max_batch < 1:
         raise UsageError(f"--max-batch {args.max_batch} must be at least 1",
                          hint="--max-batch 1: one request at a time")
-    if args.max_concurrency is None:
-        args.max_concurrency = args.max_batch
-    if args.max_concurrency < 1:
+    if args.max_concurrency is not None and args.max_concurrency < 1:
         raise UsageError(f"--max-concurrency {args.max_concurrency} must be at least 1")
     if args.batch_window_ms < 0:
         raise UsageError(f"--batch-window-ms {args.batch_window_ms:g} must be 0 or more")
@@ -148,8 +146,9 @@ def build_state(args: ServeArgs, planned: Planned | None = None):
     planned = planned or plan(args)
     models = load_models(planned.models)
     metrics = ServerMetrics()
-    workers = {name: ModelWorker(name, served.model, args.max_concurrency, args.max_queue,
-                                 max_batch=args.max_batch, window_s=args.batch_window_ms / 1000,
+    batch = {name: args.max_batch or served.model.default_max_batch() for name, served in models.items()}
+    workers = {name: ModelWorker(name, served.model, args.max_concurrency or batch[name], args.max_queue,
+                                 max_batch=batch[name], window_s=args.batch_window_ms / 1000,
                                  on_cancel=lambda name=name: metrics.count_cancelled(name),
                                  on_group=lambda size, name=name: metrics.observe_batch(name, size),
                                  on_join=lambda waited, name=name: metrics.observe_join_wait(name, waited))

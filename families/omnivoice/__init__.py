@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 
 class OmniVoicePlugin(FamilyPlugin):
     name = "omnivoice"
+    #: On the CPU a MaskGIT step is compute-bound already alone (its backbone runs every position of
+    #: both rows), so merging requests gains nothing: 0.99x (AVX2) to 1.03-1.10x (AVX-512) at 4-8
+    #: requests, for 4-8x each request's latency (docs/batching.md). One at a time there.
+    max_batch = {"cpu": 1, "cuda": 8, "mps": 8}
 
     def _load(self, path: Path, options: dict[str, Any]) -> LoadedModel:
         from .session import OmniVoiceLoadedModel

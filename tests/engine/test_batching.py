@@ -274,3 +274,23 @@ def test_threads_submitting_at_once_each_get_their_own_result(toy_model) -> None
         assert max(GROUPS) <= 3
     finally:
         batcher.close()
+
+
+def test_batch_sizes_default_to_what_batching_gains_per_family_and_device() -> None:
+    """OmniVoice's MaskGIT steps are compute-bound on the CPU alone: merging requests gains nothing
+    there (docs/batching.md), so its batcher, `serve` and `batch` run one at a time on the CPU; the
+    autoregressive families batch 8 (1.25-2.5x on AVX2 and AVX-512)."""
+    import audiocpp.engine as ac
+    from audiocpp.engine.registry import get_family
+
+    assert get_family("omnivoice").default_max_batch("cpu") == 1
+    assert get_family("omnivoice").default_max_batch("cuda:1") == 8
+    for family in ("voxcpm2", "voxcpm1", "audio8_tts"):
+        assert get_family(family).default_max_batch("cpu") == 8
+    demo = ac.load(family="omnivoice")
+    assert demo.default_max_batch() == 1
+    batcher = demo.batcher()
+    try:
+        assert batcher.max_batch == 1
+    finally:
+        batcher.close()
