@@ -53,7 +53,8 @@ GROUP = 16
 #: AVX-VNNI, AVX2 (vpmaddubsw), NEON with and without sdot, and the portable C++ that all equal bit
 #: for bit. ``AUDIOCPP_Q8_0_KERNEL=0`` turns it off.
 KERNEL = jit.Kernel("q8_0_linear", "q8_0_linear.cpp",
-                    ("pack_blocks_into", "block_linear", "block_linear_portable", "block_linears", "variant"),
+                    ("pack_blocks_into", "block_linear", "block_linear_portable", "block_linears", "variant",
+                     "q8_stored_offset"),
                     jit.ALL_LEVELS, switch="AUDIOCPP_Q8_0_KERNEL")
 
 
@@ -217,8 +218,9 @@ class Q8_0Linear(nn.Module):
     def values(self) -> torch.Tensor:
         """The matrix's integer values ``(out, in)`` as int8, unpacked."""
         groups, blocks, _ = self.packed.shape
-        if self.bits == 8:
-            steps = self.packed.view(torch.int8).view(groups, blocks, 8, GROUP, 4)
+        if self.bits == 8:  # stored as the kernel's build keeps them (VNNI: q ^ 0x80)
+            stored = self.packed ^ int(kernel().q8_stored_offset())
+            steps = stored.view(torch.int8).view(groups, blocks, 8, GROUP, 4)
         else:
             pairs = self.packed.view(groups, blocks, 4, GROUP, 4)
             steps = (torch.cat([pairs & 15, pairs >> 4], dim=2).to(torch.int16) - 8).to(torch.int8)

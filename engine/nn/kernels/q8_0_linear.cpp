@@ -37,8 +37,20 @@ struct Matrix {
   int bits;
 };
 
+// How this build stores Q8_0 values: VNNI's vpdpbusd multiplies unsigned by signed bytes, so its
+// builds keep q ^ 0x80 (= q + 128; the rows' block sums take the offset back) and load them as
+// they are; the others keep q. Q4_0's nibbles are unsigned everywhere. A packed matrix is made and
+// used by one build (one process), and its portable code reads the same layout.
+#if defined(AUDIOCPP_AVX512_VNNI) || defined(AUDIOCPP_AVX_VNNI)
+constexpr uint8_t Q8_STORED = 0x80;
+#else
+constexpr uint8_t Q8_STORED = 0;
+#endif
+
 // A block PREFETCH_BLOCKS further on in a group's stream of weights, asked for while these compute: the
-// memory-bound single-row product keeps more reads in flight than the hardware prefetcher starts.
+// memory-bound single-row product of the 256-bit and NEON tiles keeps more reads in flight than the
+// hardware prefetcher starts (the 512-bit tile's three streams of wider loads do without: it measured
+// no faster, and 1 % slower in the many-row product).
 constexpr int64_t PREFETCH_BLOCKS = 4;
 inline void prefetch_block(const uint8_t* p, int64_t bytes) {
   for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(p + line, 0, 3);
@@ -211,7 +223,8 @@ inline void group_portable(const Rows& x, const Matrix& W, int64_t m0, int64_t m
       if (W.bits == 8) {
         for (int step = 0; step < 8; ++step)
           for (int c = 0; c < GROUP; ++c)
-            for (int i = 0; i < 4; ++i) s[c] += (int32_t)(int8_t)wb[step * 64 + c * 4 + i] * xb[step * 4 + i];
+            for (int i = 0; i < 4; ++i)
+              s[c] += (int32_t)(int8_t)(wb[step * 64 + c * 4 + i] ^ Q8_STORED) * xb[step * 4 + i];
       } else {
         for (int step = 0; step < 4; ++step)
           for (int c = 0; c < GROUP; ++c)
@@ -239,8 +252,8 @@ inline __m512i broadcast4(const int8_t* p) {
   return _mm512_set1_epi32(four);
 }
 
-// R rows x V groups of 16 features over all of K. Q8_0 values go to vpdpbusd unsigned (w ^ 0x80 =
-// w + 128), the rows' block sums take the offset back; Q4_0 nibbles are unsigned already (offset 8).
+// R rows x V groups of 16 features over all of K. Q8_0 values are stored unsigned (Q8_STORED: w + 128)
+// for vpdpbusd, the rows' block sums take the offset back; Q4_0 nibbles are unsigned already (offset 8).
 template <int R, int V, int BITS>
 inline void tile(const Rows& x, const Matrix& W, int64_t m, int64_t g0, float* y, int64_t ldy) {
   constexpr int64_t BYTES = BITS == 8 ? 512 : 256;
@@ -257,14 +270,12 @@ inline void tile(const Rows& x, const Matrix& W, int64_t m, int64_t g0, float* y
     }
     const uint8_t* wb[V];
     for (int v = 0; v < V; ++v) wb[v] = W.w + ((g0 + v) * KB + kb) * BYTES;
-    for (int v = 0; v < V; ++v) prefetch_block(wb[v] + PREFETCH_BLOCKS * BYTES, BYTES);
     const int8_t* xb = xq + kb * 32;
     if constexpr (BITS == 8) {
-      const __m512i flip = _mm512_set1_epi8((char)0x80);
 #pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
         __m512i b[V];
-        for (int v = 0; v < V; ++v) b[v] = _mm512_xor_si512(_mm512_loadu_si512((const void*)(wb[v] + s * 64)), flip);
+        for (int v = 0; v < V; ++v) b[v] = _mm512_loadu_si512((const void*)(wb[v] + s * 64));
         for (int r = 0; r < R; ++r) {
           const __m512i a = broadcast4(xb + r * K + s * 4);
           for (int v = 0; v < V; ++v) sum[r][v] = _mm512_dpbusd_epi32(sum[r][v], b[v], a);
@@ -323,10 +334,10 @@ inline __m256i broadcast4(const int8_t* p) {
 // AVX2: vpmaddubsw on |w| and x with w's sign (pairs of at most 2 * 128 * 127: no saturation, since
 // the rows are quantized to -127..127), widened by vpmaddwd; Q4_0's nibbles are unsigned already.
 #if defined(AUDIOCPP_AVX_VNNI)
-struct Weights8 {
+struct Weights8 {  // stored unsigned already (Q8_STORED)
   __m256i u;
   Weights8() = default;
-  explicit Weights8(__m256i w) : u(_mm256_xor_si256(w, _mm256_set1_epi8((char)0x80))) {}
+  explicit Weights8(__m256i w) : u(w) {}
   __m256i dot(__m256i sum, __m256i a) const { return _mm256_dpbusd_avx_epi32(sum, u, a); }
 };
 inline __m256i dot_unsigned(__m256i sum, __m256i u, __m256i a) { return _mm256_dpbusd_avx_epi32(sum, u, a); }
@@ -564,8 +575,8 @@ inline void pack_groups(const uint8_t* raw, int64_t rows, int64_t blocks, int bi
                         uint8_t* packed, uint16_t* scales) {
   const int64_t block_bytes = bits == 8 ? 34 : 18, out_bytes = bits == 8 ? 512 : 256, steps = bits == 8 ? 8 : 4;
   // Q4_0's zero is the nibble 8 (value = nibble - 8): a padding row of 0x88 bytes
-  const uint8_t zero[4] = {bits == 8 ? (uint8_t)0 : (uint8_t)0x88, bits == 8 ? (uint8_t)0 : (uint8_t)0x88,
-                           bits == 8 ? (uint8_t)0 : (uint8_t)0x88, bits == 8 ? (uint8_t)0 : (uint8_t)0x88};
+  const uint8_t z = bits == 8 ? Q8_STORED : (uint8_t)0x88;
+  const uint8_t zero[4] = {z, z, z, z};
   for (int64_t g = g0; g < g1; ++g)
     for (int64_t kb = 0; kb < blocks; ++kb) {
       uint8_t* o = packed + (g * blocks + kb) * out_bytes;
@@ -578,7 +589,11 @@ inline void pack_groups(const uint8_t* raw, int64_t rows, int64_t blocks, int bi
         }
         const uint8_t* b = raw + ((g * GROUP + c) * blocks + kb) * block_bytes;
         std::memcpy(sc + c, b, 2);
-        for (int s = 0; s < steps; ++s) std::memcpy(o + s * 64 + c * 4, b + 2 + s * 4, 4);
+        for (int s = 0; s < steps; ++s) {
+          std::memcpy(o + s * 64 + c * 4, b + 2 + s * 4, 4);
+          if (bits == 8 && Q8_STORED)
+            for (int i = 0; i < 4; ++i) o[s * 64 + c * 4 + i] ^= Q8_STORED;
+        }
       }
     }
 }
@@ -676,4 +691,7 @@ void pack_blocks_into(const at::Tensor& raw, int64_t bits, at::Tensor& packed, a
 }
 
 std::string variant() { return audiocpp::compiled_isa(); }
+
+// the byte this build adds to stored Q8_0 values (0x80 for VNNI builds: q ^ 0x80 = q + 128)
+int64_t q8_stored_offset() { return audiocpp::q8::Q8_STORED; }
 #endif
