@@ -27,8 +27,11 @@ def print_families(as_json: bool) -> None:
             "origin": origin(name),
         })
     broken = [asdict(b) for b in broken_families()]
+    cpu = _cpu_defaults()
+    for r in rows:
+        r["max_batch_cpu"] = families()[r["family"]].default_max_batch("cpu")
     if as_json:
-        print(json.dumps({"families": rows, "broken": broken}, indent=2))
+        print(json.dumps({"families": rows, "broken": broken, "cpu": cpu}, indent=2))
         return
     header = ("family", "status", "tasks", "modes", "languages", "rate (Hz)", "from")
     table = [header]
@@ -47,6 +50,20 @@ def print_families(as_json: bool) -> None:
             print(f"note: {r['family']}: {r['status_note']}")
     for b in broken:
         print(f"broken: {b['name']} ({b['target']}): {b['error']}")
+    modes = cpu["compute_dtype_auto"]
+    batch = ", ".join(f"{r['family']} {r['max_batch_cpu']}" for r in rows)
+    print(f"on this CPU ({cpu['describe']}): compute_dtype=auto is {modes['F32']} for F32 weights and "
+          f"snapshot folders, {modes['BF16']} for BF16/F16 packages, {modes['Q8_0']} for Q8_0/Q4_0 "
+          f"packages; batches of up to: {batch}")
+
+
+def _cpu_defaults() -> dict:
+    """What ``auto`` computes in on this CPU per weight type, and the CPU's line (no torch import)."""
+    from audiocpp.engine.device import cpu_auto_mode_name
+    from audiocpp.engine.nn import cpu_isa
+
+    return {"describe": cpu_isa.describe(), "level": cpu_isa.level(), "native_bf16": cpu_isa.native_bf16(),
+            "compute_dtype_auto": {stored: cpu_auto_mode_name(stored) for stored in ("F32", "BF16", "Q8_0")}}
 
 
 def _cli_summary(summary) -> dict:  # noqa: ANN001

@@ -170,13 +170,7 @@ def default_compute_mode(device: torch.device, stored: str, *,
     import torch
 
     if device.type == "cpu":
-        if stored in ("F32", "F64"):
-            return mode_of(torch.float32)
-        from .nn.cpu_isa import native_bf16
-
-        if native_bf16():
-            return mode_of(torch.bfloat16)
-        return mode_of(torch.float32, stored=stored in QUANTIZED_STORAGE)
+        return compute_mode(cpu_auto_mode_name(stored))
     if stored == "F16":
         return mode_of(torch.float16)
     if stored == "BF16":
@@ -184,6 +178,18 @@ def default_compute_mode(device: torch.device, stored: str, *,
     if stored in ("F32", "F64"):
         return mode_of(gpu_dtype or torch.float32)
     return mode_of(gpu_dtype or torch.bfloat16)
+
+
+def cpu_auto_mode_name(stored: str) -> str:
+    """The name of ``compute_dtype=auto``'s mode on this CPU for weights stored as ``stored``
+    (without importing torch: ``audiocpp families`` prints it)."""
+    if stored in ("F32", "F64"):
+        return "float32"
+    from .nn.cpu_isa import native_bf16
+
+    if native_bf16():
+        return "bfloat16"
+    return "float32-stored" if stored in QUANTIZED_STORAGE else "float32"
 
 
 def default_compute_dtype(device: torch.device, stored: str, *,

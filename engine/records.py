@@ -137,6 +137,10 @@ class Metrics:
     num_chunks: int = 1
     queued_s: float = 0.0
     batch_rows: float = 1.0
+    #: the compute mode the session ran in (``float32``, ``float32-stored``, ``bfloat16``...) and the
+    #: ISA level of the CPU kernels (``avx2``, ``avx512``...), where known
+    compute: str = ""
+    cpu_isa: str = ""
 
     @property
     def rtf(self) -> float:
@@ -155,6 +159,8 @@ class Metrics:
             "num_chunks": self.num_chunks,
             "queued_s": round(self.queued_s, 4),
             "batch_rows": round(self.batch_rows, 2),
+            "compute": self.compute or None,
+            "cpu_isa": self.cpu_isa or None,
         }
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AudiocppWarning
 from ..metrics import Stopwatch, peak_rss_mb
+from ..nn.cpu_isa import level as cpu_level
 from ..records import AudioBuffer, Metrics, PreparedRequest, StreamEvent, Synthesis, TaskResult
 from .ops import Op
 
@@ -224,6 +225,8 @@ class BatchLoop:
             num_chunks=max(1, len(synthesis.chunks) or row.pieces),
             queued_s=row.queued_s,
             batch_rows=row.rows_seen / row.groups if row.groups else 1.0,
+            compute=getattr(getattr(row.session, "compute", None), "name", ""),
+            cpu_isa=cpu_level(),
         )
         session = row.session
         result = TaskResult(audio=synthesis.audio, task=session.task, mode=session.mode,

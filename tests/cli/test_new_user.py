@@ -7,6 +7,7 @@ completion; ``audiocpp kernels``; ``bin/test``'s totals line."""
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import re
 import subprocess
@@ -129,3 +130,21 @@ def test_bin_test_says_what_it_installs_and_ends_with_the_totals() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[bin/test] sets up .venv" in proc.stderr
     assert re.search(r"^1 passed in [\d.]+s$", proc.stdout.strip().splitlines()[-1]), proc.stdout
+
+
+def test_families_and_metrics_say_what_auto_computes_in_on_this_cpu(tmp_path: Path) -> None:
+    from audiocpp.engine.nn import cpu_isa
+
+    avx2 = cpu_isa.arch() == "x86_64" and cpu_isa.cpu_has(cpu_isa.LEVEL_FLAGS["avx2"])
+    env = cpu_isa.LEVEL_ENV["avx2"] if avx2 else {}
+    proc = run_cli("families", env=env)
+    last = proc.stdout.strip().splitlines()[-1]
+    assert proc.returncode == 0 and last.startswith("on this CPU (") and "batches of up to:" in last, last
+    if avx2:  # held to AVX2: no bfloat16 units, so float32, with quantized packages kept stored
+        assert "bfloat16 emulated" in last and "float32-stored for Q8_0/Q4_0 packages" in last, last
+    listing = json.loads(run_cli("families", "--json", env=env).stdout)
+    assert {f["family"]: f["max_batch_cpu"] for f in listing["families"]}["omnivoice"] == 1
+    run = run_cli("--family", "omnivoice", "--text", "Hi.", "--out", tmp_path / "a.wav", "--metrics", env=env)
+    assert run.returncode == 0, run.stderr
+    info = dict(line.split("=", 1) for line in run.stdout.splitlines() if "=" in line)
+    assert info["compute"] == "float32" and info["cpu_isa"] == ("avx2" if avx2 else cpu_isa.level())

@@ -63,7 +63,7 @@ def test_unknown_option_lists_the_family_options(omnivoice) -> None:
 
 def test_enum_values_are_checked(omnivoice) -> None:
     assert resolve_options(omnivoice, "session", {"compute_dtype": "bfloat16"})["compute_dtype"] == "bfloat16"
-    with pytest.raises(UsageError, match="use one of: float32, bfloat16, float16"):
+    with pytest.raises(UsageError, match="use one of: float32, float32-stored, bfloat16, float16"):
         resolve_options(omnivoice, "session", {"compute_dtype": "int4"})
 
 
