@@ -37,31 +37,26 @@ KERNEL = jit.Kernel("bf16_linear", "bf16_linear.cpp", ("linear_bf16w", "linear_b
 def kernel() -> Any | None:
     """The compiled op ``linear_bf16w(x, w, bias)`` of the variant this process runs, or None where
     it cannot be built or run (``jit.why_not`` says why). ``AUDIOCPP_BF16_LINEAR=0`` disables it."""
-    module = _checked(jit.build(KERNEL), None)
+    module = jit.build_checked(KERNEL, _problem)
     return None if module is None else module.linear_bf16w
 
 
 @cache
 def kernel_at(level: str) -> Any | None:
-    """The compiled module of the variant of ``level`` (tests, benchmarks), checked; None where this
-    CPU cannot run it."""
-    variant = KERNEL.variant(level)
-    return None if variant is None else _checked(jit.build(KERNEL, variant=variant), variant)
+    """The compiled module of the variant a CPU of ``level`` runs (tests, benchmarks), checked;
+    None where this CPU cannot run it."""
+    return jit.build_checked(KERNEL, _problem, level=level)
 
 
-def _checked(module: Any | None, variant: jit.Variant | None) -> Any | None:
-    if module is None:
-        return None
+def _problem(module: Any) -> str | None:
     gen = torch.Generator().manual_seed(0)
     x, w = torch.randn(5, 77, generator=gen), torch.randn(6, 77, generator=gen).to(torch.bfloat16)
     got = module.linear_bf16w(x, w, None)
     if not torch.allclose(got, x @ w.float().t(), atol=1e-4):
-        jit.reject(KERNEL, "the built kernel disagrees with torch's float32 linear", variant=variant)
-        return None
+        return "the built kernel disagrees with torch's float32 linear"
     if not torch.equal(got, module.linear_bf16w_portable(x, w, None)):
-        jit.reject(KERNEL, "the built kernel's vector code differs from its portable code", variant=variant)
-        return None
-    return module
+        return "the built kernel's vector code differs from its portable code"
+    return None
 
 
 #: Above this many rows the weights are widened and torch's GEMM does the work.

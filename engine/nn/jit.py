@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -309,6 +309,24 @@ def build(kernel: Kernel, *, variant: Variant | None = None, verbose: bool = Fal
     finally:
         with _lock:
             _seconds += time.perf_counter() - start
+
+
+def build_checked(kernel: Kernel, problem: Callable[[ModuleType], str | None], *,
+                  level: str | None = None) -> ModuleType | None:
+    """:func:`build` (the variant this process runs, or the one a CPU of ``level`` runs), then
+    ``problem(module)``: the module's self-check against its reference, None when it passes. A
+    module with a problem is rejected (:func:`why_not` says it) and None is given instead."""
+    variant = None if level is None else kernel.variant(level)
+    if level is not None and variant is None:
+        return None
+    module = build(kernel, variant=variant)
+    if module is None:
+        return None
+    reason = problem(module)
+    if reason is not None:
+        reject(kernel, reason, variant=variant)
+        return None
+    return module
 
 
 def _summary(message: str, width: int = 160) -> str:

@@ -61,23 +61,20 @@ KERNEL = jit.Kernel("q8_0_linear", "q8_0_linear.cpp",
 @cache
 def kernel() -> Any | None:
     """The compiled ops (``pack_blocks_into``, ``block_linear``, ``block_linear_portable``,
-    ``variant``) of the variant this process runs, or None where they cannot be built or run
-    (checked against :func:`reference` once, both layouts; ``jit.why_not`` says why).
-    ``AUDIOCPP_Q8_0_KERNEL=0`` disables them."""
-    return _checked(jit.build(KERNEL), None)
+    ``block_linears``, ``variant``) of the variant this process runs, or None where they cannot be
+    built or run (checked against :func:`reference` and the build's portable code once, both
+    layouts; ``jit.why_not`` says why). ``AUDIOCPP_Q8_0_KERNEL=0`` disables them."""
+    return jit.build_checked(KERNEL, _problem)
 
 
 @cache
 def kernel_at(level: str) -> Any | None:
-    """The ops compiled as the variant of ``level`` (tests and benchmarks: any level this CPU
-    runs), checked as :func:`kernel` is; None where this CPU cannot run it."""
-    variant = KERNEL.variant(level)
-    return None if variant is None else _checked(jit.build(KERNEL, variant=variant), variant)
+    """The ops compiled as the variant a CPU of ``level`` runs (tests and benchmarks: any level this
+    CPU runs), checked as :func:`kernel` is; None where this CPU cannot run it."""
+    return jit.build_checked(KERNEL, _problem, level=level)
 
 
-def _checked(module: Any | None, variant: jit.Variant | None) -> Any | None:
-    if module is None:
-        return None
+def _problem(module: Any) -> str | None:
     gen = torch.Generator().manual_seed(0)
     scales = (torch.rand(80, 3, generator=gen) * 0.01).to(torch.float16).float()
     x = torch.randn(6, 96, generator=gen)  # a tile of 4 rows + a tail of 2
@@ -86,17 +83,12 @@ def _checked(module: Any | None, variant: jit.Variant | None) -> Any | None:
         values = torch.randint(low, high, (80, 96), dtype=torch.int8, generator=gen)
         packed, packed_scales = _pack(module, values, scales, bits=8 if high > 8 else 4)
         got = module.block_linear(x, packed, packed_scales)
-        portable = module.block_linear_portable(x, packed, packed_scales)
         qtype = "Q8_0" if high > 8 else "Q4_0"
         if not torch.allclose(got.double(), reference(x, values, scales), rtol=1e-5, atol=1e-6):
-            jit.reject(KERNEL, f"the built kernel disagrees with its float64 reference ({qtype})",
-                       variant=variant)
-            return None
-        if not torch.equal(got, portable):
-            jit.reject(KERNEL, f"the built kernel's vector code differs from its portable code ({qtype})",
-                       variant=variant)
-            return None
-    return module
+            return f"the built kernel disagrees with its float64 reference ({qtype})"
+        if not torch.equal(got, module.block_linear_portable(x, packed, packed_scales)):
+            return f"the built kernel's vector code differs from its portable code ({qtype})"
+    return None
 
 
 def reference(x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:

@@ -51,25 +51,21 @@ def kernel() -> Any | None:
     """The compiled op ``uniform_at(state, total, positions) -> (values, state)`` of the variant this
     process runs, or None where it cannot be built or run, or does not reproduce torch.rand here
     (``jit.why_not`` says why)."""
-    module = _checked(jit.build(KERNEL), None)
+    module = jit.build_checked(KERNEL, _problem)
     return None if module is None else module.uniform_at
 
 
 @cache
 def kernel_at(level: str) -> Any | None:
-    """The compiled module of the variant of ``level`` (tests, benchmarks), checked; None where this
-    CPU cannot run it."""
-    variant = KERNEL.variant(level)
-    return None if variant is None else _checked(jit.build(KERNEL, variant=variant), variant)
+    """The compiled module of the variant a CPU of ``level`` runs (tests, benchmarks), checked;
+    None where this CPU cannot run it."""
+    return jit.build_checked(KERNEL, _problem, level=level)
 
 
-def _checked(module: Any | None, variant: jit.Variant | None) -> Any | None:
-    if module is None:
-        return None
+def _problem(module: Any) -> str | None:
     if not (_agrees(module.uniform_at) and _agrees(module.uniform_at_portable)):
-        jit.reject(KERNEL, "the built kernel does not reproduce torch.rand's stream here", variant=variant)
-        return None
-    return module
+        return "the built kernel does not reproduce torch.rand's stream here"
+    return None
 
 
 def _rounded(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -41,21 +41,18 @@ def kernel() -> Any | None:
     """The compiled op ``snake_channels_last(x, alpha, inverse, bf16_out)`` of the variant this
     process runs, or None where it cannot be built or run, or does not give torch's numbers here
     (``jit.why_not`` says why)."""
-    module = _checked(jit.build(KERNEL), None)
+    module = jit.build_checked(KERNEL, _problem)
     return None if module is None else module.snake_channels_last
 
 
 @cache
 def kernel_at(level: str) -> Any | None:
-    """The compiled module of the variant of ``level`` (tests, benchmarks), checked; None where this
-    CPU cannot run it."""
-    variant = KERNEL.variant(level)
-    return None if variant is None else _checked(jit.build(KERNEL, variant=variant), variant)
+    """The compiled module of the variant a CPU of ``level`` runs (tests, benchmarks), checked;
+    None where this CPU cannot run it."""
+    return jit.build_checked(KERNEL, _problem, level=level)
 
 
-def _checked(module: Any | None, variant: jit.Variant | None) -> Any | None:
-    if module is None:
-        return None
+def _problem(module: Any) -> str | None:
     generator = torch.Generator().manual_seed(0)
     for channels in (19, 64):  # a partial vector of channels, and whole ones
         x = torch.randn(301, channels, generator=generator) * torch.logspace(-2, 4, channels)
@@ -65,10 +62,8 @@ def _checked(module: Any | None, variant: jit.Variant | None) -> Any | None:
         for op in (module.snake_channels_last, module.snake_channels_last_portable):
             if not (torch.equal(op(x, alpha, inverse, False), want)
                     and torch.equal(op(x, alpha, inverse, True), want.to(torch.bfloat16))):
-                jit.reject(KERNEL, "the built kernel's numbers are not torch's (its sine is not torch.sin's "
-                           "here)", variant=variant)
-                return None
-    return module
+                return "the built kernel's numbers are not torch's (its sine is not torch.sin's here)"
+    return None
 
 
 def snake_fused(x: torch.Tensor, alpha: torch.Tensor, out_dtype: torch.dtype | None) -> torch.Tensor | None:

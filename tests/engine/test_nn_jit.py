@@ -199,3 +199,12 @@ def test_build_all_does_not_build_a_kernel_turned_off(monkeypatch) -> None:
     assert not report.built and report.seconds == 0
     if report.supported:
         assert report.reason == "turned off (AUDIOCPP_Q8_0_KERNEL=0)"
+
+
+def test_a_build_whose_check_finds_a_problem_is_rejected(monkeypatch, tmp_path, quiet) -> None:
+    monkeypatch.setattr("torch.utils.cpp_extension.load_inline", lambda **kwargs: "module")
+    kernel = _kernel(tmp_path)
+    assert jit.build_checked(kernel, lambda module: None) == "module"
+    assert jit.build_checked(kernel, lambda module: "disagrees with its reference") is None
+    assert jit.why_not(kernel) == "disagrees with its reference"
+    assert jit.build_checked(kernel, lambda module: None, level="no-such-level") is None
