@@ -295,6 +295,39 @@ def serve_cmd(
         "per sentence), for the same audio each time.")] = None,
     http: Annotated[bool, typer.Option(
         "--http/--no-http", help="Serve HTTP (--no-http: Wyoming only).")] = True,
+    wyoming_host: Annotated[str | None, typer.Option(
+        "--wyoming-host", help="Address Wyoming listens on (default 127.0.0.1; Wyoming has no "
+        "authentication).")] = None,
+    api_key: Annotated[list[str] | None, typer.Option(
+        "--api-key", help="A key clients must send (Authorization: Bearer KEY); repeatable; LABEL:KEY names "
+        "it (docs/server.md, Security).")] = None,
+    api_keys_file: Annotated[Path | None, typer.Option(
+        "--api-keys-file", help="Keys, one a line (LABEL:KEY, admin:KEY, # comments); reloaded on "
+        "SIGHUP.")] = None,
+    admin_key: Annotated[list[str] | None, typer.Option(
+        "--admin-key", help="A key that also lists and deletes every key's voices (repeatable).")] = None,
+    insecure_no_auth: Annotated[bool, typer.Option(
+        "--insecure-no-auth", help="Listen beyond this machine without keys, on purpose.")] = False,
+    metrics_public: Annotated[bool, typer.Option(
+        "--metrics-public", help="Serve /metrics to every client (default: this machine and admin "
+        "keys).")] = False,
+    max_voices_per_key: Annotated[int, typer.Option(
+        "--max-voices-per-key", help="Stored voices one key may keep.")] = 32,
+    rate_limit: Annotated[str | None, typer.Option(
+        "--rate-limit", help="Requests per key, e.g. 60/min (429 with Retry-After beyond).")] = None,
+    audio_limit: Annotated[str | None, typer.Option(
+        "--audio-limit", help="Seconds of audio synthesized per key, e.g. 3600/day.")] = None,
+    max_queue_per_key: Annotated[int | None, typer.Option(
+        "--max-queue-per-key", help="Requests of one key that may wait per model (default: half of "
+        "--max-queue).")] = None,
+    ssl_certfile: Annotated[Path | None, typer.Option(
+        "--ssl-certfile", help="Serve HTTPS and WSS with this PEM certificate (with --ssl-keyfile).")] = None,
+    ssl_keyfile: Annotated[Path | None, typer.Option(
+        "--ssl-keyfile", help="The PEM private key of --ssl-certfile.")] = None,
+    access_log: Annotated[str | None, typer.Option(
+        "--access-log", help="One JSON line per request to FILE (- for stdout); reopened on SIGHUP.")] = None,
+    log_text: Annotated[bool, typer.Option(
+        "--log-text", help="Also write the text of each request into the access log.")] = False,
 ) -> None:
     """Serve models over HTTP: OpenAI's /v1/audio/speech, stored voices, metrics and a playground page."""
     from audiocpp.server.cli import ServeArgs, serve
@@ -304,7 +337,13 @@ def serve_cmd(
                     voices_dir=voices_dir, max_concurrency=max_concurrency,
                     max_queue=max_queue, max_batch=max_batch, batch_window_ms=batch_window_ms,
                     max_input_chars=max_input_chars, max_body_mb=max_body_mb, log_level=log_level,
-                    wyoming_port=wyoming_port, wyoming_seed=wyoming_seed, http=http))
+                    wyoming_port=wyoming_port, wyoming_seed=wyoming_seed, http=http,
+                    wyoming_host=wyoming_host, api_keys=api_key or [], api_keys_file=api_keys_file,
+                    admin_keys=admin_key or [], insecure_no_auth=insecure_no_auth,
+                    metrics_public=metrics_public, max_voices_per_key=max_voices_per_key,
+                    rate_limit=rate_limit, audio_limit=audio_limit, max_queue_per_key=max_queue_per_key,
+                    ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, access_log=access_log,
+                    log_text=log_text))
 
 
 def _family_help(argv: list[str]) -> str | None:

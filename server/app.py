@@ -12,7 +12,7 @@ import json
 import sys
 import traceback
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, Request, WebSocket
@@ -22,10 +22,15 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from audiocpp.engine.errors import AudiocppError
+from audiocpp.engine.tasks import Task
 
 from .asgi import JobStreamingResponse, LimitAndCount
+from .audit import AccessLog, add_audio, note
+from .auth import ANONYMOUS, KeyRing, Principal, say
 from .encoding import available_formats, wav_stream_header
 from .errors import ApiError, from_engine_error, internal_error
+from .gate import Gate
+from .limits import Limits
 from .metrics import ServerMetrics
 from .models import ServedModel
 from .scheduler import Cancelled, Job, ModelWorker, as_asyncio
@@ -42,7 +47,7 @@ from .speech import (
     synthesize,
     timing,
 )
-from .voices import OPENAI_VOICES, VoiceStore
+from .voices import OPENAI_VOICES, VoiceStore, VoiceView, check_reference, voice_not_found
 
 POLL_S = 0.1  # how often a waiting non-streaming request checks that its client is still there
 
@@ -56,6 +61,44 @@ class ServerState:
     max_input_chars: int = 4096
     max_body_bytes: int = 16 << 20
     wyoming_seed: int | None = None  # the seed of Wyoming syntheses (None: a fresh one each)
+    keys: KeyRing | None = None  # None or not enabled: no keys, every request is ANONYMOUS
+    limits: Limits = field(default_factory=Limits)
+    access_log: AccessLog | None = None
+    metrics_public: bool = False
+    max_voices_per_key: int | None = 32
+    loop: asyncio.AbstractEventLoop | None = None  # the running event loop (SIGHUP reloads in it)
+
+    def view(self, principal: Principal) -> VoiceView:
+        """The stored voices ``principal`` sees."""
+        return VoiceView(self.voices, principal, self.keys, self.max_voices_per_key)
+
+    def account(self, plan: SpeechPlan, scope_state: dict[str, Any] | None, text: str | None = None):
+        """What a synthesis of ``plan`` does with the seconds of audio it sent: the key's audio limit and
+        metrics, and the request's audit record."""
+        principal = plan.principal
+
+        def record(seconds: float) -> None:
+            self.limits.add_audio(principal, seconds)
+            self.metrics.add_key_audio(principal.label, seconds)
+            if scope_state is not None:
+                add_audio(scope_state, seconds, text)
+
+        return record
+
+    def reload(self) -> None:
+        """SIGHUP: the keys file read again, the access log reopened (in the event loop's thread)."""
+        if self.keys is not None and self.keys.file is not None:
+            say(self.keys.reload())
+        if self.access_log is not None:
+            say(self.access_log.reopen())
+
+    def request_reload(self) -> None:
+        """From a signal handler: reload in the event loop when it runs (no write is then half done)."""
+        loop = self.loop
+        if loop is not None and loop.is_running():
+            loop.call_soon_threadsafe(self.reload)
+        else:
+            self.reload()
 
     def shutdown(self) -> None:
         for worker in self.workers.values():
@@ -108,6 +151,7 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state.loop = asyncio.get_running_loop()
         server = None
         if wyoming_socket is not None:
             from . import wyoming
@@ -192,18 +236,30 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
                 + [{"id": name, "name": f"{name} (= {first})"} for name in OPENAI_MODELS]}
 
     @app.get("/v1/audio/voices")
-    async def list_voices() -> dict[str, Any]:
+    async def list_voices(request: Request) -> dict[str, Any]:
         """The voices a request can use: ``default`` and each stored voice some served model clones with
-        (``models`` names them; a voice no model can use is not offered)."""
-        stored = await run_in_threadpool(state.voices.list)
+        (``models`` names them; a voice no model can use is not offered). A key sees its own voices and
+        the shared ones; an admin key every voice."""
+        view = state.view(_principal(request))
+        stored = await run_in_threadpool(view.list)
         builtin = [{"id": "default", "name": "default", "type": "builtin", "stored": False,
                     "description": "the model family's own voice", "models": list(state.models)}]
         usable = []
         for voice in stored:
             models = [name for name, served in state.models.items() if served.clones_with(voice.transcript)]
             if models:
-                usable.append({**voice.describe(), "models": models})
+                usable.append({**view.describe(voice), "models": models})
         return {"voices": builtin + usable, "aliases": {name: "default" for name in OPENAI_VOICES}}
+
+    @app.get("/v1/audio/voices/{name:path}")
+    async def get_voice(name: str, request: Request) -> dict[str, Any]:
+        """One stored voice this key sees (another key's is a 404, as a name nobody uses)."""
+        check_reference(name)
+        view = state.view(_principal(request))
+        voice = await run_in_threadpool(view.get, name)
+        if voice is None:
+            raise voice_not_found(name)
+        return view.describe(voice)
 
     @app.post("/v1/audio/voices", status_code=201)
     async def add_voice(request: Request) -> JSONResponse:
@@ -225,15 +281,26 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
             if not isinstance(transcript, str):
                 raise ApiError(400, "the form field 'transcript' must be text", param="transcript",
                                code="invalid_value")
+            shared = form.get("shared")
+            if shared not in (None, "true", "false"):
+                raise ApiError(400, "the form field 'shared' is true or false", param="shared",
+                               code="invalid_value")
             data = await upload.read()
         _check_usable(state, transcript.strip())
-        voice = await run_in_threadpool(state.voices.add, name, data, transcript.strip())
-        return JSONResponse(voice.describe(), status_code=201)
+        view = state.view(_principal(request))
+        note(_scope_state(request), voice=name, chars=len(transcript.strip()))
+        voice = await run_in_threadpool(lambda: view.add(name, data, transcript.strip(),
+                                                         shared=shared == "true"))
+        return JSONResponse(view.describe(voice), status_code=201)
 
-    @app.delete("/v1/audio/voices/{name}")
-    async def delete_voice(name: str) -> dict[str, Any]:
-        await run_in_threadpool(state.voices.delete, name)
-        return {"id": name, "object": "audio.voice.deleted", "deleted": True}
+    @app.delete("/v1/audio/voices/{name:path}")
+    async def delete_voice(name: str, request: Request) -> dict[str, Any]:
+        """Delete a voice: a key its own; an admin key any (another key's as ``<label>/<name>``)."""
+        check_reference(name)
+        view = state.view(_principal(request))
+        note(_scope_state(request), voice=name)
+        voice = await run_in_threadpool(view.delete, name)
+        return {"id": view.voice_id(voice), "object": "audio.voice.deleted", "deleted": True}
 
     @app.post("/v1/audio/speech")
     async def speech(request: Request) -> Response:
@@ -244,11 +311,18 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
         named = data.get("model") if isinstance(data, dict) else None
         if named is None or (isinstance(named, str) and (named in state.models or named in OPENAI_MODELS)):
             request.state.model = pick_model(state.models, named).name  # the metrics' label from here on
-        plan = plan_speech(parse_body(data), state.models, state.voices, state.max_input_chars)
+        principal = _principal(request)
+        plan = plan_speech(parse_body(data), state.models, state.view(principal), state.max_input_chars,
+                           principal)
         request.state.model = plan.served.name
+        audit_state = _scope_state(request)
+        note(audit_state, voice=plan.voice_name, clone=plan.task is Task.CLONE, chars=len(plan.request.text),
+             audio_s=0.0, text=plan.request.text)
+        plan.account = state.account(plan, audit_state)
         worker = state.workers[plan.served.name]
         job = Job(asyncio.get_running_loop() if plan.stream_format else None)
-        future = as_asyncio(worker.submit(lambda j: synthesize(plan, j, worker, state.voices), job))
+        future = as_asyncio(worker.submit(lambda j: synthesize(plan, j, worker, state.voices), job,
+                                          principal.queue_key))
         try:
             first = await _wait(future, job, request, items=plan.stream_format is not None)
         except ClientGone:
@@ -276,7 +350,18 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
         await run(websocket, state)
 
     app.add_middleware(LimitAndCount, limit=state.max_body_bytes, metrics=state.metrics)
+    app.add_middleware(Gate, state=state)  # outermost: who the request is, before anything else
     return app
+
+
+def _scope_state(request: Request) -> dict[str, Any]:
+    """The request's scope state (the gate writes the audit record from it when the request ends)."""
+    return request.scope.setdefault("state", {})
+
+
+def _principal(request: Request) -> Principal:
+    """Who the request is (set by the gate; a server without keys: everyone is ANONYMOUS)."""
+    return getattr(request.state, "principal", ANONYMOUS)
 
 
 def _check_usable(state: ServerState, transcript: str) -> None:

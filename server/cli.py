@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from dataclasses import dataclass, field
@@ -29,6 +30,22 @@ class ServeArgs:
     wyoming_port: int | None = None
     wyoming_seed: int | None = None  # Wyoming has no seed field
     http: bool = True
+    wyoming_host: str | None = None  # default: 127.0.0.1 (Wyoming has no authentication)
+    # -- who may use it (docs/server.md, "Security") --
+    api_keys: list[str] = field(default_factory=list)  # KEY or LABEL:KEY
+    api_keys_file: Path | None = None
+    admin_keys: list[str] = field(default_factory=list)
+    insecure_no_auth: bool = False
+    metrics_public: bool = False
+    max_voices_per_key: int = 32
+    rate_limit: str | None = None  # N/min
+    audio_limit: str | None = None  # SECONDS/day
+    max_queue_per_key: int | None = None  # default: half of max_queue (rounded up)
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    access_log: str | None = None  # a file, or - for stdout
+    log_text: bool = False
+    env_keys: str | None = None  # AUDIOCPP_API_KEYS (read by plan when None)
 
 
 #: The serve extra: importable module names (any of) -> the package to install.
@@ -106,14 +123,76 @@ def check_args(args: ServeArgs) -> None:
         raise UsageError(f"--wyoming-port {args.wyoming_port} is not a port number")
     if args.wyoming_seed is not None and not 0 <= args.wyoming_seed < 1 << 63:
         raise UsageError(f"--wyoming-seed {args.wyoming_seed} is out of range; use 0 to 2**63 - 1")
+    if not args.http and args.wyoming_host is None and args.host not in ("127.0.0.1", "localhost", "::1"):
+        raise UsageError(f"--host {args.host} is where HTTP listens, and --no-http serves none",
+                         hint="Wyoming listens on --wyoming-host (default 127.0.0.1): pass --wyoming-host "
+                         f"{args.host} for Home Assistant on another machine")
+    if args.max_voices_per_key < 1:
+        raise UsageError(f"--max-voices-per-key {args.max_voices_per_key} must be at least 1")
+    if args.max_queue_per_key is not None and not 0 <= args.max_queue_per_key <= args.max_queue:
+        raise UsageError(f"--max-queue-per-key {args.max_queue_per_key} must be from 0 to --max-queue "
+                         f"({args.max_queue})")
+    if (args.ssl_certfile is None) != (args.ssl_keyfile is None):
+        raise UsageError("--ssl-certfile and --ssl-keyfile go together",
+                         hint="give the certificate (PEM) and its private key (PEM)")
+    if args.log_text and args.access_log is None:
+        raise UsageError("--log-text writes the text into the access log, and there is none",
+                         hint="add --access-log FILE (or - for stdout)")
 
 
 @dataclass
 class Planned:
-    """What start-up checked before binding a port: the voice store and the models' plans."""
+    """What start-up checked before binding a port: the voice store, the models' plans, and the keys,
+    limits, access log and TLS files."""
 
     voices: object
     models: list
+    keys: object = None
+    limits: object = None
+    access_log: object = None
+
+
+def plan_security(args: ServeArgs, salt: bytes) -> tuple[object, object]:
+    """The keys (flags, AUDIOCPP_API_KEYS, the keys file) and the limits, checked; refuses to listen
+    beyond this machine without a key (secure by default)."""
+    from .auth import ENV_VAR, KeyRing, env_entries, is_loopback, parse_entry
+    from .limits import Limit, Limits
+
+    static = [parse_entry(text, f"--api-key #{i}") for i, text in enumerate(args.api_keys, 1)]
+    static += [parse_entry(text if text.startswith("admin:") else f"admin:{text}", f"--admin-key #{i}",
+                           admin=True) for i, text in enumerate(args.admin_keys, 1)]
+    env = args.env_keys if args.env_keys is not None else os.environ.get(ENV_VAR)
+    static += env_entries(env)
+    keys = KeyRing(salt, static, args.api_keys_file.expanduser() if args.api_keys_file else None)
+    if keys.enabled and args.insecure_no_auth:
+        raise UsageError("--insecure-no-auth serves without keys, and keys are given",
+                         hint="drop --insecure-no-auth (or the keys)")
+    if args.http and not keys.enabled and not args.insecure_no_auth and not is_loopback(args.host):
+        raise UsageError(f"--host {args.host} listens beyond this machine, and no API key is set: anyone who "
+                         "reaches the port could synthesize, clone the stored voices and delete them",
+                         hint="add --api-key KEY (or --api-keys-file FILE, or AUDIOCPP_API_KEYS), or "
+                         "--insecure-no-auth to serve without keys on purpose (behind a proxy that checks)")
+    rate = Limit.parse(args.rate_limit, "--rate-limit", "60/min", whole=True) if args.rate_limit else None
+    audio = Limit.parse(args.audio_limit, "--audio-limit", "3600/day") if args.audio_limit else None
+    return keys, Limits(rate, audio)
+
+
+def check_tls(args: ServeArgs) -> None:
+    """The certificate and key load (a clear error before anything else, not uvicorn's traceback)."""
+    if args.ssl_certfile is None or args.ssl_keyfile is None:
+        return
+    import ssl
+
+    for flag, path in (("--ssl-certfile", args.ssl_certfile), ("--ssl-keyfile", args.ssl_keyfile)):
+        if not Path(path).expanduser().is_file():
+            raise UsageError(f"{flag} {str(path)!r} does not exist")
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+            str(Path(args.ssl_certfile).expanduser()), str(Path(args.ssl_keyfile).expanduser()))
+    except (ssl.SSLError, OSError, ValueError) as error:
+        raise UsageError(f"cannot use --ssl-certfile / --ssl-keyfile: {error}",
+                         hint="give a PEM certificate (its chain after it) and the PEM private key that "
+                         "matches it, without a passphrase") from None
 
 
 def plan(args: ServeArgs) -> Planned:
@@ -132,8 +211,15 @@ def plan(args: ServeArgs) -> Planned:
         voices = VoiceStore(voices_dir)
     except OSError as error:
         raise UsageError(f"cannot use --voices-dir {str(voices_dir)!r}: {error.strerror or error}") from None
+    keys, limits = plan_security(args, voices.salt)
+    check_tls(args)
+    access_log = None
+    if args.access_log is not None:
+        from .audit import AccessLog
+
+        access_log = AccessLog(args.access_log, log_text=args.log_text)
     models = plan_models([ModelArg.parse(m) for m in args.models], args.family, session_options, load_options)
-    return Planned(voices, models)
+    return Planned(voices, models, keys, limits, access_log)
 
 
 def build_state(args: ServeArgs, planned: Planned | None = None):
@@ -147,32 +233,59 @@ def build_state(args: ServeArgs, planned: Planned | None = None):
     models = load_models(planned.models)
     metrics = ServerMetrics()
     batch = {name: args.max_batch or served.model.default_max_batch() for name, served in models.items()}
+    keyed = planned.keys is not None and planned.keys.enabled
+    per_key = (args.max_queue_per_key if args.max_queue_per_key is not None else (args.max_queue + 1) // 2)
     workers = {name: ModelWorker(name, served.model, args.max_concurrency or batch[name], args.max_queue,
                                  max_batch=batch[name], window_s=args.batch_window_ms / 1000,
                                  on_cancel=lambda name=name: metrics.count_cancelled(name),
                                  on_group=lambda size, name=name: metrics.observe_batch(name, size),
-                                 on_join=lambda waited, name=name: metrics.observe_join_wait(name, waited))
+                                 on_join=lambda waited, name=name: metrics.observe_join_wait(name, waited),
+                                 max_queue_per_key=per_key if keyed else None)
                for name, served in models.items()}
+    extra = {"limits": planned.limits} if planned.limits is not None else {}
     return ServerState(models=models, workers=workers, voices=planned.voices, metrics=metrics,
                        max_input_chars=args.max_input_chars, max_body_bytes=int(args.max_body_mb * (1 << 20)),
-                       wyoming_seed=args.wyoming_seed)
+                       wyoming_seed=args.wyoming_seed, keys=planned.keys, access_log=planned.access_log,
+                       metrics_public=args.metrics_public, max_voices_per_key=args.max_voices_per_key,
+                       **extra)
 
 
 def serve(args: ServeArgs) -> None:
+    import signal
+
+    from .auth import is_loopback, say
+
     require_extra()
     planned = plan(args)  # every flag, option and model checked before a port is bound
     sockets = []
+    holder: dict[str, object] = {}
+
+    def on_sighup(signum: int, frame: object) -> None:  # the keys file and the access log, again
+        state = holder.get("state")
+        if state is not None:
+            state.request_reload()  # type: ignore[attr-defined]
+
+    previous = signal.signal(signal.SIGHUP, on_sighup) if hasattr(signal, "SIGHUP") else None
     try:
         sock = listen(args.host, args.port) if args.http else None
         if sock is not None:
             sockets.append(sock)
-        wyoming_sock = (listen(args.host, args.wyoming_port, flag="--wyoming-port")
+        wyoming_host = args.wyoming_host or "127.0.0.1"
+        wyoming_sock = (listen(wyoming_host, args.wyoming_port, flag="--wyoming-port")
                         if args.wyoming_port is not None else None)
         if wyoming_sock is not None:
             sockets.append(wyoming_sock)
+            if not is_loopback(wyoming_host):
+                say(f"warning: Wyoming listens on {wyoming_host}, beyond this machine, and Wyoming has no "
+                    "authentication: anyone who reaches its port can synthesize with the served models and "
+                    "the shared voices; let only Home Assistant reach it (a firewall, a private network)")
         state = build_state(args, planned)
+        holder["state"] = state
         names = ", ".join(f"{n} ({m.family}, {m.model.sample_rate} Hz)" for n, m in state.models.items())
-        print(f"audiocpp serve: {names}; voices in {state.voices.folder}", file=sys.stderr)
+        say(f"{names}; voices in {state.voices.folder}")
+        if state.keys is not None and state.keys.enabled:
+            say(f"API keys: {state.keys.describe()}" + (f" (keys file {args.api_keys_file}, reloaded on "
+                                                         "SIGHUP)" if args.api_keys_file else ""))
         try:
             if sock is not None:
                 _run_http(args, state, sock, wyoming_sock)
@@ -180,7 +293,11 @@ def serve(args: ServeArgs) -> None:
                 _run_wyoming(state, wyoming_sock)
         finally:
             state.shutdown()
+            if state.access_log is not None:
+                state.access_log.close()
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGHUP, previous)
         for s in sockets:
             s.close()
 
@@ -200,14 +317,19 @@ def _run_http(args: ServeArgs, state, sock: socket.socket, wyoming_sock: socket.
     import uvicorn
 
     from .app import create_app
+    from .auth import install_redaction
 
     app = create_app(state, wyoming_socket=wyoming_sock)
+    tls = {"ssl_certfile": str(Path(args.ssl_certfile).expanduser()),
+           "ssl_keyfile": str(Path(args.ssl_keyfile).expanduser())} if args.ssl_certfile else {}
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
                             timeout_graceful_shutdown=5,
-                            access_log=args.log_level in ("info", "debug", "trace"))
+                            access_log=args.log_level in ("info", "debug", "trace"), **tls)
+    install_redaction(state.keys)  # uvicorn's own lines show paths with their query (?api_key=)
     server = uvicorn.Server(config)
     host, port = sock.getsockname()[:2]
-    print(f"audiocpp serve: listening on http://{host}:{port} (playground at /)", file=sys.stderr)
+    scheme = "https" if tls else "http"
+    print(f"audiocpp serve: listening on {scheme}://{host}:{port} (playground at /)", file=sys.stderr)
     if wyoming_sock is not None:
         _announce_wyoming(wyoming_sock, state)
     server.run(sockets=[sock])
@@ -221,6 +343,7 @@ def _run_wyoming(state, sock: socket.socket) -> None:
     from . import wyoming
 
     async def main() -> None:
+        state.loop = asyncio.get_running_loop()
         server = await wyoming.start(state, sock)
         _announce_wyoming(sock, state)
         stop = asyncio.Event()

@@ -63,6 +63,11 @@ class ServerMetrics:
         self.batch_size: dict[str, Histogram] = {}
         self.join_wait: dict[str, Histogram] = {}
         self.gauges: list[tuple[str, str, Callable[[], dict[str, float]]]] = []
+        # per API key: by its label, never the key
+        self.key_requests: dict[tuple[str, str], int] = defaultdict(int)  # (label, status)
+        self.key_audio: dict[str, float] = defaultdict(float)
+        self.key_rejected: dict[tuple[str, str], int] = defaultdict(int)  # (label, reason)
+        self.auth_failures: dict[str, int] = defaultdict(int)  # reason: missing, malformed, invalid
 
     def count_request(self, endpoint: str, model: str, status: int) -> None:
         with self._lock:
@@ -93,6 +98,22 @@ class ServerMetrics:
         with self._lock:
             self.join_wait.setdefault(model, Histogram(WAIT_BUCKETS)).observe(seconds)
 
+    def count_key_request(self, label: str, status: int, rejected: str | None = None) -> None:
+        """A request of the key labelled ``label``; ``rejected``: why it was refused with 429
+        (``rate_limit``, ``audio_limit``, ``queue``)."""
+        with self._lock:
+            self.key_requests[(label, str(status))] += 1
+            if rejected is not None:
+                self.key_rejected[(label, rejected)] += 1
+
+    def add_key_audio(self, label: str, seconds: float) -> None:
+        with self._lock:
+            self.key_audio[label] += seconds
+
+    def count_auth_failure(self, reason: str) -> None:
+        with self._lock:
+            self.auth_failures[reason] += 1
+
     def add_gauge(self, name: str, help_text: str, read: Callable[[], dict[str, float]]) -> None:
         """A gauge per model, read when scraped: ``read()`` gives model -> value."""
         self.gauges.append((name, help_text, read))
@@ -116,6 +137,21 @@ class ServerMetrics:
             header("audiocpp_request_errors_total", "counter", "Requests answered with a 4xx or 5xx status.")
             for (endpoint, model), n in sorted(errors.items()):
                 out.append(f"audiocpp_request_errors_total{_labels(endpoint=endpoint, model=model)} {n}")
+            header("audiocpp_key_requests_total", "counter",
+                   "Requests to /v1 by API key label (never the key) and status code.")
+            for (label, status), n in sorted(self.key_requests.items()):
+                out.append(f"audiocpp_key_requests_total{_labels(key=label, status=status)} {n}")
+            header("audiocpp_key_rejected_total", "counter",
+                   "Requests refused with 429 by API key label and reason (rate_limit, audio_limit, queue).")
+            for (label, reason), n in sorted(self.key_rejected.items()):
+                out.append(f"audiocpp_key_rejected_total{_labels(key=label, reason=reason)} {n}")
+            header("audiocpp_key_audio_seconds_total", "counter", "Seconds of audio sent, by API key label.")
+            for label, secs in sorted(self.key_audio.items()):
+                out.append(f"audiocpp_key_audio_seconds_total{_labels(key=label)} {secs:.6f}")
+            header("audiocpp_auth_failures_total", "counter",
+                   "Requests refused with 401, by reason (missing, malformed, invalid key).")
+            for reason, n in sorted(self.auth_failures.items()):
+                out.append(f"audiocpp_auth_failures_total{_labels(reason=reason)} {n}")
             header("audiocpp_rejected_total", "counter",
                    "Requests refused at once because the queue was full.")
             for model, n in sorted(self.rejected.items()):

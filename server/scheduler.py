@@ -10,6 +10,12 @@ when done; OmniVoice groups what arrives within ``window_s``). ``max_batch=1`` r
 time, as a server without batching would. Worker threads do the rest (audio encoding, voice-prompt
 saving) outside the batch.
 
+Keys share the queue fairly: a request waiting for a thread is taken by key, the key with the fewest
+requests in progress first (oldest first within a key), so a key that floods the queue does not hold
+back another key's request behind its own; and with ``max_queue_per_key`` a key may have at most that
+many requests waiting (beyond it, 429 at once). Without keys every request has the same key: first in,
+first out, as before.
+
 Cancellation: a :class:`Job` carries an event that the HTTP side sets when the client goes
 away; it cancels the job's row in the batch (only that row stops; the others' audio is unchanged),
 and the family's progress steps check it too (the engine's ``Progress.advance``).
@@ -21,6 +27,7 @@ import asyncio
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -28,14 +35,24 @@ from typing import TYPE_CHECKING, Any
 from audiocpp.engine.batching import Cancelled
 from audiocpp.engine.progress import Progress
 
-from .errors import Busy
+from .errors import ApiError, Busy
 
 if TYPE_CHECKING:
     from audiocpp.engine.batching import BatchJob
     from audiocpp.engine.model import LoadedModel
     from audiocpp.engine.records import StreamEvent, TaskRequest
 
-__all__ = ["CancelProgress", "Cancelled", "Job", "ModelWorker", "as_asyncio"]
+__all__ = ["CancelProgress", "Cancelled", "Job", "KeyBusy", "ModelWorker", "as_asyncio"]
+
+
+class KeyBusy(ApiError):
+    """One key's share of the model's queue is full: 429 with ``Retry-After``, at once (the reason in
+    the metrics: ``queue``)."""
+
+    def __init__(self, model: str, waiting: int, retry_after: int) -> None:
+        super().__init__(429, f"model {model!r} is busy: this key already has {waiting} requests waiting, "
+                         f"its share of the queue; retry in about {retry_after} s", code="server_busy",
+                         headers={"Retry-After": str(retry_after)})
 
 
 class CancelProgress(Progress):
@@ -106,7 +123,8 @@ class ModelWorker:
     def __init__(self, name: str, model: LoadedModel, max_concurrency: int, max_queue: int, *,
                  max_batch: int = 1, window_s: float = 0.0, on_cancel: Callable[[], None] | None = None,
                  on_group: Callable[[int], None] | None = None,
-                 on_join: Callable[[float], None] | None = None) -> None:
+                 on_join: Callable[[float], None] | None = None,
+                 max_queue_per_key: int | None = None) -> None:
         self.name = name
         self.on_cancel = on_cancel
         self.max_concurrency = max(1, int(max_concurrency))
@@ -121,6 +139,11 @@ class ModelWorker:
                                            thread_name_prefix=f"audiocpp-{name}")
         self._count_lock = threading.Lock()
         self.admitted = 0
+        self.max_queue_per_key = max_queue_per_key  # None: no per-key share (a server without keys)
+        self._running = 0  # requests on a worker thread
+        self._running_by: dict[str, int] = {}
+        self._pending: dict[str, deque[tuple[int, Callable[[Job], Any], Job, Future]]] = {}
+        self._seq = 0
         self._jobs: set[Job] = set()
         self._mean_wall = 1.0  # seconds a request spends in the batch, a running average for Retry-After
 
@@ -139,33 +162,78 @@ class ModelWorker:
         waves = math.ceil((self.admitted + 1) / self.max_batch)
         return int(min(60, max(1, math.ceil(self._mean_wall * waves))))
 
-    def submit(self, fn: Callable[[Job], Any], job: Job) -> Future:
-        """Run ``fn(job)`` on a worker thread, or raise :class:`Busy` at once when full."""
+    def waiting_of(self, key: str) -> int:
+        """Requests of ``key`` admitted and waiting for a worker thread."""
+        with self._count_lock:
+            return len(self._pending.get(key, ()))
+
+    def submit(self, fn: Callable[[Job], Any], job: Job, key: str = "") -> Future:
+        """Run ``fn(job)`` on a worker thread (when one is free, fairly by ``key``), or raise
+        :class:`Busy` (the queue is full) or :class:`KeyBusy` (``key``'s share is) at once."""
+        future: Future = Future()
         with self._count_lock:
             if self.admitted >= self.capacity:
                 raise Busy(self.name, self.retry_after())
+            waiting = len(self._pending.get(key, ()))
+            if (key and self.max_queue_per_key is not None and self._running >= self.max_concurrency
+                    and waiting >= self.max_queue_per_key):
+                raise KeyBusy(self.name, waiting, self.retry_after())
             self.admitted += 1
             self._jobs.add(job)
-        try:
-            return self.executor.submit(self._run, fn, job)
-        except RuntimeError:  # shut down
-            with self._count_lock:
-                self.admitted -= 1
-                self._jobs.discard(job)
-            raise
+            self._seq += 1
+            self._pending.setdefault(key, deque()).append((self._seq, fn, job, future))
+            self._dispatch()
+        return future
 
-    def _run(self, fn: Callable[[Job], Any], job: Job) -> Any:
-        try:
-            job.check()
-            return fn(job)
-        except Cancelled:
-            if self.on_cancel is not None:
-                self.on_cancel()
-            raise
-        finally:
-            with self._count_lock:
-                self.admitted -= 1
-                self._jobs.discard(job)
+    def _dispatch(self) -> None:
+        """Hand waiting requests to free threads: the key with the fewest requests in progress first,
+        then the oldest request (with the count lock held)."""
+        while self._running < self.max_concurrency and self._pending:
+            key = min(self._pending, key=lambda k: (self._running_by.get(k, 0), self._pending[k][0][0]))
+            _, fn, job, future = self._pending[key].popleft()
+            if not self._pending[key]:
+                del self._pending[key]
+            self._running += 1
+            self._running_by[key] = self._running_by.get(key, 0) + 1
+            try:
+                self.executor.submit(self._run, fn, job, future, key)
+            except RuntimeError:  # shut down
+                self._finished(job, key)
+                future.cancel()
+
+    def _finished(self, job: Job, key: str) -> None:
+        self.admitted -= 1
+        self._running -= 1
+        left = self._running_by.get(key, 1) - 1
+        if left:
+            self._running_by[key] = left
+        else:
+            self._running_by.pop(key, None)
+        self._jobs.discard(job)
+
+    def _run(self, fn: Callable[[Job], Any], job: Job, future: Future, key: str) -> None:
+        result: Any = None
+        error: BaseException | None = None
+        started = future.set_running_or_notify_cancel()
+        if started:
+            try:
+                job.check()
+                result = fn(job)
+            except Cancelled as cancelled:
+                if self.on_cancel is not None:
+                    self.on_cancel()
+                error = cancelled
+            except BaseException as failure:  # noqa: BLE001 - handed to the request's future
+                error = failure
+        with self._count_lock:  # counted free before the request's future completes
+            self._finished(job, key)
+            self._dispatch()
+        if not started:
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
 
     def events(self, job: Job, request: TaskRequest, task: Any, mode: Any,
                session_options: dict[str, Any]) -> Iterator[StreamEvent]:
@@ -187,6 +255,13 @@ class ModelWorker:
         """Drop queued work and stop running syntheses at their next step."""
         with self._count_lock:
             jobs = list(self._jobs)
+            pending = [item for queue in self._pending.values() for item in queue]
+            self._pending.clear()
+            for _, _, job, _ in pending:
+                self.admitted -= 1
+                self._jobs.discard(job)
+        for _, _, _, future in pending:
+            future.cancel()
         for job in jobs:
             job.cancel()
         self.executor.shutdown(wait=False, cancel_futures=True)

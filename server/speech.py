@@ -13,6 +13,7 @@ before the request is queued, so a bad one is a 400 at once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -22,11 +23,12 @@ from audiocpp.engine.errors import AudiocppError
 from audiocpp.engine.records import AudioBuffer, TaskRequest, TaskResult, VoiceReference
 from audiocpp.engine.tasks import Mode, Task
 
+from .auth import ANONYMOUS, Principal
 from .encoding import AudioFormat, check_format, encode, pcm16
 from .errors import ApiError, from_engine_error
 from .models import PATH_TYPES, ServedModel
 from .scheduler import Job, ModelWorker
-from .voices import BUILTIN_VOICES, StoredVoice, VoiceStore
+from .voices import BUILTIN_VOICES, StoredVoice, VoiceStore, VoiceView, shown
 
 #: OpenAI's model names: they mean the server's first model, so unmodified clients work.
 OPENAI_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts", "gpt-4o-tts")
@@ -65,6 +67,16 @@ class SpeechPlan:
     voice: StoredVoice | None = None
     prompt_options: dict[str, Any] = field(default_factory=dict)
     rate: int = 0  # the output sample rate (0: the model's)
+    principal: Principal = ANONYMOUS  # who asked: the model's queue shares out by its key
+    #: called with the seconds of audio sent, once per synthesis (the key's audio limit, the audit trail)
+    account: Callable[[float], None] | None = None
+
+    @property
+    def voice_name(self) -> str:
+        """The voice as the audit trail names it: a stored voice, ``ref_audio``, or the family's own."""
+        if self.voice is not None:
+            return self.voice.name
+        return "ref_audio" if self.request.voice is not None else "default"
 
     @property
     def output_rate(self) -> int:
@@ -130,7 +142,7 @@ def pick_model(models: dict[str, ServedModel], name: str | None) -> ServedModel:
     return served
 
 
-def resolve_voice(value: str | dict[str, Any] | None, voices: VoiceStore) -> StoredVoice | None:
+def resolve_voice(value: str | dict[str, Any] | None, voices: VoiceStore | VoiceView) -> StoredVoice | None:
     """``None`` for the family's own voice (``default`` or an OpenAI name), else the stored voice."""
     if isinstance(value, dict):
         value = value.get("id")
@@ -140,15 +152,16 @@ def resolve_voice(value: str | dict[str, Any] | None, voices: VoiceStore) -> Sto
         return None
     voice = voices.get(value)
     if voice is None:
-        raise ApiError(400, f"voice {value!r} is neither a stored voice nor a built-in one; stored voices "
-                       "are listed by GET /v1/audio/voices and added by POST /v1/audio/voices",
+        raise ApiError(400, f"voice {shown(value)} is neither a stored voice nor a built-in one; stored "
+                       "voices are listed by GET /v1/audio/voices and added by POST /v1/audio/voices",
                        param="voice", code="voice_not_found")
     return voice
 
 
-def plan_speech(body: SpeechBody, models: dict[str, ServedModel], voices: VoiceStore,
-                max_input_chars: int) -> SpeechPlan:
-    """Check everything that can be checked before queueing: model, voice, format, options."""
+def plan_speech(body: SpeechBody, models: dict[str, ServedModel], voices: VoiceStore | VoiceView,
+                max_input_chars: int, principal: Principal = ANONYMOUS) -> SpeechPlan:
+    """Check everything that can be checked before queueing: model, voice, format, options. ``voices``:
+    the voices ``principal`` sees (a stored voice it cannot see is a voice that does not exist)."""
     from audiocpp.engine.spec.options import resolve_options
 
     served = pick_model(models, body.model)
@@ -222,7 +235,7 @@ def plan_speech(body: SpeechBody, models: dict[str, ServedModel], voices: VoiceS
     request = TaskRequest(text=body.input, instruct=body.instructions or None, language=language,
                           seed=body.seed, reference_text=body.reference_text, options=options)
     plan = SpeechPlan(served, task, mode, request, fmt, stream_format, voice, prompt_options={},
-                      rate=rate)
+                      rate=rate, principal=principal)
     if voice is not None:
         _attach_voice(plan, voice, body)
     elif inline is not None:
@@ -331,7 +344,7 @@ def _attach_voice(plan: SpeechPlan, voice: StoredVoice, body: SpeechBody) -> Non
     plan.prompt_options = {**request.options, "language": body.language, "instruct": body.instructions,
                            "reference_text": transcript}
     prompt = voice.prompt_path(plan.served.key, plan.prompt_options)
-    if prompt.is_file() and body.reference_text is None:
+    if prompt.is_file() and not prompt.is_symlink() and body.reference_text is None:
         request.voice_prompt = prompt
         return
     request.voice = VoiceReference(path=voice.reference)
@@ -339,7 +352,7 @@ def _attach_voice(plan: SpeechPlan, voice: StoredVoice, body: SpeechBody) -> Non
 
 
 def synthesize(plan: SpeechPlan, job: Job, worker: ModelWorker,
-               voices: VoiceStore) -> tuple[TaskResult, bytes]:
+               voices: VoiceStore | VoiceView) -> tuple[TaskResult, bytes]:
     """Run on a worker thread: synthesize as a row of the model's batch, streaming pieces to
     ``job`` when asked, then encode the whole result (outside the batch)."""
     served = plan.served
@@ -381,6 +394,8 @@ def observe(metrics: Any, plan: SpeechPlan, result: TaskResult, audio_s: float |
     seconds = m.audio_s if audio_s is None else audio_s
     metrics.observe_synthesis(plan.served.name, seconds, m.wall_s / seconds if seconds > 0 else None,
                               m.time_to_first_audio_s)
+    if plan.account is not None:
+        plan.account(seconds)
 
 
 def resampled(audio: AudioBuffer, rate: int) -> AudioBuffer:

@@ -132,7 +132,8 @@ async def speak(state: ServerState, plan: SpeechPlan,
     loop = asyncio.get_running_loop()
     job = Job(loop)
     limit = int(MAX_PENDING_SECONDS * plan.output_rate) * 2
-    future = as_asyncio(worker.submit(lambda j: synthesize(plan, j, worker, state.voices), job))
+    future = as_asyncio(worker.submit(lambda j: synthesize(plan, j, worker, state.voices), job,
+                                      plan.principal.queue_key))
     assert job.items is not None
     sent = 0
     getter: asyncio.Future | None = None

@@ -23,6 +23,12 @@ Text that runs on without a sentence end is cut at clause marks or between words
 message that passes it is spoken up to the limit (cut between words), and an ``input_too_long`` error
 says how many characters were dropped; every later ``input.text`` is answered with the same error.
 A client that goes away ends its session quietly (one line at ``--log-level info``).
+
+With keys, the gate has checked the session's key before it starts (``Authorization: Bearer KEY`` or
+``?api_key=KEY``); the session uses that key's voices and its share of the queue, each sentence counts
+against its audio limit (a sentence over it is an ``error`` with ``code: rate_limit_exceeded`` and
+``retry_after``, and is not spoken), and a key removed from the keys file (SIGHUP) ends its open
+sessions at their next message (``error`` ``invalid_api_key``, close code 1008).
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ from fastapi import WebSocket, WebSocketDisconnect
 
 from audiocpp.engine.errors import AudiocppError
 
+from .audit import note
+from .auth import ANONYMOUS, Principal
 from .encoding import wav_stream_header
 from .errors import ApiError, from_engine_error
 from .scheduler import Cancelled
@@ -68,7 +76,8 @@ def _error(error: BaseException) -> dict[str, Any]:
             "code": "server_error", "param": None}
 
 
-def plan_session(state: ServerState, config: dict[str, Any]) -> tuple[SpeechPlan, int]:
+def plan_session(state: ServerState, config: dict[str, Any],
+                 principal: Principal = ANONYMOUS) -> tuple[SpeechPlan, int]:
     """The session's plan from its ``session.config`` (a POST body without ``input``), and its frame size."""
     body = {k: v for k, v in config.items() if k not in ("type", "max_frame_bytes")}
     if "input" in body:
@@ -85,7 +94,8 @@ def plan_session(state: ServerState, config: dict[str, Any]) -> tuple[SpeechPlan
     if isinstance(frame, bool) or not isinstance(frame, int) or not low <= frame <= high:
         raise ApiError(400, f"max_frame_bytes must be a whole number of bytes from {low} to {high}, not "
                        f"{json_value(frame)}", param="max_frame_bytes", code="invalid_value")
-    plan = plan_speech(parse_body({**body, "input": "-"}), state.models, state.voices, state.max_input_chars)
+    plan = plan_speech(parse_body({**body, "input": "-"}), state.models, state.view(principal),
+                       state.max_input_chars, principal)
     return plan, frame - frame % 2  # whole 16-bit samples
 
 
@@ -109,6 +119,8 @@ async def speech_stream(websocket: WebSocket, state: ServerState) -> None:
     texts: asyncio.Queue[tuple[str, float] | None] = asyncio.Queue()
     reader: asyncio.Task | None = None
     model, status, index = "", 200, 0
+    scope_state = websocket.scope.setdefault("state", {})
+    principal: Principal = scope_state.get("principal", ANONYMOUS)
     try:
         try:
             config = await _receive_json(websocket)
@@ -118,23 +130,34 @@ async def speech_stream(websocket: WebSocket, state: ServerState) -> None:
             named = config.get("model")
             if isinstance(named, str) and named in state.models:
                 model = named
-            plan, frame_bytes = plan_session(state, config)
+            plan, frame_bytes = plan_session(state, config, principal)
             model = plan.served.name
+            note(scope_state, model=model, voice=plan.voice_name, clone=plan.task.value == "clone", chars=0,
+                 audio_s=0.0)
         except (ApiError, AudiocppError) as error:
             status = error.status if isinstance(error, ApiError) else 400
             await websocket.send_json(_error(error))
             await websocket.close()  # the error event says why
             return
         stream = TextStream(plan)
-        reader = asyncio.ensure_future(_read(websocket, stream, texts, state.max_input_chars))
+        reader = asyncio.ensure_future(_read(websocket, stream, texts, state.max_input_chars,
+                                             lambda: _revoked(state, principal)))
         while True:
             item = await texts.get()
             if item is None:
                 break
             sentence, completed = item
+            if _revoked(state, principal):
+                status = 401
+                break
             await _speak_one(websocket, state, stream, sentence, completed, index, frame_bytes)
             index += 1
         await reader
+        if _revoked(state, principal):
+            status = 401
+            await websocket.send_json(_revoked_error())
+            await websocket.close(code=1008)
+            return
         await websocket.send_json({"type": "session.done", "total_sentences": index})
         await websocket.close()
     except (WebSocketDisconnect, Cancelled, OSError, RuntimeError) as error:
@@ -154,10 +177,23 @@ async def speech_stream(websocket: WebSocket, state: ServerState) -> None:
             except BaseException:  # noqa: BLE001 - its outcome is the client's disconnect, already handled
                 pass
         state.metrics.count_request(ENDPOINT, model, status)
+        note(scope_state, status=status, sentences=index)
 
 
-async def _read(websocket: WebSocket, stream: TextStream, texts: asyncio.Queue, max_chars: int) -> None:
-    """Client messages -> complete sentences (with the time each was complete), then None."""
+def _revoked(state: ServerState, principal: Principal) -> bool:
+    """Whether the session's key was removed from the keys file since the session started."""
+    return state.keys is not None and state.keys.enabled and not state.keys.still_valid(principal)
+
+
+def _revoked_error() -> dict[str, Any]:
+    return {"type": "error", "code": "invalid_api_key", "param": None,
+            "message": "the API key of this session is no longer valid on this server: the session ends"}
+
+
+async def _read(websocket: WebSocket, stream: TextStream, texts: asyncio.Queue, max_chars: int,
+                revoked: Any = lambda: False) -> None:
+    """Client messages -> complete sentences (with the time each was complete), then None; stops at the
+    first message after the session's key was removed."""
     received = 0
     full = False  # the session's text limit was reached: later text is dropped, and said so
     try:
@@ -167,6 +203,8 @@ async def _read(websocket: WebSocket, stream: TextStream, texts: asyncio.Queue, 
             except BadMessage as error:
                 await websocket.send_json(_error(error))
                 continue
+            if revoked():
+                break
             kind = message.get("type") if isinstance(message, dict) else None
             if kind == "input.text":
                 text = message.get("text")
@@ -195,6 +233,13 @@ async def _read(websocket: WebSocket, stream: TextStream, texts: asyncio.Queue, 
             await texts.put((sentence, time.perf_counter()))
     finally:
         await texts.put(None)
+
+
+def note_text(scope_state: dict[str, Any], sentence: str) -> None:
+    """The sentence in the session's audit record (characters; the text only goes out with --log-text)."""
+    audit = scope_state.setdefault("audit", {})
+    audit["chars"] = audit.get("chars", 0) + len(sentence)
+    audit["text"] = sentence if audit.get("text") is None else audit["text"] + " " + sentence
 
 
 def _gone(websocket: WebSocket) -> bool:
@@ -226,6 +271,13 @@ def _too_long(max_chars: int, dropped: int, *, later: bool) -> dict[str, Any]:
 async def _speak_one(websocket: WebSocket, state: ServerState, stream: TextStream, sentence: str,
                      completed: float, index: int, frame_bytes: int) -> None:
     plan = stream.plan_for(sentence)
+    over = state.limits.check_audio(plan.principal)
+    if over is not None:  # this sentence is not spoken; the session goes on (the limit may reset)
+        await websocket.send_json({**_error(over), "sentence_index": index, "retry_after": over.retry_after})
+        return
+    scope_state = websocket.scope.setdefault("state", {})
+    plan.account = state.account(plan, scope_state)
+    note_text(scope_state, sentence)
     rate = plan.output_rate
     await websocket.send_json({"type": "audio.start", "sentence_index": index, "sentence_text": sentence,
                                "format": plan.fmt.name, "sample_rate": rate})

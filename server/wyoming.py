@@ -33,6 +33,7 @@ import asyncio
 import logging
 import socket
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
@@ -44,6 +45,8 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 
 from audiocpp.engine.errors import AudiocppError
 
+from .audit import client_address
+from .auth import WYOMING
 from .errors import ApiError, from_engine_error
 from .scheduler import Cancelled
 from .speech import SpeechPlan, parse_body, plan_speech, request_language
@@ -84,7 +87,7 @@ class Voices:
         """(Wyoming name, stored voice or None) of ``model``'s voices: its own voice, and the stored
         voices it clones with."""
         served = self.state.models[model]
-        stored = [v.name for v in self.state.voices.list() if served.clones_with(v.transcript)]
+        stored = [v.name for v in self.state.view(WYOMING).list() if served.clones_with(v.transcript)]
         if self.single:
             return [("default", None)] + [(name, name) for name in stored]
         return [(model, None)] + [(f"{model}/{name}", name) for name in stored]
@@ -141,6 +144,8 @@ class WyomingHandler(AsyncEventHandler):
         self.stream: TextStream | None = None
         self.streaming = False  # a synthesize-start came: the client waits for synthesize-stopped
         self.model = ""  # the metrics' label of the exchange
+        self.exchange: dict[str, Any] = {}  # the exchange's audit record (--access-log)
+        self.client = client_address(writer.get_extra_info("peername"))
 
     async def handle_event(self, event: Event) -> bool:
         try:
@@ -148,6 +153,7 @@ class WyomingHandler(AsyncEventHandler):
                 await self.write_event(self.voices.info().event())
             elif Synthesize.is_type(event.type):
                 if not self.streaming:  # during a streaming synthesis it repeats the text: ignored
+                    self._begin()
                     request = Synthesize.from_event(event)
                     voice = request.voice
                     stream = TextStream(self._plan(voice.name if voice else None,
@@ -155,6 +161,7 @@ class WyomingHandler(AsyncEventHandler):
                     await self._say(stream, request.text)
                     self._count(200)
             elif SynthesizeStart.is_type(event.type):
+                self._begin()
                 self.streaming = True
                 voice = SynthesizeStart.from_event(event).voice
                 self.stream = TextStream(self._plan(voice.name if voice else None,
@@ -219,9 +226,22 @@ class WyomingHandler(AsyncEventHandler):
             except asyncio.TimeoutError:
                 return
 
+    def _begin(self) -> None:
+        self.exchange = {"started": time.perf_counter(), "chars": 0, "audio_s": 0.0, "text": None}
+
     def _count(self, status: int) -> None:
         self.state.metrics.count_request(ENDPOINT, self.model, status)
         self.streaming = False  # the exchange is over
+        log, record = self.state.access_log, self.exchange
+        self.exchange = {}
+        if log is not None:
+            started = record.get("started", time.perf_counter())
+            log.write({"time": time.time(), "key": None, "client": self.client, "protocol": "wyoming",
+                       "method": None, "route": ENDPOINT, "model": self.model or None,
+                       "voice": record.get("voice"), "clone": record.get("clone"),
+                       "chars": record.get("chars"), "audio_s": record.get("audio_s"), "status": status,
+                       "text": record.get("text"),
+                       "latency_ms": round((time.perf_counter() - started) * 1000, 1)})
 
     async def disconnect(self) -> None:
         """The connection ended: a stream still open was left by its client (499)."""
@@ -240,7 +260,10 @@ class WyomingHandler(AsyncEventHandler):
             body["seed"] = self.state.wyoming_seed
         if language:
             body["language"] = language  # checked as over HTTP (speech.request_language)
-        return plan_speech(parse_body(body), self.state.models, self.state.voices, self.state.max_input_chars)
+        plan = plan_speech(parse_body(body), self.state.models, self.state.view(WYOMING),
+                           self.state.max_input_chars, WYOMING)
+        self.exchange.update(voice=plan.voice_name, clone=plan.task.value == "clone")
+        return plan
 
     async def _say(self, stream: TextStream, text: str) -> None:
         """A whole text, as one request (the family's own long-text handling, as a POST)."""
@@ -270,7 +293,13 @@ class WyomingHandler(AsyncEventHandler):
                 await self.write_event(AudioChunk(rate=rate, width=WIDTH, channels=CHANNELS,
                                                   audio=data).event())
 
-        result, _ = await speak(self.state, plan, send)
+        if self.exchange:
+            self.exchange["chars"] += len(sentence)
+            text = self.exchange["text"]
+            self.exchange["text"] = sentence if text is None else f"{text} {sentence}"
+        result, seconds = await speak(self.state, plan, send)
+        if self.exchange:
+            self.exchange["audio_s"] += seconds
         await start()
         await self.write_event(AudioStop().event())
         stream.spoke(sentence, result)

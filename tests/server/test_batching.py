@@ -22,7 +22,7 @@ import soundfile as sf
 
 from tests.support import REPO, voice_like_signal
 
-from .conftest import ServerProcess
+from .conftest import ServerProcess, new_key
 
 OPTIONS = {
     "omni": {"num_inference_steps": 4},
@@ -58,7 +58,7 @@ def batched_server(models: dict[str, Path], tmp_path_factory: pytest.TempPathFac
             "--max-batch", "8", "--max-queue", "16", "--voices-dir", str(tmp_path_factory.mktemp("voices")),
             "--session-option", "omnivoice.threads=1"]
     log = tmp_path_factory.mktemp("batched-log") / "serve.log"
-    proc = ServerProcess(args, log, env=server_cache)
+    proc = ServerProcess(args, log, env=server_cache, api_key=new_key(), inject=True)
     ref = tmp_path_factory.mktemp("voice") / "me.wav"
     # short: the tiny models hold 512 positions
     sf.write(ref, voice_like_signal(3, 2400, 16000), 16000, subtype="FLOAT")
@@ -112,7 +112,8 @@ def test_eight_concurrent_requests_give_their_lone_audio(batched_server: ServerP
     post(batched_server, requests[2])  # the stored voice's prompt for this model is saved by its first use
     alone = [post(batched_server, body) for body in requests]
     before = batched_rows(batched_server, model)
-    client = OpenAI(base_url=batched_server.url + "/v1", api_key="unused", max_retries=0, timeout=300)
+    client = OpenAI(base_url=batched_server.url + "/v1", api_key=batched_server.client_key, max_retries=0,
+                    timeout=300)
 
     def through_openai(body: dict[str, Any]) -> bytes:
         extra = {k: v for k, v in body.items() if k not in ("model", "input", "voice", "response_format")}

@@ -35,7 +35,7 @@ def test_pipecat_openai_tts_service_gets_24k_frames(rates_server: ServerProcess)
             await self.push_frame(frame, direction)
 
     async def go() -> list[TTSAudioRawFrame]:
-        tts = OpenAITTSService(api_key="unused", base_url=rates_server.url + "/v1",
+        tts = OpenAITTSService(api_key=rates_server.client_key, base_url=rates_server.url + "/v1",
                                settings=OpenAITTSService.Settings(model="a8", voice="alloy"))
         collect = Collect()
         task = PipelineTask(Pipeline([tts, collect]), params=PipelineParams(audio_out_sample_rate=24000))
@@ -56,7 +56,7 @@ def test_livekit_openai_tts_gets_24k_frames(rates_server: ServerProcess) -> None
 
     async def go() -> list:
         tts = livekit_openai.TTS(model="a8", voice="alloy", base_url=rates_server.url + "/v1",
-                                 api_key="unused", response_format="pcm")
+                                 api_key=rates_server.client_key, response_format="pcm")
         frames = []
         try:
             async with tts.synthesize("Hello from a LiveKit agent.") as stream:

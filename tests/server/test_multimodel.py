@@ -15,7 +15,7 @@ import soundfile as sf
 
 from tests.support import cli_ok
 
-from .conftest import ServerProcess
+from .conftest import ServerProcess, new_key
 
 SEED = 3
 VOX = {"max_tokens": 8, "min_tokens": 7, "retry_badcase": False}
@@ -41,7 +41,7 @@ def two_models(tmp_path_factory: pytest.TempPathFactory, server_cache: dict[str,
     proc = ServerProcess(["--model", f"demo={demo}", "--model", f"vox={vox_checkpoint}",
                           "--voices-dir", str(root / "voices"), "--session-option", "voxcpm2.threads=0",
                           "--max-concurrency", "4"],
-                         root / "serve.log", env=server_cache)
+                         root / "serve.log", env=server_cache, api_key=new_key(), inject=True)
     yield proc
     proc.stop()
 

@@ -135,7 +135,7 @@ def test_internal_failure_is_a_500_and_the_server_stays_up(tmp_path: Path) -> No
     state = ServerState(models={"broken": served},
                         workers={"broken": ModelWorker("broken", served.model, 1, 2)},
                         voices=VoiceStore(tmp_path / "voices"), metrics=ServerMetrics())
-    with TestClient(create_app(state)) as http:
+    with TestClient(create_app(state), client=("127.0.0.1", 50000)) as http:  # /metrics: this machine
         for stream_format in (None, "sse", "audio"):
             body = {"input": "Hi.", "response_format": "pcm"}
             if stream_format:

@@ -51,7 +51,7 @@ def test_upload_use_reuse_restart_delete(server: ServerProcess, client, referenc
     assert listed["alice"]["transcript"] == TRANSCRIPT and listed["alice"]["sample_rate"] == 16000
     assert listed["alice"]["duration_s"] == pytest.approx(2.0)
     assert "default" in listed
-    stored = voices_dir / "alice"
+    stored = server.voice_folder(voices_dir, "alice")
     assert (stored / "reference.wav").read_bytes() == reference.read_bytes()
 
     assert _speak(client, "alice") == cli_clone  # from the audio and transcript
@@ -60,11 +60,13 @@ def test_upload_use_reuse_restart_delete(server: ServerProcess, client, referenc
     assert _speak(client, "alice") == cli_clone  # from the saved prompt
     assert list((stored / "prompts").glob("*.prompt")) == prompts
 
-    restarted = ServerProcess(["--voices-dir", str(voices_dir)], tmp_path / "restart.log", env=server_cache)
+    restarted = ServerProcess(["--voices-dir", str(voices_dir)], tmp_path / "restart.log", env=server_cache,
+                              api_key=server.api_key, inject=True)
     try:
         from openai import OpenAI
 
-        other = OpenAI(base_url=restarted.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+        other = OpenAI(base_url=restarted.url + "/v1", api_key=restarted.client_key, max_retries=0,
+                       timeout=120)
         assert "alice" in {v["name"] for v in httpx.get(restarted.url + "/v1/audio/voices").json()["voices"]}
         assert _speak(other, "alice") == cli_clone
     finally:

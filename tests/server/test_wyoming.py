@@ -36,7 +36,7 @@ from wyoming.tts import (
 
 from tests.support import REPO, voice_like_signal
 
-from .conftest import NOISE, ServerProcess, free_port
+from .conftest import NOISE, ServerProcess, free_port, new_key
 
 AUDIO8 = REPO / "tests" / "data" / "audio8_tts" / "tiny"
 SEED = 7
@@ -46,32 +46,40 @@ STORY = ["The first sentence is here. ", "Then a second one comes along, ", "and
 HA_LIMIT_S = 10.0
 
 
-def _upload(proc: ServerProcess, name: str, path: Path, transcript: str) -> None:
+def _upload(proc: ServerProcess, name: str, path: Path, transcript: str, admin: str) -> None:
+    """A shared voice (the admin key's ``shared=true``): what Wyoming, which has no keys, offers."""
     with open(path, "rb") as fh:
-        r = httpx.post(proc.url + "/v1/audio/voices", data={"name": name, "transcript": transcript},
-                       files={"file": ("v.wav", fh, "audio/wav")}, timeout=60)
+        r = httpx.post(proc.url + "/v1/audio/voices", timeout=60,
+                       headers={"Authorization": f"Bearer {admin}"},
+                       data={"name": name, "transcript": transcript, "shared": "true"},
+                       files={"file": ("v.wav", fh, "audio/wav")})
     assert r.status_code == 201, r.text
 
 
 @pytest.fixture(scope="module")
 def wyoming_server(tmp_path_factory: pytest.TempPathFactory,
                    server_cache: dict[str, str]) -> Iterator[ServerProcess]:
-    """``--host 0.0.0.0``, as the docs say for Home Assistant on another machine: also what zeroconf
-    advertises. A stored voice ``me``, and ``legacy``: a voice without a transcript that an earlier
-    version stored (both families here clone only with a transcript, so it is not offered)."""
+    """``--wyoming-host 0.0.0.0``, as the docs say for Home Assistant on another machine: also what
+    zeroconf advertises; HTTP on this machine, with a key. A stored voice ``me`` (shared: stored by the
+    admin key, as Wyoming, which has no keys, sees only the shared voices), and ``legacy``: a voice without
+    a transcript that an earlier version stored (both families here clone only with a transcript, so it is
+    not offered)."""
     from audiocpp.families.omnivoice import plugin
 
     port = free_port()
+    admin = new_key()
     log = tmp_path_factory.mktemp("wyoming-log") / "serve.log"
     voices = tmp_path_factory.mktemp("voices")
     proc = ServerProcess(["--model", f"omni={plugin.demo_model_path()}", "--model", f"a8={AUDIO8}",
-                          "--host", "0.0.0.0", "--wyoming-port", str(port), "--voices-dir", str(voices),
-                          "--max-concurrency", "1", "--max-queue", "0", "--wyoming-seed", str(SEED)], log,
-                         env=server_cache)
+                          "--wyoming-host", "0.0.0.0", "--wyoming-port", str(port),
+                          "--voices-dir", str(voices), "--max-concurrency", "1", "--max-queue", "0",
+                          "--wyoming-seed", str(SEED), "--admin-key", admin], log, env=server_cache,
+                         api_key=new_key(), inject=True)
     proc.wyoming_port = port  # type: ignore[attr-defined]
+    proc.admin = admin  # type: ignore[attr-defined]
     ref = tmp_path_factory.mktemp("ref") / "me.wav"
     sf.write(ref, voice_like_signal(4, 24000, 24000), 24000, subtype="FLOAT")
-    _upload(proc, "me", ref, "This is my voice.")
+    _upload(proc, "me", ref, "This is my voice.", admin)
     legacy = voices / "legacy"
     legacy.mkdir()
     (legacy / "prompts").mkdir()
@@ -363,12 +371,13 @@ def test_a_failing_stream_ends_with_synthesize_stopped(wyoming_server: ServerPro
 def test_a_sentence_that_fails_mid_stream_ends_it(wyoming_server: ServerProcess) -> None:
     """The first sentence is spoken; then the voice is deleted and the next sentence fails while a third
     waits: one error, ``synthesize-stopped``, and nothing of the queued sentence."""
-    _upload(wyoming_server, "brief", wyoming_server.ref, "This is my voice.")  # type: ignore[attr-defined]
+    admin = wyoming_server.admin  # type: ignore[attr-defined]
+    _upload(wyoming_server, "brief", wyoming_server.ref, "This is my voice.", admin)  # type: ignore[attr-defined]
     spoken = asyncio.Event()
 
     async def delete_after_the_first_sentence() -> None:
         await asyncio.wait_for(spoken.wait(), 60)
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {admin}"}) as http:  # a shared voice
             assert (await http.delete(wyoming_server.url + "/v1/audio/voices/brief")).status_code == 200
 
     how, events = run(ha_stream_tts_audio(
