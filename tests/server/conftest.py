@@ -364,3 +364,75 @@ def _no_key_leaks() -> Iterator[None]:
     yield
     found, LEAKS[:] = list(LEAKS), []
     assert not found, f"a configured API key was found in: {found}"
+
+
+# -- a server with keys, for the security tests ------------------------------------------------------------
+LEGACY_TRANSCRIPT = "This is the reference voice."
+
+
+def write_legacy_voice(folder: Path, name: str, rate: int = 16000, seconds: float = 2.0) -> Path:
+    """A voice as the version before keys stored it: ``<voices>/<name>/`` with voice.json, the upload
+    and an empty prompts folder, folders 0755 and files 0644 (the umask's modes)."""
+    import json
+
+    import soundfile as sf
+
+    from tests.support import voice_like_signal
+
+    voice = folder / name
+    (voice / "prompts").mkdir(parents=True)
+    sf.write(voice / "reference.wav", voice_like_signal(7, int(seconds * rate), rate), rate, subtype="PCM_16")
+    (voice / "voice.json").write_text(json.dumps({"name": name, "transcript": LEGACY_TRANSCRIPT,
+                                                  "sample_rate": rate, "duration_s": seconds,
+                                                  "created": 1.0e9, "reference": "reference.wav"}, indent=2))
+    for path in (folder, voice, voice / "prompts"):
+        os.chmod(path, 0o755)
+    for path in (voice / "reference.wav", voice / "voice.json"):
+        os.chmod(path, 0o644)
+    return voice
+
+
+class Keys:
+    """The keys of ``keyed_server``: ``alice`` and ``bob`` (the keys file), ``root`` (an admin key of the
+    file), ``carol`` (``--api-key``), ``erin`` (``AUDIOCPP_API_KEYS``)."""
+
+    def __init__(self) -> None:
+        self.alice, self.bob, self.root, self.carol, self.erin = (new_key() for _ in range(5))
+
+    def header(self, key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key}"}
+
+    def file_text(self, *extra: str) -> str:
+        return "\n".join(["# the keys of the security tests", f"alice:{self.alice}", "", f"bob:{self.bob}",
+                          f"admin:root:{self.root}", *extra]) + "\n"
+
+
+@pytest.fixture(scope="session")
+def keys() -> Keys:
+    return Keys()
+
+
+@pytest.fixture(scope="session")
+def keyed_server(tmp_path_factory: pytest.TempPathFactory, server_cache: dict[str, str],
+                 keys: Keys) -> Iterator[ServerProcess]:
+    """The demo model with keys (a keys file, a flag, the environment), on 0.0.0.0 (which keys allow), an
+    access log, at most 4 voices a key, a queue of 4 (2 a key), Wyoming on its default address, and a
+    voices folder an earlier version wrote (one shared voice, ``legacy``)."""
+    root = tmp_path_factory.mktemp("keyed")
+    voices = root / "voices"
+    voices.mkdir()
+    write_legacy_voice(voices, "legacy")
+    keys_file = root / "keys.txt"
+    keys_file.write_text(keys.file_text())
+    wyoming_port = free_port()
+    proc = ServerProcess(["--host", "0.0.0.0", "--voices-dir", str(voices), "--api-keys-file", str(keys_file),
+                          "--api-key", f"carol:{keys.carol}", "--access-log", str(root / "access.log"),
+                          "--max-voices-per-key", "4", "--max-queue", "4",
+                          "--wyoming-port", str(wyoming_port), "--max-input-chars", "500"],
+                         root / "serve.log", env={**server_cache, "AUDIOCPP_API_KEYS": f"erin:{keys.erin}"})
+    proc.voices_dir = voices  # type: ignore[attr-defined]
+    proc.keys_file = keys_file  # type: ignore[attr-defined]
+    proc.wyoming_port = wyoming_port  # type: ignore[attr-defined]
+    yield proc
+    proc.stop()
+    proc.assert_quiet()
