@@ -417,11 +417,12 @@ def keyed_server(tmp_path_factory: pytest.TempPathFactory, server_cache: dict[st
                  keys: Keys) -> Iterator[ServerProcess]:
     """The demo model with keys (a keys file, a flag, the environment), on 0.0.0.0 (which keys allow), an
     access log, at most 4 voices a key, a queue of 4 (2 a key), Wyoming on its default address, and a
-    voices folder an earlier version wrote (one shared voice, ``legacy``)."""
+    voices folder an earlier version wrote (two shared voices, ``legacy`` and ``old``)."""
     root = tmp_path_factory.mktemp("keyed")
     voices = root / "voices"
     voices.mkdir()
     write_legacy_voice(voices, "legacy")
+    write_legacy_voice(voices, "old")
     keys_file = root / "keys.txt"
     keys_file.write_text(keys.file_text())
     wyoming_port = free_port()
