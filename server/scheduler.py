@@ -11,10 +11,10 @@ time, as a server without batching would. Worker threads do the rest (audio enco
 saving) outside the batch.
 
 Keys share the queue fairly: a request waiting for a thread is taken by key, the key with the fewest
-requests in progress first (oldest first within a key), so a key that floods the queue does not hold
-back another key's request behind its own; and with ``max_queue_per_key`` a key may have at most that
-many requests waiting (beyond it, 429 at once). Without keys every request has the same key: first in,
-first out, as before.
+requests in progress first, then the key served longest ago (oldest first within a key), so a key that
+floods the queue does not hold back another key's request behind its own; and with
+``max_queue_per_key`` a key may have at most that many requests waiting (beyond it, 429 at once).
+Without keys every request has the same key: first in, first out, as before.
 
 Cancellation: a :class:`Job` carries an event that the HTTP side sets when the client goes
 away; it cancels the job's row in the batch (only that row stops; the others' audio is unchanged),
@@ -144,6 +144,8 @@ class ModelWorker:
         self._running_by: dict[str, int] = {}
         self._pending: dict[str, deque[tuple[int, Callable[[Job], Any], Job, Future]]] = {}
         self._seq = 0
+        self._turn = 0  # dispatches so far; _served: the turn each key was last served at
+        self._served: dict[str, int] = {}
         self._jobs: set[Job] = set()
         self._mean_wall = 1.0  # seconds a request spends in the batch, a running average for Retry-After
 
@@ -186,10 +188,13 @@ class ModelWorker:
         return future
 
     def _dispatch(self) -> None:
-        """Hand waiting requests to free threads: the key with the fewest requests in progress first,
-        then the oldest request (with the count lock held)."""
+        """Hand waiting requests to free threads: the key with the fewest requests in progress first, then
+        the key served longest ago (round robin), then the oldest request (with the count lock held)."""
         while self._running < self.max_concurrency and self._pending:
-            key = min(self._pending, key=lambda k: (self._running_by.get(k, 0), self._pending[k][0][0]))
+            key = min(self._pending, key=lambda k: (self._running_by.get(k, 0), self._served.get(k, -1),
+                                                    self._pending[k][0][0]))
+            self._turn += 1
+            self._served[key] = self._turn
             _, fn, job, future = self._pending[key].popleft()
             if not self._pending[key]:
                 del self._pending[key]
