@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import ssl
 import subprocess
 import time
 from collections.abc import Iterator
@@ -81,7 +82,7 @@ class ServerProcess:
     def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None, *,
                  api_key: str | None = None, inject: bool = False, verify: str | None = None) -> None:
         self.port = free_port()
-        self.verify: str | bool = verify or True
+        self.verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=verify) if verify else True
         self.url = f"{'https' if verify else 'http'}://127.0.0.1:{self.port}"
         self.api_key = api_key
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
