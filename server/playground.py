@@ -5,6 +5,10 @@ It reads ``/v1/models`` (option fields come from the model's spec rows) and
 element with a download link. With "stream" on it asks for raw PCM (``stream_format=audio``),
 plays the pieces through Web Audio as they arrive, and puts the whole take in the audio
 element at the end.
+
+On a server with API keys, the first 401 shows a key field: the key is kept in the tab's session
+storage (gone when the tab closes, never in a cookie or the URL) and sent as ``Authorization: Bearer``
+with every request; a key the server refuses is forgotten and asked for again.
 """
 
 PAGE = r"""<!doctype html>
@@ -28,10 +32,16 @@ PAGE = r"""<!doctype html>
   #status { color: #555; font-size: .9rem; min-height: 1.2rem; }
   #status.error { color: #b00; }
   audio { width: 100%; margin-top: .5rem; }
+  #keybox { border: 1px solid #c90; border-radius: 6px; padding: .5rem .8rem; margin: .8rem 0; }
 </style>
 </head>
 <body>
 <h1>audiocpp playground <small id="served"></small></h1>
+<form id="keybox" hidden>
+  <label class="inline">API key&nbsp;<input id="apikey" type="password" autocomplete="off" size="40"></label>
+  <button id="usekey" type="submit">use key</button>
+  <small>kept in this tab only (session storage)</small>
+</form>
 <textarea id="text" placeholder="Type the text to speak">Hello from audiocpp.</textarea>
 <div class="row">
   <label>model <select id="model"></select></label>
@@ -55,8 +65,46 @@ function status(text, isError) {
   $("status").className = isError ? "error" : "";
 }
 
+const KEY = "audiocpp.apiKey";
+let keyWaiter = null;
+
+function authHeaders() {
+  const key = sessionStorage.getItem(KEY);
+  return key ? { Authorization: "Bearer " + key } : {};
+}
+
+function askKey(message) {
+  $("keybox").hidden = false;
+  status(message, true);
+  $("apikey").focus();
+  return new Promise((resolve) => { keyWaiter = resolve; });
+}
+
+$("keybox").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const key = $("apikey").value.trim();
+  if (!key) return;
+  sessionStorage.setItem(KEY, key);
+  $("apikey").value = "";
+  $("keybox").hidden = true;
+  status("checking the key...");
+  if (keyWaiter) { const resume = keyWaiter; keyWaiter = null; resume(); }
+});
+
+// fetch with the tab's API key; a 401 asks for the key (again) and retries
+async function api(url, options) {
+  options = options || {};
+  for (;;) {
+    const r = await fetch(url, { ...options, headers: { ...(options.headers || {}), ...authHeaders() } });
+    if (r.status !== 401) return r;
+    const had = sessionStorage.getItem(KEY) !== null;
+    sessionStorage.removeItem(KEY);
+    await askKey(had ? "the server refused this API key: enter another" : "this server needs an API key: enter it above");
+  }
+}
+
 async function getJSON(url) {
-  const r = await fetch(url);
+  const r = await api(url);
   if (!r.ok) throw new Error(url + ": " + r.status);
   return r.json();
 }
@@ -194,8 +242,8 @@ async function speak() {
   status("synthesizing...");
   const t0 = performance.now();
   try {
-    const r = await fetch("/v1/audio/speech", { method: "POST", headers: { "Content-Type": "application/json" },
-                                                 body: JSON.stringify(body) });
+    const r = await api("/v1/audio/speech", { method: "POST", headers: { "Content-Type": "application/json" },
+                                               body: JSON.stringify(body) });
     if (!r.ok) {
       let message = r.status + " " + r.statusText;
       try { message = (await r.json()).error.message; } catch (e) { /* not JSON */ }

@@ -77,3 +77,32 @@ def test_playground_speaks(server: ServerProcess, browser) -> None:
     assert shot.stat().st_size > 1000
     print(f"playground screenshot: {shot}")
     page.close()
+
+
+def test_playground_asks_for_the_key_once(keyed_server: ServerProcess, keys, browser) -> None:
+    """On a server with keys the page asks for the key (its fields stay empty until then), keeps it in the
+    tab's session storage, sends it with every request, and asks again for a key the server refuses."""
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(keyed_server.url + "/")
+    page.wait_for_selector("#keybox:not([hidden])", timeout=30_000)
+    assert page.eval_on_selector_all("#model option", "os => os.length") == 0
+    page.fill("#apikey", keys.alice + "-wrong")
+    page.click("#usekey")
+    page.wait_for_selector("#status:has-text('refused this API key')", timeout=30_000)
+    page.fill("#apikey", keys.alice)
+    page.click("#usekey")
+    page.wait_for_selector("#status:has-text('ready')", timeout=30_000)
+    assert page.evaluate("sessionStorage.getItem('audiocpp.apiKey')") == keys.alice
+    assert "legacy" in page.eval_on_selector_all("#voice option", "os => os.map(o => o.value)")
+    page.click("summary")
+    page.locator("[data-option='num_inference_steps']").fill("2")
+    page.fill("#text", "With a key.")
+    page.click("#speak")
+    page.wait_for_selector("#status:has-text('done')", timeout=120_000)
+    page.reload()  # the same tab: the key is still there, nothing is asked
+    page.wait_for_selector("#status:has-text('ready')", timeout=30_000)
+    assert page.is_hidden("#keybox")
+    assert not errors, errors
+    page.close()
