@@ -10,7 +10,7 @@ a new family folder needs no packaging change. ``audiocpp/`` holds only the top 
 
 from setuptools import find_packages, setup
 
-ROOTS = ("engine", "families", "model_specs", "cli", "server", "batch")
+ROOTS = ("engine", "families", "model_specs", "cli", "server", "batch", "book")
 
 packages: list[str] = ["audiocpp"]  # audiocpp/__init__.py: the version
 package_dir: dict[str, str] = {"audiocpp": "audiocpp"}

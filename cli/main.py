@@ -192,6 +192,15 @@ def batch_cmd(ctx: typer.Context) -> None:
     batch_main(list(ctx.args))
 
 
+@app.command("book", add_help_option=False,
+             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def book_cmd(ctx: typer.Context) -> None:
+    """Turn an EPUB, Markdown or text file into a chaptered audiobook (`audiocpp book --help`)."""
+    from audiocpp.book.cli import main as book_main
+
+    book_main(list(ctx.args))
+
+
 @app.command("package")
 def package_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output .gguf file.")],

@@ -1,0 +1,289 @@
+"""``audiocpp book``: its flags, then :class:`~audiocpp.book.job.Book` (``--list``, ``--check`` and the job).
+
+The flags that mean what they mean for ``audiocpp`` keep its names. The summary of a run is printed on
+stdout as ``key=value`` lines (chapters, chunks, synthesized, reused, audio_s, the timings, outputs).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    add_completion=False,
+    context_settings={"help_option_names": ["--help", "-h"]},
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.command(
+    help="Turn an EPUB, Markdown, HTML or text file into a chaptered audiobook: an .m4b with chapter "
+    "marks (or one file per chapter), sentence captions, a read-along EPUB, ACX-ready loudness. "
+    "See docs/book.md."
+)
+def book(
+    input: Annotated[
+        Path,
+        typer.Argument(
+            help="The book: .epub (EPUB 2 or 3), .md, .html or .txt; with --check, the audio file to check."
+        ),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="The audiobook: an .m4b (AAC with chapter marks, tags and cover)."),
+    ] = None,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--out-dir", help="Instead of --out: one file per chapter in this folder, and an .m3u playlist."
+        ),
+    ] = None,
+    fmt: Annotated[
+        str | None,
+        typer.Option("--format", help="With --out-dir: mp3 (default; 192 kbps CBR), opus, flac or wav."),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", "-m", help="Model path or name, as for `audiocpp`; omit for the family's demo model."
+        ),
+    ] = None,
+    family: Annotated[
+        str | None,
+        typer.Option("--family", "-f", help="Model family (auto-detected from --model when omitted)."),
+    ] = None,
+    revision: Annotated[
+        str | None, typer.Option("--revision", help="Branch, tag or commit of a --model name.")
+    ] = None,
+    cache_dir: Annotated[
+        Path | None, typer.Option("--cache-dir", help="Hugging Face cache for --model names.")
+    ] = None,
+    codec: Annotated[
+        Path | None,
+        typer.Option("--codec", help="Separate codec GGUF where a family uses one (load option 'codec')."),
+    ] = None,
+    device: Annotated[
+        str | None,
+        typer.Option("--device", help="cpu (default), cuda, cuda:N, mps or auto (load option 'device')."),
+    ] = None,
+    voice_ref: Annotated[
+        Path | None, typer.Option("--voice-ref", help="The narrator: reference audio every chunk clones.")
+    ] = None,
+    reference_text: Annotated[
+        str | None, typer.Option("--reference-text", help="Transcript of --voice-ref.")
+    ] = None,
+    voice_prompt: Annotated[
+        Path | None,
+        typer.Option(
+            "--voice-prompt", help="The narrator: a saved voice prompt (--voice-prompt-out, `codec encode`)."
+        ),
+    ] = None,
+    instruct: Annotated[
+        str | None,
+        typer.Option(
+            "--instruct", help="Design the narrator from a description (families with voice design)."
+        ),
+    ] = None,
+    language: Annotated[str | None, typer.Option("--language", help="Language name or code.")] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            "--seed", help="Seed of every chunk (default: one drawn once and kept in the work folder)."
+        ),
+    ] = None,
+    voice_continuity: Annotated[
+        str,
+        typer.Option(
+            "--voice-continuity",
+            help="auto: without --voice-ref/--voice-prompt the first chunk's voice is cloned by every other; "
+            "none: every chunk is its own request.",
+        ),
+    ] = "auto",
+    request_option: Annotated[
+        list[str] | None,
+        typer.Option("--request-option", "-r", help="Request option key=value of every chunk (repeatable)."),
+    ] = None,
+    session_option: Annotated[
+        list[str] | None,
+        typer.Option("--session-option", "-s", help="Session option family.key=value (repeatable)."),
+    ] = None,
+    load_option: Annotated[
+        list[str] | None, typer.Option("--load-option", "-l", help="Load option key=value (repeatable).")
+    ] = None,
+    chapters: Annotated[
+        str | None,
+        typer.Option("--chapters", help="Chapters to make, e.g. 3-5,8 (numbers as --list shows them)."),
+    ] = None,
+    list_: Annotated[
+        bool,
+        typer.Option(
+            "--list", help="Print the chapters, their lengths and estimated durations; synthesize nothing."
+        ),
+    ] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check", help="Report INPUT's loudness, peaks and noise floor per chapter against ACX's rules."
+        ),
+    ] = False,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            "--batch-size",
+            help="Chunks synthesized together as rows of one batch (default: the family's on its "
+            "device: 8; OmniVoice on the CPU 1, docs/batching.md).",
+        ),
+    ] = None,
+    threads: Annotated[int | None, typer.Option("--threads", help="Torch threads (Ray: per actor).")] = None,
+    ray: Annotated[bool, typer.Option("--ray", help="Synthesize on a local Ray instance.")] = False,
+    ray_address: Annotated[
+        str | None, typer.Option("--ray-address", help="Synthesize on the Ray cluster at this address.")
+    ] = None,
+    workers: Annotated[
+        int, typer.Option("--workers", "-w", help="Ray actors, each loading the model once.")
+    ] = 1,
+    num_cpus: Annotated[float, typer.Option("--num-cpus", help="Ray: CPUs reserved per actor.")] = 1.0,
+    num_gpus: Annotated[float, typer.Option("--num-gpus", help="Ray: GPUs reserved per actor.")] = 0.0,
+    work_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--work-dir",
+            help="Where finished chunks are kept for resuming (default: beside the output, BOOK.work).",
+        ),
+    ] = None,
+    pause_sentence: Annotated[
+        float, typer.Option("--pause-sentence", help="Seconds between sentences.")
+    ] = 0.35,
+    pause_paragraph: Annotated[
+        float, typer.Option("--pause-paragraph", help="Seconds between paragraphs.")
+    ] = 0.8,
+    pause_chapter: Annotated[
+        float,
+        typer.Option(
+            "--pause-chapter", help="Seconds at the end of each chapter (ACX: held to 1-5 s of room tone)."
+        ),
+    ] = 2.0,
+    chapter_titles: Annotated[
+        bool, typer.Option("--chapter-titles/--no-chapter-titles", help="Speak each chapter's title first.")
+    ] = True,
+    max_chunk_chars: Annotated[
+        int,
+        typer.Option(
+            "--max-chunk-chars", help="Longer sentences are cut at clauses into chunks of at most this."
+        ),
+    ] = 250,
+    master: Annotated[
+        str | None,
+        typer.Option(
+            "--master",
+            help="acx (default for .m4b): ACX's loudness, peaks and room tone; none: the model's levels.",
+        ),
+    ] = None,
+    narrator: Annotated[str, typer.Option("--narrator", help="The narrator's name, for the tags.")] = "",
+    title: Annotated[
+        str | None, typer.Option("--title", help="The book's title (default: from the book).")
+    ] = None,
+    author: Annotated[
+        str | None, typer.Option("--author", help="The author (default: from the book).")
+    ] = None,
+    cover: Annotated[Path | None, typer.Option("--cover", help="Cover image (JPEG or PNG).")] = None,
+    sample_rate: Annotated[
+        int | None,
+        typer.Option("--sample-rate", help="Output rate (default: the model's, where the format takes it)."),
+    ] = None,
+    bitrate: Annotated[
+        str | None,
+        typer.Option(
+            "--bitrate", help="Lossy formats' bit rate, e.g. 64k (m4b default), 192k (mp3 default)."
+        ),
+    ] = None,
+    captions: Annotated[
+        bool,
+        typer.Option(
+            "--captions/--no-captions", help="Write .srt and .vtt sentence captions beside the audio."
+        ),
+    ] = True,
+    read_along: Annotated[
+        Path | None,
+        typer.Option(
+            "--read-along",
+            help="Also write an EPUB 3 with Media Overlays: the text highlighted as it is read.",
+        ),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress bar and no notes on stderr.")
+    ] = False,
+) -> None:
+    from audiocpp.engine.spec.options import parse_key_values
+
+    from .job import Book, list_chapters
+    from .settings import BookSettings, check_settings
+
+    if check:
+        from .check import run_check
+
+        run_check(input)
+        return
+    settings = BookSettings(
+        out=out,
+        out_dir=out_dir,
+        fmt=fmt,
+        read_along=read_along,
+        captions=captions,
+        work_dir=work_dir,
+        model=model,
+        family=family,
+        revision=revision,
+        cache_dir=cache_dir,
+        codec=codec,
+        device=device,
+        voice_ref=voice_ref,
+        reference_text=reference_text,
+        voice_prompt=voice_prompt,
+        instruct=instruct,
+        language=language,
+        seed=seed,
+        voice_continuity=voice_continuity,
+        request_options=parse_key_values(request_option or [], flag="--request-option"),
+        session_options=parse_key_values(session_option or [], flag="--session-option"),
+        load_options=parse_key_values(load_option or [], flag="--load-option"),
+        chapters=chapters,
+        chapter_titles=chapter_titles,
+        max_chunk_chars=max_chunk_chars,
+        title=title,
+        author=author,
+        narrator=narrator,
+        cover=cover,
+        pause_sentence=pause_sentence,
+        pause_paragraph=pause_paragraph,
+        pause_chapter=pause_chapter,
+        master=master,
+        sample_rate=sample_rate,
+        bitrate=bitrate,
+        batch_size=batch_size,
+        threads=threads,
+        ray=ray,
+        ray_address=ray_address,
+        workers=workers,
+        num_cpus=num_cpus,
+        num_gpus=num_gpus,
+        quiet=quiet,
+    )
+    if list_:
+        check_settings(settings, listing=True)
+        list_chapters(Book.open(input, title=title, author=author), settings)
+        return
+    check_settings(settings)
+    result = Book.open(input, title=title, author=author).render(settings)
+    for key, value in result.summary().items():
+        print(f"{key}={value}")
+    sys.stdout.flush()
+
+
+def main(argv: list[str]) -> None:
+    """Entry from ``audiocpp book ...`` (cli/main.py passes the remaining arguments)."""
+    app(args=argv, prog_name="audiocpp book")

@@ -1,0 +1,113 @@
+"""Where the chunks are synthesized: in this process on the model's batcher, or on Ray; both through
+``audiocpp batch``'s code (``batch.synth.Synthesizer``, ``batch.ray_runner.run_ray``), so a chunk is
+built and run exactly as a batch item (and as ``audiocpp`` runs the same request).
+
+Locally every chunk is submitted to the model's batcher in the order given: ``batch_size`` of them run
+as rows of one batch and the next joins at the next decode step as one finishes, so the batch stays
+full until the last chunks. On Ray, chunks go out in blocks of ``batch_size`` (each block one batch in
+one actor) to ``workers`` actors, the chapters spread over the cluster as ``audiocpp batch`` spreads a
+manifest.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from audiocpp.batch.manifest import Item
+from audiocpp.batch.synth import Done, JobSpec
+
+Record = Callable[[Item, Done], None]
+
+
+class LocalRunner:
+    """The model loaded in this process once, its batcher fed every chunk."""
+
+    def __init__(self, job: JobSpec) -> None:
+        self.job = job
+        self.synth: Any = None
+        self.load_s = 0.0
+
+    def run(self, items: list[Item], record: Record, on_ready: Callable[[], None]) -> None:
+        from audiocpp.batch.synth import Synthesizer, quiet_engine_warnings
+
+        if self.synth is None:
+            start = time.perf_counter()
+            self.synth = Synthesizer(self.job)
+            self.load_s = time.perf_counter() - start
+        on_ready()
+        finished: queue.Queue[tuple[Item, Done]] = queue.Queue()
+        with warnings.catch_warnings():
+            quiet_engine_warnings()  # each chunk's warnings come back in its Done
+            for item in items:
+                self.synth.submit(item, "local", lambda done, item=item: finished.put((item, done)))
+            for _ in items:
+                while True:
+                    try:  # a timeout, so that Ctrl-C is seen while the batch runs
+                        item, done = finished.get(timeout=0.2)
+                        break
+                    except queue.Empty:
+                        continue
+                record(item, done)
+
+    def close(self) -> None:
+        if self.synth is not None:
+            self.synth.model.batcher().close()  # cancels what is still queued or running
+
+
+class RayRunner:
+    """A Ray instance for the whole job (local, or the cluster at ``address``); each ``run`` is one
+    ``audiocpp batch`` Ray job over the chunks."""
+
+    def __init__(
+        self, job: JobSpec, *, address: str | None, workers: int, num_cpus: float, num_gpus: float
+    ) -> None:
+        from audiocpp.batch.ray_runner import import_ray
+
+        self.ray = import_ray()
+        self.job, self.address, self.workers = job, address, workers
+        self.num_cpus, self.num_gpus = num_cpus, num_gpus
+        self.started = False
+        self.load_s = 0.0
+
+    def run(self, items: list[Item], record: Record, on_ready: Callable[[], None]) -> None:
+        from audiocpp.batch.ray_runner import run_ray
+        from audiocpp.engine.errors import UsageError
+
+        if not self.ray.is_initialized():
+            init: dict[str, Any] = {
+                "include_dashboard": False,
+                "logging_level": logging.ERROR,
+                "configure_logging": True,
+                "log_to_driver": False,
+            }
+            if self.address:
+                init["address"] = self.address
+            try:
+                self.ray.init(**init)
+            except ConnectionError as error:
+                raise UsageError(
+                    f"cannot connect to the Ray cluster at {self.address!r}: {error}",
+                    hint="check --ray-address (e.g. ray://HEAD:10001 or HEAD:6379)",
+                ) from None
+            self.started = True
+        run_ray(
+            self.job,
+            items,
+            record,
+            on_ready,
+            address=self.address,
+            workers=self.workers,
+            num_cpus=self.num_cpus,
+            num_gpus=self.num_gpus,
+            batch_size=self.job.batch_size,
+        )
+
+    def close(self) -> None:
+        if self.started:
+            self.ray.shutdown()
+            self.started = False
