@@ -260,8 +260,9 @@ def bearer(headers: Iterable[tuple[bytes, bytes]]) -> Credential:
 
 
 def query_key(query_string: bytes) -> Credential:
-    """The ``api_key`` query parameter (a WebSocket from a browser cannot set headers)."""
-    if b"api_key" not in query_string:
+    """The ``api_key`` query parameter (a WebSocket from a browser cannot set headers); names and values
+    percent-decoded once (``api%5Fkey`` is ``api_key``), as every query parser reads them."""
+    if not query_string:
         return Credential(None, "missing")
     try:
         values = parse_qs(query_string.decode("latin-1"), keep_blank_values=True, encoding="utf-8",

@@ -55,6 +55,8 @@ CI_EXAMPLES: dict[str, int] = {
     "audio_bytes": 600, "audio_header": 500, "spec_json": 150, "options": 600, "text_chunk": 300,
     "text_big": 2, "tokenizer_gguf": 300, "tokenizer_text": 300, "voice_prompt": 250,
     "manifest": 200, "srt": 500, "cli": 80, "upload": 200,
+    # the server's auth surface (test_fuzz_auth.py): requests to a running server, a few ms each
+    "auth_header": 300, "auth_query": 200, "auth_names": 150,
 }
 #: targets whose inputs take seconds each: the long profile scales them by at most this much
 SLOW_SCALE_CAP = {"text_big": 3}
