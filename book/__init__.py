@@ -1,1 +1,45 @@
-"""audiocpp.book: `audiocpp book`, a book file to a chaptered audiobook (docs/book.md)."""
+"""audiocpp.book: a book file (EPUB 2/3, Markdown, HTML, plain text) to a chaptered audiobook: an .m4b
+with chapter marks (or one file per chapter), one narrator, sentence captions, a read-along EPUB 3 and
+ACX-ready loudness (``audiocpp book``, docs/book.md).
+
+    from audiocpp.book import Book
+
+    book = Book.open("novel.epub")                    # title, author, cover, chapters (book.text)
+    result = book.render(out="novel.m4b", model="voxcpm2-q8_0.gguf", chapters="1-3")
+    print(result.outputs, result.synthesized)
+
+It needs the ``book`` extra (``pip install 'audiocpp[book]'``) and ffmpeg on ``PATH``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from audiocpp.engine.errors import UsageError
+
+#: import name -> the package that provides it (the ``book`` extra)
+EXTRA = {"lxml": "lxml", "markdown_it": "markdown-it-py", "scipy": "scipy", "pyloudnorm": "pyloudnorm"}
+
+
+def need_extra() -> None:
+    """A UsageError naming the ``book`` extra when one of its packages is missing."""
+    missing = [package for name, package in EXTRA.items() if importlib.util.find_spec(name) is None]
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        raise UsageError(f"`audiocpp book` needs {', '.join(missing)}, which {verb} not installed",
+                         hint="install the extra: pip install 'audiocpp[book]'")
+
+
+def __getattr__(name: str):  # noqa: ANN202 - the public names, imported on first use
+    if name in ("Book", "BookResult"):
+        from . import job
+
+        return getattr(job, name)
+    if name == "BookSettings":
+        from .settings import BookSettings
+
+        return BookSettings
+    raise AttributeError(name)
+
+
+__all__ = ["Book", "BookResult", "BookSettings", "need_extra"]

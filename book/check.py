@@ -28,6 +28,9 @@ class ChapterLevels:
 
 def check_file(path: Path) -> list[ChapterLevels]:
     """Every chapter's levels, decoding the file once (a chapter at a time in memory)."""
+    from . import need_extra
+
+    need_extra()
     if not fs.is_file(path):
         raise UsageError(f"--check {str(path)!r} does not exist", hint="pass the audiobook file to check")
     info = probe(path)

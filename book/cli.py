@@ -220,7 +220,8 @@ def book(
 ) -> None:
     from audiocpp.engine.spec.options import parse_key_values
 
-    from .job import Book, list_chapters
+    from .job import Book
+    from .listing import list_chapters
     from .settings import BookSettings, check_settings
 
     if check:

@@ -3,7 +3,6 @@ finish, write the outputs. ``Book`` is the Python form; ``audiocpp book`` builds
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import sys
@@ -14,7 +13,7 @@ from typing import Any
 
 from audiocpp.engine.errors import AudiocppError, UsageError
 
-from .plan import CHARS_PER_SECOND, ChapterPlan, parse_selection, plan_book
+from .plan import ChapterPlan, parse_selection, plan_book
 from .readers import read_book
 from .settings import BookSettings, check_settings
 from .text import BookText, Cover, image_type
@@ -37,6 +36,8 @@ class BookResult:
     timings: dict[str, float] = field(default_factory=dict)
     narration: str = ""
     work_dir: Path | None = None
+    chapter_s: list[float] = field(default_factory=list)  # each chapter's length in the output, in order
+    rate: int = 0  # the audiobook's sample rate
 
     def summary(self) -> dict[str, Any]:
         out = {
@@ -51,6 +52,8 @@ class BookResult:
         if synth > 0 and self.synthesized:
             post = sum(self.timings.get(k, 0.0) for k in ("assemble_s", "master_s", "encode_s"))
             out["post_share"] = f"{post / synth:.3f}"
+        out["chapter_s"] = ",".join(f"{d:.3f}" for d in self.chapter_s)
+        out["rate"] = self.rate
         out["voice"] = self.narration
         out["work_dir"] = str(self.work_dir)
         out["outputs"] = ",".join(str(p) for p in self.outputs)
@@ -79,6 +82,9 @@ class Book:
         author: str | None = None,
         cover: str | Path | None = None,
     ) -> Book:
+        from . import need_extra
+
+        need_extra()
         path = Path(path)
         text = read_book(path)
         if title:
@@ -295,7 +301,8 @@ class _Synthesis:
         self.synthesized = 0
         self.failures: list[tuple[str, str]] = []
         self.chapter_files: dict[int, Any] = {}
-        self.rate: int | None = None
+        self.rate: int | None = None  # the model's
+        self.out_rate = 0  # the audiobook's
 
     # -- keys ------------------------------------------------------------------------------------------------
     def base(self) -> dict[str, Any]:
@@ -514,6 +521,8 @@ class _Synthesis:
             self.timings,
             self.narration.describe(self.plan.family),
             self.work.path,
+            [self.chapter_files[c.number].duration for c in self.selected],
+            self.out_rate,
         )
 
     def _write_voice(self, samples: Any, rate: int) -> None:
@@ -648,6 +657,7 @@ class _Synthesis:
         assert self.rate is not None
         fmt = s.track_format
         rate = rate_for(fmt, self.rate, s.sample_rate, s.mastering == "acx")
+        self.out_rate = rate
         meta = BookMeta(
             text.title,
             text.author,
@@ -712,73 +722,3 @@ class _Synthesis:
             shutil.rmtree(scratch, ignore_errors=True)
         self.timings["encode_s"] = time.perf_counter() - start
         return written
-
-
-def list_chapters(book: Book, settings: BookSettings, stream: Any = None) -> None:
-    """``--list``: every chapter with its length and the estimated audio duration (and synthesis time,
-    from the speed an earlier run of the same model measured in the work folder)."""
-    from .workdir import STATE
-
-    stream = stream or sys.stdout
-    plans = book.plans(settings)
-    chosen = set(parse_selection(settings.chapters, len(plans)))
-    text = book.text
-    speed = None
-    with contextlib.suppress(Exception):
-        import json
-
-        state = (
-            json.loads((settings.default_work_dir() / STATE).read_text(encoding="utf-8"))
-            if settings.out is not None or settings.out_dir is not None or settings.work_dir is not None
-            else {}
-        )
-        speed = state.get("speed", {}).get(f"{settings.family or ''}|{settings.model or ''}")
-    print(
-        f"{text.title}"
-        + (f" by {text.author}" if text.author else "")
-        + f" ({text.kind}, {len(plans)} chapters, {text.chars:,} characters)",
-        file=stream,
-    )
-    print(
-        f"{'#':>4}  {'chapter':40} {'chars':>8} {'words':>7} {'chunks':>6} {'audio':>9} {'synthesis':>9}",
-        file=stream,
-    )
-    totals = [0, 0, 0, 0.0, 0.0]
-    for number, (chapter, plan) in enumerate(zip(text.chapters, plans), start=1):
-        pauses = (
-            len(plan.sentences) * settings.pause_sentence
-            + len(chapter.blocks) * settings.pause_paragraph
-            + settings.pause_chapter
-        )
-        audio = plan.chars / CHARS_PER_SECOND + pauses
-        synth = plan.chars * speed["s_per_char"] if speed else None
-        mark = " " if number in chosen else "-"
-        title = (chapter.title or text.title)[:40]
-        print(
-            f"{mark}{number:>3}  {title:40} {chapter.chars:>8,} {chapter.words:>7,} {len(plan.units):>6} "
-            f"{_clock(audio):>9} {_clock(synth) if synth is not None else '?':>9}",
-            file=stream,
-        )
-        if number in chosen:
-            totals[0] += chapter.chars
-            totals[1] += chapter.words
-            totals[2] += len(plan.units)
-            totals[3] += audio
-            totals[4] += synth or 0.0
-    print(
-        f"{'':>4}  {'total (chosen chapters)':40} {totals[0]:>8,} {totals[1]:>7,} {totals[2]:>6} "
-        f"{_clock(totals[3]):>9} {_clock(totals[4]) if speed else '?':>9}",
-        file=stream,
-    )
-    note = (
-        "synthesis: at the speed measured by an earlier run of this model in the work folder"
-        if speed
-        else "synthesis time: '?' until a run of this model measures its speed (kept in the work "
-        "folder; pass the same --model and --out)"
-    )
-    print(f"audio estimated at {CHARS_PER_SECOND:g} characters a second plus the pauses; {note}", file=stream)
-
-
-def _clock(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"

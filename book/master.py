@@ -38,13 +38,14 @@ def room_tone(n: int, seed: int) -> np.ndarray:
 
 
 def limiter_gain(
-    samples: np.ndarray,
+    envelope: np.ndarray,
     rate: int,
     ceiling_db: float = CEILING_DB,
     attack_s: float = 0.005,
     release_s: float = 0.05,
 ) -> np.ndarray:
-    """The gain (linear, <= 1) that keeps ``samples``' true peak under ``ceiling_db``.
+    """The gain (linear, <= 1) that keeps a signal whose true-peak ``envelope`` is given under
+    ``ceiling_db``.
 
     The gain each sample needs (in dB) is spread by a minimum filter over ±``attack_s`` and then
     averaged over ``attack_s``, so it is smooth and, at every sample, at most what that sample needs;
@@ -52,7 +53,6 @@ def limiter_gain(
     from scipy.ndimage import minimum_filter1d, uniform_filter1d
 
     ceiling = 10 ** (ceiling_db / 20)
-    envelope = true_peak_envelope(samples)
     with np.errstate(divide="ignore"):
         need = np.minimum(0.0, 20.0 * np.log10(ceiling / np.maximum(envelope, 1e-12))).astype(np.float32)
     if not need.any():
@@ -65,14 +65,21 @@ def limiter_gain(
     return np.power(10.0, gain / 20.0, dtype=np.float32)
 
 
-def limit(samples: np.ndarray, rate: int, ceiling_db: float = CEILING_DB) -> np.ndarray:
-    """``samples`` under the ceiling (true peak); a second pass catches the rare leftover overshoot."""
-    out = samples * limiter_gain(samples, rate, ceiling_db)
-    for _ in range(3):
-        over = db(float(true_peak_envelope(out).max())) - ceiling_db if out.size else -1.0
-        if over <= 0.0:
+def limit(
+    samples: np.ndarray, rate: int, ceiling_db: float = CEILING_DB, envelope: np.ndarray | None = None
+) -> np.ndarray:
+    """``samples`` under the ceiling (true peak); ``envelope``: theirs, when known. A second pass
+    catches the rare leftover overshoot (the gain moves between the oversampled points)."""
+    if envelope is None:
+        envelope = true_peak_envelope(samples)
+    if samples.size == 0 or db(float(envelope.max())) <= ceiling_db:
+        return samples.astype(np.float32, copy=False)
+    out = samples * limiter_gain(envelope, rate, ceiling_db)
+    for step in range(3):
+        after = true_peak_envelope(out)
+        if out.size == 0 or db(float(after.max())) <= ceiling_db:
             break
-        out = out * limiter_gain(out, rate, ceiling_db - 0.1)
+        out = out * limiter_gain(after, rate, ceiling_db - 0.1 * (step + 1))
     return out.astype(np.float32)
 
 
@@ -101,16 +108,16 @@ def master(
     if not math.isfinite(level):  # nothing but room tone
         return Mastered(tone, 0.0, 0.0)
     gain_db = target_db - level
+    envelope = true_peak_envelope(speech)  # scales with the gain: measured once
     out = speech
-    for _ in range(6):
-        scaled = speech * np.float32(10 ** (gain_db / 20))
-        out = limit(scaled, rate, ceiling_db)
+    for _ in range(8):
+        scale = np.float32(10 ** (gain_db / 20))
+        out = speech * scale * limiter_gain(envelope * scale, rate, ceiling_db)
         total = db(math.sqrt((float(np.dot(out.astype(np.float64), out)) + tone_energy) / n))
-        if abs(total - target_db) < 0.05:
+        if abs(total - target_db) < 0.05 or gain_db > 60:  # > 60 dB: mostly silence, held down anyway
             break
         gain_db += target_db - total
-        if gain_db > 60:  # mostly silence: the limiter holds it down whatever the gain
-            break
+    out = limit(out, rate, ceiling_db)  # the check on the result, and the rare leftover overshoot
     peak_before = db(float(np.abs(speech).max()) * 10 ** (gain_db / 20)) if speech.size else 0.0
     limited = max(0.0, peak_before - ceiling_db)
     return Mastered((out + tone).astype(np.float32), gain_db, limited)
