@@ -23,6 +23,7 @@ usage: audiocpp [--family F] [--task tts|clon|design] [--model PATH]
        audiocpp families | options --family F | inspect PATH | package ... | codec encode|decode ...
        audiocpp serve [--model PATH ...]     an OpenAI-compatible speech server (also Wyoming)
        audiocpp batch MANIFEST.jsonl --out-dir DIR     a JSONL manifest, locally or on Ray
+       audiocpp book BOOK.epub --model PATH --out BOOK.m4b    an audiobook (EPUB, Markdown, text)
        audiocpp download NAME | kernels      fetch a model; build the C++ kernels
 
 try:   audiocpp --family omnivoice --text "Hello." --out hello.wav   (demo model, random weights)
