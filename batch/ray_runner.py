@@ -16,11 +16,11 @@ import json
 import logging
 import os
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
-from audiocpp.engine.errors import AudiocppError, UsageError
+from audiocpp.engine.errors import AudiocppError
+from audiocpp.engine.ray_session import connect, disconnect
 from audiocpp.engine.records import AudioBuffer
 
 from .manifest import Item
@@ -31,15 +31,9 @@ Record = Callable[[Item, Done], None]
 
 def import_ray():
     """``ray`` and ``ray.data``, or a UsageError naming the extra that installs them."""
-    try:
-        import ray
-        import ray.data  # noqa: F401
-    except ImportError:
-        raise UsageError(
-            "--ray and --ray-address need Ray, which is not installed",
-            hint="install the extra: pip install 'audiocpp[ray]' (Ray Data)",
-        ) from None
-    return ray
+    from audiocpp.engine.ray_session import import_ray as load
+
+    return load("--ray and --ray-address", ("ray.data",), "Ray Data")
 
 
 class SynthActor:
@@ -100,17 +94,7 @@ def run_ray(job: JobSpec, items: list[Item], record: Record, on_ready: Callable[
     import pyarrow as pa
     from ray.data import ActorPoolStrategy, DataContext
 
-    started_here = not ray.is_initialized()
-    if started_here:
-        init: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.ERROR,
-                                "configure_logging": True, "log_to_driver": False}
-        if address:
-            init["address"] = address
-        try:
-            ray.init(**init)
-        except ConnectionError as error:
-            raise UsageError(f"cannot connect to the Ray cluster at {address!r}: {error}",
-                             hint="check --ray-address (e.g. ray://HEAD:10001 or HEAD:6379)") from None
+    started_here = connect(ray, address)
     try:
         logging.getLogger("ray.data").setLevel(logging.ERROR)
         context = DataContext.get_current()
@@ -147,8 +131,7 @@ def run_ray(job: JobSpec, items: list[Item], record: Record, on_ready: Callable[
     except Exception as error:
         raise _explain(error) from None
     finally:
-        if started_here:
-            ray.shutdown()
+        disconnect(ray, started_here)
 
 
 def _explain(error: Exception) -> Exception:

@@ -337,6 +337,25 @@ def serve_cmd(
         "--access-log", help="One JSON line per request to FILE (- for stdout); reopened on SIGHUP.")] = None,
     log_text: Annotated[bool, typer.Option(
         "--log-text", help="Also write the text of each request into the access log.")] = False,
+    ray: Annotated[bool, typer.Option(
+        "--ray", help="Serve as a Ray Serve application on a local Ray instance (pip install "
+        "'audiocpp[ray]'; docs/server.md, On a Ray cluster).")] = False,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", help="Serve on the Ray cluster at this address (HEAD:6379).")] = None,
+    replicas: Annotated[int | None, typer.Option(
+        "--replicas", help="Ray Serve replicas of each model, each loading it once (default 1).")] = None,
+    autoscale: Annotated[str | None, typer.Option(
+        "--autoscale", help="MIN:MAX replicas of each model, scaled by Ray Serve on requests in progress "
+        "(target: --max-batch per replica).")] = None,
+    num_cpus: Annotated[float | None, typer.Option(
+        "--num-cpus", help="CPUs each replica reserves on Ray (default 1).")] = None,
+    num_gpus: Annotated[float, typer.Option(
+        "--num-gpus", help="GPUs each replica reserves on Ray (default 0).")] = 0.0,
+    print_config: Annotated[bool, typer.Option(
+        "--print-config", help="With --ray: write the Ray Serve config file (serve run / serve deploy / "
+        "KubeRay) and exit.")] = False,
+    drain_s: Annotated[float, typer.Option(
+        "--drain-s", help="At Ctrl-C or SIGTERM, seconds requests in progress may take to finish.")] = 5.0,
 ) -> None:
     """Serve models over HTTP: OpenAI's /v1/audio/speech, stored voices, metrics and a playground page."""
     from audiocpp.server.cli import ServeArgs, serve
@@ -352,7 +371,9 @@ def serve_cmd(
                     metrics_public=metrics_public, max_voices_per_key=max_voices_per_key,
                     rate_limit=rate_limit, audio_limit=audio_limit, max_queue_per_key=max_queue_per_key,
                     ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, access_log=access_log,
-                    log_text=log_text))
+                    log_text=log_text, ray=ray, ray_address=ray_address, replicas=replicas,
+                    autoscale=autoscale, num_cpus=num_cpus, num_gpus=num_gpus, print_config=print_config,
+                    drain_s=drain_s))
 
 
 def _family_help(argv: list[str]) -> str | None:

@@ -44,7 +44,6 @@ from .speech import (
     request_id,
     result_headers,
     sent_seconds,
-    synthesize,
     timing,
 )
 from .voices import OPENAI_VOICES, VoiceStore, VoiceView, check_reference, voice_not_found
@@ -67,6 +66,13 @@ class ServerState:
     metrics_public: bool = False
     max_voices_per_key: int | None = 32
     loop: asyncio.AbstractEventLoop | None = None  # the running event loop (SIGHUP reloads in it)
+    #: plan requests on a worker thread (on Ray Serve: the voice store and a language check are remote
+    #: calls); a single-machine server plans in the event loop, as it always has
+    plan_in_thread: bool = False
+
+    async def plan(self, make: Any) -> Any:
+        """``make()`` (a request's plan), in the event loop or on a worker thread (``plan_in_thread``)."""
+        return await run_in_threadpool(make) if self.plan_in_thread else make()
 
     def view(self, principal: Principal) -> VoiceView:
         """The stored voices ``principal`` sees."""
@@ -109,8 +115,8 @@ class ClientGone(Exception):
     """The client disconnected before its response started."""
 
 
-def _error_response(error: ApiError) -> JSONResponse:
-    return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+def _error_response(error: ApiError, extra: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error.body(), status_code=error.status, headers={**error.headers, **(extra or {})})
 
 
 def _api_error(error: BaseException) -> ApiError:
@@ -205,6 +211,7 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics() -> PlainTextResponse:
+        await state.metrics.refresh()
         return PlainTextResponse(state.metrics.render(), media_type="text/plain; version=0.0.4")
 
     @app.get("/v1/models")
@@ -312,8 +319,9 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
         if named is None or (isinstance(named, str) and (named in state.models or named in OPENAI_MODELS)):
             request.state.model = pick_model(state.models, named).name  # the metrics' label from here on
         principal = _principal(request)
-        plan = plan_speech(parse_body(data), state.models, state.view(principal), state.max_input_chars,
-                           principal)
+        body = parse_body(data)
+        plan = await state.plan(lambda: plan_speech(body, state.models, state.view(principal),
+                                                    state.max_input_chars, principal))
         request.state.model = plan.served.name
         audit_state = _scope_state(request)
         note(audit_state, voice=plan.voice_name, clone=plan.task is Task.CLONE, chars=len(plan.request.text),
@@ -321,8 +329,7 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
         plan.account = state.account(plan, audit_state)
         worker = state.workers[plan.served.name]
         job = Job(asyncio.get_running_loop() if plan.stream_format else None)
-        future = as_asyncio(worker.submit(lambda j: synthesize(plan, j, worker, state.voices), job,
-                                          principal.queue_key))
+        future = as_asyncio(worker.submit_speech(plan, job, state.voices))
         try:
             first = await _wait(future, job, request, items=plan.stream_format is not None)
         except ClientGone:
@@ -333,11 +340,11 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
             except Cancelled:
                 return Response(status_code=499)
             except BaseException as error:  # noqa: BLE001 - reported as an OpenAI error
-                return _error_response(_api_error(error))
+                return _error_response(_api_error(error), job.headers)
             if not plan.incremental:  # the whole file (also stream_format=audio for flac, mp3, opus)
                 observe(state.metrics, plan, result)
-                return Response(audio, media_type=plan.fmt.media_type,
-                                headers=result_headers(result, plan.served, plan.output_rate))
+                headers = result_headers(result, plan.served, plan.output_rate)
+                return Response(audio, media_type=plan.fmt.media_type, headers={**headers, **job.headers})
         items = [] if first is None else [first]
         if plan.stream_format == "sse":
             return _sse_response(state, plan, job, future, items)
@@ -401,10 +408,10 @@ async def _items(job: Job, future: asyncio.Future, first: list[Any]) -> AsyncIte
             getter.cancel()
 
 
-def _stream_headers(plan: SpeechPlan) -> dict[str, str]:
+def _stream_headers(plan: SpeechPlan, job: Job) -> dict[str, str]:
     return {"X-Request-Id": request_id(), "X-AudioCPP-Model": plan.served.name,
             "X-AudioCPP-Sample-Rate": str(plan.output_rate), "X-Accel-Buffering": "no",
-            "Cache-Control": "no-cache"}
+            "Cache-Control": "no-cache", **job.headers}
 
 
 def _audio_stream_response(state: ServerState, plan: SpeechPlan, job: Job, future: asyncio.Future,
@@ -418,7 +425,7 @@ def _audio_stream_response(state: ServerState, plan: SpeechPlan, job: Job, futur
         observe(state.metrics, plan, result, sent_seconds(job, plan))
 
     return JobStreamingResponse(body(), job.cancel, media_type=plan.fmt.media_type,
-                                headers=_stream_headers(plan))
+                                headers=_stream_headers(plan, job))
 
 
 def _sse_response(state: ServerState, plan: SpeechPlan, job: Job, future: asyncio.Future,
@@ -444,7 +451,7 @@ def _sse_response(state: ServerState, plan: SpeechPlan, job: Job, future: asynci
                                round(sent, 3)}})
 
     return JobStreamingResponse(body(), job.cancel, media_type="text/event-stream",
-                                headers=_stream_headers(plan))
+                                headers=_stream_headers(plan, job))
 
 
 __all__ = ["ServerState", "create_app"]

@@ -46,6 +46,15 @@ class ServeArgs:
     access_log: str | None = None  # a file, or - for stdout
     log_text: bool = False
     env_keys: str | None = None  # AUDIOCPP_API_KEYS (read by plan when None)
+    # -- on Ray Serve (docs/server.md, "On a Ray cluster") --
+    ray: bool = False  # a local Ray instance for the run
+    ray_address: str | None = None  # an existing cluster
+    replicas: int | None = None  # per model (default 1)
+    autoscale: str | None = None  # MIN:MAX replicas per model
+    num_cpus: float | None = None  # per replica (default 1)
+    num_gpus: float = 0.0  # per replica
+    print_config: bool = False  # write the Ray Serve config file instead of serving
+    drain_s: float = 5.0  # at Ctrl-C / SIGTERM: how long requests in progress may take to finish
 
 
 #: The serve extra: importable module names (any of) -> the package to install.
@@ -101,6 +110,7 @@ def default_voices_dir() -> Path:
 
 def check_args(args: ServeArgs) -> None:
     """The flags alone, before anything else (a bad flag is exit 2 whatever the port or models)."""
+    check_ray_args(args)
     if args.max_batch is not None and args.max_batch < 1:
         raise UsageError(f"--max-batch {args.max_batch} must be at least 1",
                          hint="--max-batch 1: one request at a time")
@@ -138,6 +148,59 @@ def check_args(args: ServeArgs) -> None:
     if args.log_text and args.access_log is None:
         raise UsageError("--log-text writes the text into the access log, and there is none",
                          hint="add --access-log FILE (or - for stdout)")
+
+
+def on_ray(args: ServeArgs) -> bool:
+    return args.ray or bool(args.ray_address)
+
+
+def parse_autoscale(text: str) -> tuple[int, int]:
+    """``--autoscale MIN:MAX``: the replicas of each model Ray Serve scales between."""
+    import re
+
+    match = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", text or "")
+    if match is None:
+        raise UsageError(f"--autoscale {text!r} is not MIN:MAX", hint="for example --autoscale 1:4")
+    low, high = int(match.group(1)), int(match.group(2))
+    if low < 1 or high < low:
+        raise UsageError(f"--autoscale {text!r}: MIN must be at least 1 and MAX at least MIN",
+                         hint="for example --autoscale 1:4 (a model without a replica could not answer)")
+    return low, high
+
+
+def check_ray_args(args: ServeArgs) -> None:
+    """The flags of a server on Ray Serve, and the flags only such a server takes."""
+    if args.drain_s < 0:
+        raise UsageError(f"--drain-s {args.drain_s:g} must be 0 or more")
+    if not on_ray(args):
+        given = ((args.replicas is not None, "--replicas"), (args.autoscale is not None, "--autoscale"),
+                 (args.num_cpus is not None, "--num-cpus"), (args.num_gpus != 0, "--num-gpus"),
+                 (args.print_config, "--print-config"))
+        for flag in (flag for set_, flag in given if set_):
+            raise UsageError(f"{flag} is for a server on Ray Serve",
+                             hint="add --ray (a local Ray instance) or --ray-address ADDR (a Ray cluster)")
+        return
+    if args.replicas is not None and args.autoscale is not None:
+        raise UsageError("--replicas and --autoscale both set the replicas of each model: give one")
+    if args.replicas is not None and args.replicas < 1:
+        raise UsageError(f"--replicas {args.replicas} must be at least 1")
+    if args.autoscale is not None:
+        parse_autoscale(args.autoscale)
+    if args.num_cpus is not None and args.num_cpus < 0:
+        raise UsageError(f"--num-cpus {args.num_cpus:g} must be 0 or more")
+    if args.num_gpus < 0:
+        raise UsageError(f"--num-gpus {args.num_gpus:g} must be 0 or more")
+    if args.wyoming_port is not None or not args.http:
+        raise UsageError("Wyoming (--wyoming-port, --no-http) is not served on Ray Serve, whose proxy "
+                         "carries HTTP and WebSockets only",
+                         hint="run a single-machine `audiocpp serve --wyoming-port N` for Home Assistant")
+
+
+def require_ray_serve() -> None:
+    """Ray Serve, or one usage error (exit 2) naming the ``ray`` extra."""
+    from audiocpp.engine.ray_session import import_ray
+
+    import_ray("--ray and --ray-address", ("ray.serve",), "Ray Serve")
 
 
 @dataclass
@@ -255,6 +318,14 @@ def serve(args: ServeArgs) -> None:
 
     from .auth import is_loopback, say
 
+    if on_ray(args):
+        check_args(args)  # a bad flag is exit 2 before anything is imported or started
+        require_extra()
+        require_ray_serve()
+        from .ray_serve import serve_on_ray
+
+        serve_on_ray(args)
+        return
     require_extra()
     planned = plan(args)  # every flag, option and model checked before a port is bound
     sockets = []
@@ -323,7 +394,7 @@ def _run_http(args: ServeArgs, state, sock: socket.socket, wyoming_sock: socket.
     tls = {"ssl_certfile": str(Path(args.ssl_certfile).expanduser()),
            "ssl_keyfile": str(Path(args.ssl_keyfile).expanduser())} if args.ssl_certfile else {}
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
-                            timeout_graceful_shutdown=5,
+                            timeout_graceful_shutdown=args.drain_s,
                             access_log=args.log_level in ("info", "debug", "trace"), **tls)
     install_redaction(state.keys)  # uvicorn's own lines show paths with their query (?api_key=)
     server = uvicorn.Server(config)

@@ -48,6 +48,13 @@ def resident_bytes() -> int:
         return 0
 
 
+#: The tables of ServerMetrics that sum across processes (a Ray Serve app's replicas): counters...
+COUNTERS = ("requests", "rejected", "cancelled", "audio_seconds", "key_requests", "key_audio", "key_rejected",
+            "auth_failures")
+#: ... and histograms (per model).
+HISTOGRAMS = ("rtf", "first_audio", "batch_size", "join_wait")
+
+
 class ServerMetrics:
     """Counters keyed by labels; gauges are read from callbacks when scraped."""
 
@@ -113,6 +120,33 @@ class ServerMetrics:
     def count_auth_failure(self, reason: str) -> None:
         with self._lock:
             self.auth_failures[reason] += 1
+
+    def snapshot(self) -> dict[str, dict]:
+        """The counters and histograms as plain data (sent from a Ray Serve replica to the ingress)."""
+        with self._lock:
+            out: dict[str, dict] = {name: dict(getattr(self, name)) for name in COUNTERS}
+            for name in HISTOGRAMS:
+                out[name] = {model: (h.buckets, list(h.counts), h.total, h.count)
+                             for model, h in getattr(self, name).items()}
+        return out
+
+    def merge(self, snapshot: dict[str, dict]) -> None:
+        """Add another process's :meth:`snapshot` to these counters and histograms."""
+        with self._lock:
+            for name in COUNTERS:
+                table = getattr(self, name)
+                for key, value in snapshot.get(name, {}).items():
+                    table[tuple(key) if isinstance(key, list) else key] += value
+            for name in HISTOGRAMS:
+                table = getattr(self, name)
+                for model, (buckets, counts, total, count) in snapshot.get(name, {}).items():
+                    hist = table.setdefault(model, Histogram(tuple(buckets)))
+                    hist.counts = [a + b for a, b in zip(hist.counts, counts)]
+                    hist.total += total
+                    hist.count += count
+
+    async def refresh(self) -> None:
+        """Called before each scrape: a Ray Serve ingress gathers its replicas' figures here."""
 
     def add_gauge(self, name: str, help_text: str, read: Callable[[], dict[str, float]]) -> None:
         """A gauge per model, read when scraped: ``read()`` gives model -> value."""

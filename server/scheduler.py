@@ -79,6 +79,7 @@ class Job:
         self._batch_job: BatchJob | None = None
         self._lock = threading.Lock()
         self.emitted_bytes = 0  # audio bytes handed to the event loop so far (one producer thread)
+        self.headers: dict[str, str] = {}  # extra response headers (on Ray Serve: x-audiocpp-replica)
 
     def cancel(self) -> None:
         with self._lock:
@@ -186,6 +187,14 @@ class ModelWorker:
             self._pending.setdefault(key, deque()).append((self._seq, fn, job, future))
             self._dispatch()
         return future
+
+    def submit_speech(self, plan: Any, job: Job, voices: Any, *, keep_audio: bool = False) -> Future:
+        """Synthesize a planned request (``speech.synthesize``) on a worker thread, fairly by its key; its
+        future gives ``(TaskResult, encoded bytes)``. ``keep_audio``: the result's audio is needed by
+        the caller (always kept here; a remote worker on Ray Serve sends it back only when asked)."""
+        from .speech import synthesize
+
+        return self.submit(lambda j: synthesize(plan, j, self, voices), job, plan.principal.queue_key)
 
     def _dispatch(self) -> None:
         """Hand waiting requests to free threads: the key with the fewest requests in progress first, then

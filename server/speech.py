@@ -70,6 +70,8 @@ class SpeechPlan:
     principal: Principal = ANONYMOUS  # who asked: the model's queue shares out by its key
     #: called with the seconds of audio sent, once per synthesis (the key's audio limit, the audit trail)
     account: Callable[[float], None] | None = None
+    #: the body gave reference_text for its stored voice (then no saved voice prompt is used)
+    reference_given: bool = False
 
     @property
     def voice_name(self) -> str:
@@ -340,6 +342,7 @@ def _attach_voice(plan: SpeechPlan, voice: StoredVoice, body: SpeechBody) -> Non
     """Clone with the stored voice: its saved prompt for this model and options when there is
     one, else its audio and transcript (and the prompt this run prepares is saved)."""
     request = plan.request
+    plan.reference_given = body.reference_text is not None
     transcript = body.reference_text if body.reference_text is not None else voice.transcript
     plan.prompt_options = {**request.options, "language": body.language, "instruct": body.instructions,
                            "reference_text": transcript}

@@ -28,7 +28,7 @@ from audiocpp.engine.text.stream import SentenceStream
 
 from .errors import ApiError
 from .scheduler import Cancelled, Job, as_asyncio
-from .speech import SpeechPlan, observe, synthesize
+from .speech import SpeechPlan, observe
 
 if TYPE_CHECKING:
     from .app import ServerState
@@ -132,8 +132,7 @@ async def speak(state: ServerState, plan: SpeechPlan,
     loop = asyncio.get_running_loop()
     job = Job(loop)
     limit = int(MAX_PENDING_SECONDS * plan.output_rate) * 2
-    future = as_asyncio(worker.submit(lambda j: synthesize(plan, j, worker, state.voices), job,
-                                      plan.principal.queue_key))
+    future = as_asyncio(worker.submit_speech(plan, job, state.voices, keep_audio=True))
     assert job.items is not None
     sent = 0
     getter: asyncio.Future | None = None

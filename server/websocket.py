@@ -130,7 +130,7 @@ async def speech_stream(websocket: WebSocket, state: ServerState) -> None:
             named = config.get("model")
             if isinstance(named, str) and named in state.models:
                 model = named
-            plan, frame_bytes = plan_session(state, config, principal)
+            plan, frame_bytes = await state.plan(lambda: plan_session(state, config, principal))
             model = plan.served.name
             note(scope_state, model=model, voice=plan.voice_name, clone=plan.task.value == "clone", chars=0,
                  audio_s=0.0)

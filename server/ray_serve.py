@@ -1,0 +1,1075 @@
+"""``audiocpp serve --ray``: the same server as a Ray Serve application (docs/server.md, "On a Ray cluster").
+
+The application has an **ingress** deployment and one deployment per ``--model``:
+
+- The ingress runs the FastAPI app of a single-machine server (``app.create_app``: the same routes, the
+  gate with its keys, limits and access log, the error shapes), over a :class:`~app.ServerState` whose
+  models are descriptions of the remote ones (:class:`RemoteServedModel`: spec, rate, options; their
+  languages checked by a replica), whose workers are :class:`RemoteWorker` (each request goes to the
+  model's deployment through a Ray Serve handle, which routes it to a replica) and whose voice store is
+  the cluster's (:class:`RemoteVoiceStore`). It plans each request as a single server does (model, voice
+  as the key sees it, format, options), then hands the planned request (:class:`SpeechCall`) on.
+- A model replica (:class:`ModelReplica`) loads its model once and runs our own batcher through a
+  :class:`~scheduler.ModelWorker` (``model.batcher(max_batch)``: rows join mid-generation, which
+  ``@serve.batch`` cannot), synthesizes and encodes with ``speech.synthesize`` as a single server does,
+  and streams back ``("admitted", replica)``, its audio pieces, then ``("done", result, bytes)`` or
+  ``("error", ...)``.
+- The voices live in one named, detached Ray actor (:class:`VoiceStoreActor`) pinned to the head node,
+  over a :class:`~voices.VoiceStore` in that node's ``--voices-dir``: every replica on every node reaches
+  it without a shared filesystem, it survives replicas' restarts, and it is restarted by Ray (from the
+  same folder) if it dies. Replicas copy a voice's reference and prompts into a local cache keyed by the
+  reference's content hash, and push the voice prompts they prepare back to the store.
+
+The config file (``--print-config``) names :func:`app_builder`, which builds the same application from
+the serve flags, for ``serve run`` / ``serve deploy`` / a KubeRay ``RayService``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+from ray import serve
+from ray.exceptions import ActorUnavailableError, RayActorError, TaskCancelledError
+from ray.serve.exceptions import (
+    BackPressureError,
+    DeploymentUnavailableError,
+    ReplicaUnavailableError,
+    RequestCancelledError,
+)
+
+from audiocpp.engine.errors import AudiocppError, UsageError
+from audiocpp.engine.records import AudioBuffer, TaskRequest, TaskResult, VoiceReference
+from audiocpp.engine.tasks import Mode, Task
+
+from .auth import ANONYMOUS, ENV_VAR, Principal, say
+from .cli import ServeArgs, check_args, check_tls, parse_autoscale, plan_security
+from .errors import ApiError, Busy, from_engine_error
+from .metrics import ServerMetrics, _labels
+from .models import ModelArg, ServedModel, plan_models
+from .scheduler import Cancelled, Job, ModelWorker, as_asyncio
+from .speech import SpeechPlan
+from .voices import REFERENCE_RE, StoredVoice, VoiceStore
+
+APP_NAME = "audiocpp"
+NAMESPACE = "audiocpp"
+INGRESS = "ingress"
+IMPORT_PATH = "audiocpp.server.ray_serve:app_builder"
+#: How a replica whose model did not load says why (one line of JSON after it, in Ray's status message).
+LOAD_FAILURE = "audiocpp-load-failure: "
+#: Retry-After (seconds) of a request whose replica died: Ray Serve has a replica ready again by then or
+#: routes the retry to another one.
+RETRY_AFTER_DEAD_S = 2
+#: The serve flags that are the HTTP proxy's (cluster-wide, in http_options) or the command line's.
+_PROXY_FIELDS = ("host", "port", "ssl_certfile", "ssl_keyfile", "log_level")
+_CLI_FIELDS = ("ray", "ray_address", "print_config", "http", "wyoming_port", "wyoming_seed", "wyoming_host")
+_PATH_FIELDS = ("voices_dir", "api_keys_file")
+_PROMPT_NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}\.prompt$")
+
+
+def deployment_name(model: str) -> str:
+    return f"model-{model}"
+
+
+# -- the flags as the builder's arguments -----------------------------------------------------------------
+def builder_args(args: ServeArgs, *, env_keys: bool = True) -> dict[str, Any]:
+    """The serve flags the application reads, as the JSON-able ``args`` of :func:`app_builder` (only those
+    that differ from the defaults). ``env_keys``: carry this process's AUDIOCPP_API_KEYS (the command
+    line does; a config file does not: the ingress then reads its own environment)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(ServeArgs):
+        if f.name in _PROXY_FIELDS or f.name in _CLI_FIELDS or f.name == "env_keys":
+            continue
+        value = getattr(args, f.name)
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        if value == default:
+            continue
+        out[f.name] = str(value) if isinstance(value, Path) else value
+    if env_keys and os.environ.get(ENV_VAR):
+        out["env_keys"] = os.environ[ENV_VAR]
+    return out
+
+
+def args_from(config: dict[str, Any]) -> ServeArgs:
+    """:func:`builder_args`' dictionary back as ServeArgs (a key that is no serve flag is an error)."""
+    names = {f.name for f in dataclasses.fields(ServeArgs)} - set(_CLI_FIELDS) - set(_PROXY_FIELDS)
+    unknown = sorted(set(config) - names)
+    if unknown:
+        raise UsageError(f"the audiocpp application's args have unknown keys: {', '.join(unknown)}",
+                         hint=f"its keys are the serve flags with '_' for '-': {', '.join(sorted(names))}")
+    values = {k: Path(v) if k in _PATH_FIELDS and v is not None else v for k, v in config.items()}
+    return ServeArgs(**values)
+
+
+def _device_type(load_options: dict[str, Any], num_gpus: float) -> str:
+    device = str(load_options.get("device") or os.environ.get("AUDIOCPP_DEVICE") or "cpu")
+    if device == "auto":
+        return "cuda" if num_gpus > 0 else "cpu"
+    return device.partition(":")[0]
+
+
+def model_options(args: ServeArgs, name: str, plan: Any) -> dict[str, Any]:
+    """The Ray Serve options of one model's deployment: replicas or autoscaling, resources, and a
+    request limit per replica equal to its admission capacity (beyond it Ray Serve queues up to
+    ``--max-queue`` more at the ingress, then the ingress answers 429)."""
+    device = _device_type(plan.load_options, args.num_gpus)
+    max_batch = args.max_batch or plan.plugin.default_max_batch(device)
+    capacity = (args.max_concurrency or max_batch) + args.max_queue
+    options: dict[str, Any] = {
+        "name": deployment_name(name),
+        "max_ongoing_requests": capacity,
+        "max_queued_requests": max(1, args.max_queue),
+        "ray_actor_options": {"num_cpus": 1.0 if args.num_cpus is None else args.num_cpus,
+                              "num_gpus": args.num_gpus},
+        "max_constructor_retry_count": 1,  # a model that does not load fails the deployment once
+        "graceful_shutdown_timeout_s": max(1.0, args.drain_s),
+        "graceful_shutdown_wait_loop_s": 0.5,
+        "health_check_period_s": 2.0,
+        "health_check_timeout_s": 30.0,
+    }
+    if args.autoscale:
+        low, high = parse_autoscale(args.autoscale)
+        options["autoscaling_config"] = {"min_replicas": low, "max_replicas": high, "initial_replicas": low,
+                                         "target_ongoing_requests": max_batch}
+    else:
+        options["num_replicas"] = args.replicas or 1
+    return options
+
+
+def ingress_options(args: ServeArgs) -> dict[str, Any]:
+    """One ingress replica: no CPU of its own (it plans and forwards; the replicas synthesize and encode),
+    and no limit of its own on requests in progress (each model's capacity limits them)."""
+    return {"name": INGRESS, "num_replicas": 1, "max_ongoing_requests": 4096,
+            "ray_actor_options": {"num_cpus": 0},
+            "graceful_shutdown_timeout_s": max(1.0, args.drain_s), "graceful_shutdown_wait_loop_s": 0.5,
+            "health_check_period_s": 2.0, "health_check_timeout_s": 30.0}
+
+
+def _keyed(args: ServeArgs) -> bool:
+    return bool(args.api_keys or args.admin_keys or args.api_keys_file or args.env_keys
+                or os.environ.get(ENV_VAR))
+
+
+def plan_cluster(args: ServeArgs) -> list[tuple[ModelArg, str, Any, dict[str, str]]]:
+    """Every flag, option, key and model checked, nothing loaded and nothing started: (model argument,
+    name, plan, session options) per model."""
+    from audiocpp.engine.spec.options import parse_key_values
+
+    check_args(args)
+    session_options = parse_key_values(args.session_options, flag="--session-option")
+    load_options = parse_key_values(args.load_options, flag="--load-option")
+    plan_security(args, secrets.token_bytes(32))  # the salt is the cluster store's; the checks need none
+    check_tls(args)
+    arguments = [ModelArg.parse(m) for m in args.models] or [ModelArg(None)]
+    planned = plan_models(arguments, args.family, session_options, load_options)
+    return [(arg, name, plan, sess) for arg, (name, plan, sess) in zip(arguments, planned)]
+
+
+def app_builder(config: dict) -> Any:
+    """The application from the serve flags (:func:`builder_args`): what ``--print-config``'s
+    ``import_path`` names, so that ``serve run`` / ``serve deploy`` build the same app as ``--ray``."""
+    args = args_from(dict(config or {}))
+    planned = plan_cluster(args)
+    keyed = _keyed(args)
+    models = {}
+    for arg, name, plan, sess in planned:
+        info = {"name": name, "model": arg.model, "family": plan.family, "session_options": dict(sess),
+                "load_options": dict(plan.load_options), "demo": plan.demo, "keyed": keyed}
+        models[name] = ModelDeployment.options(**model_options(args, name, plan)).bind(config, info)
+    return Ingress.options(**ingress_options(args)).bind(config, models)
+
+
+# -- the cluster's voice store --------------------------------------------------------------------------
+def _error_tuple(error: ApiError) -> tuple:
+    return ("error", error.status, error.message, error.param, error.code, dict(error.headers))
+
+
+def _raise_error(item: tuple) -> None:
+    _, status, message, param, code, headers = item
+    raise ApiError(status, message, param=param, code=code, headers=headers)
+
+
+def _digest(path: Path) -> str:
+    hasher = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            hasher.update(block)
+    return hasher.hexdigest()
+
+
+class _PromptBytes:
+    """A prepared voice prompt as the bytes of its file (``VoiceStore.save_prompt`` calls ``save``)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def save(self, path: Path) -> None:
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(self.data)
+        os.replace(tmp, path)
+
+
+class VoiceStoreActor:
+    """The voices of the whole cluster: a ``VoiceStore`` in the head node's voices folder, behind one
+    actor. Errors a client caused come back as tuples (``_error_tuple``), not exceptions."""
+
+    def __init__(self, folder: str | None) -> None:
+        from .cli import default_voices_dir
+
+        self.store = VoiceStore(Path(folder).expanduser() if folder else default_voices_dir())
+        self._digests: dict[tuple[str, int, int], str] = {}
+
+    def _meta(self, voice: StoredVoice | None) -> dict[str, Any] | None:
+        if voice is None:
+            return None
+        st = voice.reference.stat()
+        key = (str(voice.reference), st.st_mtime_ns, st.st_size)
+        digest = self._digests.get(key)
+        if digest is None:
+            digest = self._digests[key] = _digest(voice.reference)
+        return {"name": voice.name, "transcript": voice.transcript, "sample_rate": voice.sample_rate,
+                "duration_s": voice.duration_s, "created": voice.created, "owner": voice.owner,
+                "reference": voice.reference.name, "digest": digest}
+
+    def _call(self, fn, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except ApiError as error:
+            return _error_tuple(error)
+
+    def ping(self) -> str:
+        return str(self.store.folder)
+
+    def salt(self) -> bytes:
+        return self.store.salt
+
+    def get(self, name: str, owner: str | None) -> dict[str, Any] | None:
+        return self._meta(self.store.get(name, owner))
+
+    def list(self, owner: str | None) -> list[dict[str, Any]]:
+        return [self._meta(v) for v in self.store.list(owner)]
+
+    def owners(self) -> list[str]:
+        return self.store.owners()
+
+    def add(self, name: str, data: bytes, transcript: str, owner: str | None) -> Any:
+        return self._call(lambda: self._meta(self.store.add(name, data, transcript, owner)))
+
+    def delete(self, name: str, owner: str | None) -> Any:
+        return self._call(self.store.delete, name, owner)
+
+    def reference(self, name: str, owner: str | None, digest: str) -> bytes | None:
+        """The reference audio of a voice, if it still is the one with this content hash."""
+        voice = self.store.get(name, owner)
+        meta = self._meta(voice)
+        if voice is None or meta is None or meta["digest"] != digest:
+            return None
+        return voice.reference.read_bytes()
+
+    def prompt(self, name: str, owner: str | None, digest: str, filename: str) -> bytes | None:
+        voice = self.store.get(name, owner)
+        if voice is None or not _PROMPT_NAME.match(filename) or (self._meta(voice) or {})["digest"] != digest:
+            return None
+        path = voice.folder / "prompts" / filename
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read()
+
+    def save_prompt(self, name: str, owner: str | None, digest: str, filename: str, data: bytes) -> None:
+        voice = self.store.get(name, owner)
+        if voice is None or not _PROMPT_NAME.match(filename) or (self._meta(voice) or {})["digest"] != digest:
+            return
+        self.store.save_prompt(voice, voice.folder / "prompts" / filename, _PromptBytes(data))
+
+
+def store_name(app: str = APP_NAME) -> str:
+    return f"{app}-voices"
+
+
+def voice_store_actor(voices_dir: Path | None, app: str = APP_NAME) -> Any:
+    """The cluster's voice store (made by whoever asks first): detached, restarted by Ray when it dies
+    (from the same folder: it is pinned to the head node), no CPU of its own."""
+    remote = ray.remote(VoiceStoreActor)
+    return remote.options(name=store_name(app), namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+                          max_restarts=-1, max_task_retries=3, num_cpus=0,
+                          resources={"node:__internal_head__": 0.001}).remote(
+        str(voices_dir) if voices_dir is not None else None)
+
+
+@dataclasses.dataclass
+class RemoteVoice(StoredVoice):
+    """A voice of the cluster's store; ``folder`` and ``reference`` name it, they are not files here."""
+
+    digest: str = ""
+
+
+class RemoteVoiceStore:
+    """``VoiceStore``'s interface over the cluster's store (blocking calls: from worker threads)."""
+
+    TIMEOUT_S = 60
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+        self.location = ray.get(actor.ping.remote(), timeout=self.TIMEOUT_S)
+        self.salt: bytes = ray.get(actor.salt.remote(), timeout=self.TIMEOUT_S)
+        self.folder = Path(self.location)
+
+    def _call(self, method: str, *args: Any) -> Any:
+        result = ray.get(getattr(self.actor, method).remote(*args), timeout=self.TIMEOUT_S)
+        if isinstance(result, tuple) and result and result[0] == "error":
+            _raise_error(result)
+        return result
+
+    @staticmethod
+    def voice(meta: dict[str, Any] | None) -> RemoteVoice | None:
+        if meta is None:
+            return None
+        folder = Path("/cluster-voices") / (f"@{meta['owner']}" if meta["owner"] else "") / meta["name"]
+        return RemoteVoice(name=meta["name"], folder=folder, transcript=meta["transcript"],
+                           sample_rate=meta["sample_rate"], duration_s=meta["duration_s"],
+                           created=meta["created"], reference=folder / meta["reference"], owner=meta["owner"],
+                           digest=meta["digest"])
+
+    def get(self, name: str, owner: str | None = None) -> RemoteVoice | None:
+        return self.voice(self._call("get", name, owner))
+
+    def list(self, owner: str | None = None) -> list[RemoteVoice]:
+        return [v for v in (self.voice(m) for m in self._call("list", owner)) if v is not None]
+
+    def owners(self) -> list[str]:
+        return self._call("owners")
+
+    def add(self, name: str, data: bytes, transcript: str, owner: str | None = None) -> RemoteVoice:
+        voice = self.voice(self._call("add", name, data, transcript, owner))
+        assert voice is not None
+        return voice
+
+    def delete(self, name: str, owner: str | None = None) -> None:
+        self._call("delete", name, owner)
+
+    def save_prompt(self, voice: StoredVoice, path: Path, prompt: Any) -> None:
+        raise AssertionError("prompts are saved by the model replicas")  # the ingress synthesizes nothing
+
+
+class ReplicaVoices:
+    """A model replica's copies of the cluster's voices: ``<cache>/<digest>/reference.<ext>`` and
+    ``prompts/``, made on first use; prompts this replica prepares go back to the store."""
+
+    def __init__(self, store: RemoteVoiceStore, folder: Path) -> None:
+        self.store = store
+        self.folder = folder
+        self._remote: dict[Path, RemoteVoice] = {}
+        self._lock = threading.Lock()
+
+    def local(self, voice: RemoteVoice) -> StoredVoice:
+        if not re.fullmatch(r"[0-9a-f]{64}", voice.digest) or not REFERENCE_RE.match(voice.reference.name):
+            raise ApiError(500, "the voice store sent a voice this replica cannot use", code="internal_error")
+        folder = self.folder / voice.digest
+        reference = folder / voice.reference.name
+        if not reference.is_file():
+            data = self.store._call("reference", voice.name, voice.owner, voice.digest)
+            if data is None:
+                raise ApiError(409, f"voice {voice.name!r} changed or was deleted while this request was "
+                               "queued; send it again", param="voice", code="voice_changed")
+            (folder / "prompts").mkdir(parents=True, exist_ok=True, mode=0o700)
+            _PromptBytes(data).save(reference)
+        local = StoredVoice(name=voice.name, folder=folder, transcript=voice.transcript,
+                            sample_rate=voice.sample_rate, duration_s=voice.duration_s, created=voice.created,
+                            reference=reference, owner=voice.owner)
+        with self._lock:
+            self._remote[folder] = voice
+        return local
+
+    def prompt(self, voice: RemoteVoice, local: StoredVoice, filename: str) -> Path | None:
+        """The voice prompt ``filename`` of a voice: this replica's copy, else the store's, else None."""
+        path = local.folder / "prompts" / filename
+        if path.is_file():
+            return path
+        data = self.store._call("prompt", voice.name, voice.owner, voice.digest, filename)
+        if data is None:
+            return None
+        _PromptBytes(data).save(path)
+        return path
+
+    def save_prompt(self, voice: StoredVoice, path: Path, prompt: Any) -> None:
+        """Called by ``speech.synthesize`` after a synthesis that prepared the voice's prompt."""
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        prompt.save(path)
+        with self._lock:
+            remote = self._remote.get(voice.folder)
+        if remote is not None and path.is_file():
+            self.store._call("save_prompt", remote.name, remote.owner, remote.digest, path.name,
+                             path.read_bytes())
+
+
+# -- one request, from the ingress to a replica ------------------------------------------------------------
+@dataclasses.dataclass
+class SpeechCall:
+    """A request planned at the ingress, as a model replica synthesizes it."""
+
+    model: str
+    request: TaskRequest
+    task: str
+    mode: str
+    fmt: str
+    stream_format: str | None
+    rate: int
+    voice: RemoteVoice | None
+    prompt_options: dict[str, Any]
+    reference_given: bool
+    principal: Principal = ANONYMOUS
+    keep_audio: bool = False  # send the result's audio back (the WebSocket carries a sentence's voice on)
+
+
+def call_of(plan: SpeechPlan, keep_audio: bool) -> SpeechCall:
+    request = dataclasses.replace(plan.request, options=dict(plan.request.options))
+    if plan.voice is not None:  # the replica attaches its own copy of the voice (or its prompt)
+        request.voice = None
+        request.voice_prompt = None
+    return SpeechCall(model=plan.served.name, request=request, task=plan.task.value, mode=plan.mode.value,
+                      fmt=plan.fmt.name, stream_format=plan.stream_format, rate=plan.rate,
+                      voice=plan.voice if isinstance(plan.voice, RemoteVoice) else None,
+                      prompt_options=dict(plan.prompt_options), reference_given=plan.reference_given,
+                      principal=plan.principal, keep_audio=keep_audio)
+
+
+def _error_item(error: BaseException) -> tuple:
+    if isinstance(error, Cancelled):
+        return ("cancelled",)
+    if isinstance(error, AudiocppError):
+        error = from_engine_error(error)
+    if isinstance(error, ApiError):
+        return _error_tuple(error)
+    print(f"audiocpp serve: internal error: {type(error).__name__}: {error}", file=sys.stderr)
+    traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+    return ("error", 500, f"internal error: {type(error).__name__}: {error}", None, "internal_error", {})
+
+
+def _light(result: TaskResult, keep_audio: bool) -> TaskResult:
+    """The result without what the ingress does not use (the audio, unless asked: it has the bytes)."""
+    empty = AudioBuffer(np.zeros(0, dtype=np.float32), result.audio.sample_rate)
+    audio = result.audio if keep_audio else empty
+    return dataclasses.replace(result, audio=audio, chunks=[], voice_prompt=None, details={})
+
+
+class ModelLoadFailed(RuntimeError):
+    """A replica whose model did not load: the engine's message, as one line Ray's status carries."""
+
+    def __init__(self, name: str, error: AudiocppError) -> None:
+        detail = {"model": name, "message": error.message, "hint": error.hint}
+        super().__init__(LOAD_FAILURE + json.dumps(detail))
+
+
+def _load(info: dict[str, Any]) -> ServedModel:
+    """The replica's model, planned and loaded as ``audiocpp serve`` loads it (options already routed)."""
+    from audiocpp.engine.loader import ModelRef, check_load_options, load_planned, plan_load
+
+    plan = plan_load(ModelRef(info["model"], info["family"], default_demo=True))
+    check_load_options(plan.plugin, info["load_options"])
+    plan.load_options = dict(info["load_options"])
+    served = ServedModel(info["name"], load_planned(plan), dict(info["session_options"]), demo=plan.demo)
+    served.make_checker()
+    return served
+
+
+class ModelReplica:
+    """One replica of a model's deployment: the model loaded once, its batcher behind a ModelWorker."""
+
+    def __init__(self, config: dict[str, Any], info: dict[str, Any]) -> None:
+        args = args_from(dict(config or {}))
+        self.name = info["name"]
+        try:
+            self.served = _load(info)
+        except Exception as error:  # noqa: BLE001 - the deployment fails once, with the engine's message
+            if not isinstance(error, AudiocppError):
+                error = AudiocppError(f"{type(error).__name__}: {error}")
+            raise ModelLoadFailed(self.name, error) from None
+        try:
+            self.replica = serve.get_replica_context().replica_id.unique_id
+        except Exception:  # noqa: BLE001 - outside Ray Serve (a test constructing it directly)
+            self.replica = f"local-{os.getpid()}"
+        self.node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+        self.metrics = ServerMetrics()
+        model = self.served.model
+        max_batch = args.max_batch or model.default_max_batch()
+        per_key = args.max_queue_per_key if args.max_queue_per_key is not None else (args.max_queue + 1) // 2
+        name, metrics = self.name, self.metrics
+        self.worker = ModelWorker(name, model, args.max_concurrency or max_batch, args.max_queue,
+                                  max_batch=max_batch, window_s=args.batch_window_ms / 1000,
+                                  on_cancel=lambda: metrics.count_cancelled(name),
+                                  on_group=lambda size: metrics.observe_batch(name, size),
+                                  on_join=lambda waited: metrics.observe_join_wait(name, waited),
+                                  max_queue_per_key=per_key if info.get("keyed") else None)
+        self.cache = Path(tempfile.mkdtemp(prefix="audiocpp-voices-"))
+        self.voices = ReplicaVoices(RemoteVoiceStore(voice_store_actor(args.voices_dir)), self.cache)
+        self.served_count = 0
+
+    def describe(self) -> dict[str, Any]:
+        model = self.served.model
+        return {"spec": model.spec, "family": model.family, "sample_rate": model.sample_rate,
+                "path": str(model.path) if model.path is not None else None,
+                "load_options": dict(model.load_options),
+                "session_options": dict(self.served.session_options), "demo": self.served.demo,
+                "max_batch": self.worker.max_batch, "capacity": self.worker.capacity, "replica": self.replica}
+
+    def check_language(self, value: str) -> tuple[str, str | None] | None:
+        """The family's own check of a language, as a single server makes it: (message, hint) or None."""
+        try:
+            self.served.check_language(value)
+        except AudiocppError as error:
+            return error.message, error.hint
+        return None
+
+    def report(self) -> dict[str, Any]:
+        """This replica's figures, for the ingress's /metrics and /health."""
+        return {"replica": self.replica, "model": self.name, "node": self.node,
+                "metrics": self.metrics.snapshot(), "queued": self.worker.queued,
+                "synthesizing": self.worker.synthesizing, "capacity": self.worker.capacity,
+                "served": self.served_count}
+
+    def _plan(self, call: SpeechCall) -> SpeechPlan:
+        from .encoding import check_format
+
+        served = self.served
+        request = dataclasses.replace(call.request, options=dict(call.request.options))
+        voice: StoredVoice | None = None
+        if call.voice is not None:
+            voice = self.voices.local(call.voice)
+            prompt = None
+            if not call.reference_given:
+                name = voice.prompt_path(served.key, call.prompt_options).name
+                prompt = self.voices.prompt(call.voice, voice, name)
+            if prompt is not None:
+                request.voice, request.voice_prompt, request.reference_text = None, prompt, None
+            else:
+                request.voice = VoiceReference(path=voice.reference)
+        return SpeechPlan(served, Task(call.task), Mode(call.mode), request, check_format(call.fmt),
+                          call.stream_format, voice, dict(call.prompt_options), rate=call.rate,
+                          principal=call.principal, reference_given=call.reference_given)
+
+    async def speak(self, call: SpeechCall):
+        """``("admitted", replica)``, the audio pieces ``("audio", bytes, samples)``, then
+        ``("done", result, bytes)``; or ``("error", status, message, param, code, headers)``."""
+        try:
+            plan = await asyncio.to_thread(self._plan, call)
+        except BaseException as error:  # noqa: BLE001 - told to the ingress
+            yield _error_item(error)
+            return
+        job = Job(asyncio.get_running_loop())
+        try:
+            future = as_asyncio(self.worker.submit_speech(plan, job, self.voices))
+        except ApiError as error:  # the replica's queue (or the key's share of it) is full
+            yield _error_tuple(error)
+            return
+        yield ("admitted", self.replica)
+        assert job.items is not None
+        getter: asyncio.Future | None = None
+        try:
+            while True:
+                getter = asyncio.ensure_future(job.items.get())
+                done, _ = await asyncio.wait({getter, future}, return_when=asyncio.FIRST_COMPLETED)
+                if getter in done:
+                    yield getter.result()
+                    continue
+                getter.cancel()
+                while not job.items.empty():
+                    yield job.items.get_nowait()
+                break
+            try:
+                result, data = future.result()
+            except BaseException as error:  # noqa: BLE001 - told to the ingress
+                yield _error_item(error)
+                return
+            self.served_count += 1
+            yield ("done", _light(result, call.keep_audio), data)
+        finally:  # also when the ingress cancelled the call (its client went away): only this row stops
+            if getter is not None and not getter.done():
+                getter.cancel()
+            if not future.done():
+                job.cancel()
+
+    def __del__(self) -> None:
+        worker = getattr(self, "worker", None)
+        if worker is not None:
+            worker.shutdown()
+        cache = getattr(self, "cache", None)
+        if cache is not None:
+            shutil.rmtree(cache, ignore_errors=True)
+
+
+# -- the ingress -----------------------------------------------------------------------------------------
+class RemoteModel:
+    """What the ingress knows of a replica's model: enough to plan requests and describe the model."""
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        self.spec = info["spec"]
+        self.family = info["family"]
+        self.sample_rate = int(info["sample_rate"])
+        self.path = Path(info["path"]) if info["path"] else None
+        self.load_options = dict(info["load_options"])
+        self._max_batch = int(info["max_batch"])
+
+    def default_max_batch(self) -> int:
+        return self._max_batch
+
+
+@dataclasses.dataclass
+class RemoteServedModel(ServedModel):
+    """A served model whose weights are on the replicas: languages are checked by one of them."""
+
+    handle: Any = None
+
+    def make_checker(self) -> None:
+        return None
+
+    def check_language(self, language: str) -> None:
+        failed = self.handle.check_language.remote(language).result(timeout_s=60)
+        if failed is not None:
+            raise UsageError(failed[0], hint=failed[1])
+
+
+def _replica_gone(error: BaseException) -> bool:
+    return isinstance(error, (RayActorError, ActorUnavailableError, ReplicaUnavailableError))
+
+
+class RemoteWorker:
+    """A model's deployment as the app's worker: each request goes to a replica through the handle.
+
+    A request the replica had not admitted when it died is sent once more (Ray Serve routes it to a live
+    replica); one that was running there ends with a 503 and ``Retry-After`` (a stream: with its error
+    event, or its connection closed), never a hang."""
+
+    def __init__(self, name: str, handle: Any, info: dict[str, Any]) -> None:
+        self.name = name
+        self.handle = handle
+        self.streaming = handle.options(stream=True)
+        self.max_batch = int(info["max_batch"])
+        self.replica_capacity = int(info["capacity"])
+        self.routing = 0  # requests handed to Ray Serve that no replica has admitted yet
+        self.in_flight = 0
+        self.draining = False
+        self.reports: dict[str, dict[str, Any]] = {}  # the live replicas' last reports
+
+    @property
+    def queued(self) -> int:
+        return self.routing + sum(int(r["queued"]) for r in self.reports.values())
+
+    @property
+    def synthesizing(self) -> int:
+        return sum(int(r["synthesizing"]) for r in self.reports.values())
+
+    @property
+    def capacity(self) -> int:
+        return self.replica_capacity * max(1, len(self.reports))
+
+    def submit_speech(self, plan: SpeechPlan, job: Job, voices: Any, *, keep_audio: bool = False) -> Future:
+        if self.draining:
+            raise ApiError(503, "the server is shutting down; retry on another server", code="shutting_down",
+                           headers={"Retry-After": str(RETRY_AFTER_DEAD_S)})
+        future: Future = Future()
+        future.set_running_or_notify_cancel()
+        task = asyncio.get_running_loop().create_task(self._run(call_of(plan, keep_audio), job, future))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return future
+
+    async def _watch(self, job: Job, response: Any) -> None:
+        while not job.cancelled.is_set():
+            await asyncio.sleep(0.1)
+        response.cancel()
+
+    async def _run(self, call: SpeechCall, job: Job, future: Future) -> None:
+        self.in_flight += 1
+        try:
+            for attempt in range(2):
+                admitted = False
+                self.routing += 1
+                response = self.streaming.speak.remote(call)
+                watcher = asyncio.ensure_future(self._watch(job, response))
+                try:
+                    async for item in response:
+                        kind = item[0]
+                        if kind == "admitted":
+                            admitted = True
+                            self.routing -= 1
+                            job.headers["x-audiocpp-replica"] = str(item[1])
+                        elif kind == "audio":
+                            job.emit(item)
+                        elif kind == "done":
+                            future.set_result((item[1], item[2]))
+                            return
+                        elif kind == "cancelled":
+                            future.set_exception(Cancelled("the client went away"))
+                            return
+                        else:
+                            _raise_error(item)
+                    raise ApiError(500, "internal error: the replica's stream ended without a result",
+                                   code="internal_error")
+                except BaseException as error:  # noqa: BLE001 - every outcome ends the request's future
+                    stopped = (RequestCancelledError, TaskCancelledError, asyncio.CancelledError)
+                    if job.cancelled.is_set() and isinstance(error, stopped):
+                        future.set_exception(Cancelled("the client went away"))
+                        return
+                    if _replica_gone(error) and not admitted and attempt == 0:
+                        continue  # it never ran: Ray Serve routes it again, to a live replica
+                    future.set_exception(self._failure(error))
+                    if isinstance(error, asyncio.CancelledError):
+                        raise
+                    return
+                finally:
+                    if not admitted:
+                        self.routing -= 1
+                    watcher.cancel()
+        finally:
+            self.in_flight -= 1
+            if not future.done():
+                future.set_exception(Cancelled("stopped"))
+
+    def _failure(self, error: BaseException) -> BaseException:
+        if isinstance(error, (ApiError, Cancelled)):
+            return error
+        if _replica_gone(error):
+            return ApiError(503, f"the replica of model {self.name!r} serving this request stopped (Ray "
+                            f"Serve restarts it); retry in {RETRY_AFTER_DEAD_S} s",
+                            code="replica_unavailable", headers={"Retry-After": str(RETRY_AFTER_DEAD_S)})
+        if isinstance(error, BackPressureError):
+            return Busy(self.name, RETRY_AFTER_DEAD_S)
+        if isinstance(error, DeploymentUnavailableError):
+            return ApiError(503, f"model {self.name!r} has no replica that can serve (its deployment failed)",
+                            code="model_unavailable", headers={"Retry-After": str(10)})
+        if isinstance(error, asyncio.CancelledError):
+            return Cancelled("stopped")
+        return error
+
+    def shutdown(self) -> None:
+        self.draining = True
+
+
+class ClusterMetrics(ServerMetrics):
+    """The ingress's own figures plus its replicas': one scrape sums every replica's counters and
+    histograms (a replica that is gone keeps its last counts, so sums never go down), and adds per-replica
+    series (``replica`` label) and Ray Serve's replica count and queue length per model."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.workers: dict[str, RemoteWorker] = {}
+        self.seen: dict[tuple[str, str], dict[str, Any]] = {}  # every replica's last report
+        self.ray_states: dict[str, dict[str, int]] = {}
+
+    async def refresh(self) -> None:
+        for name, worker in self.workers.items():
+            try:
+                results = await worker.handle.broadcast("report").results_async(timeout_s=10,
+                                                                                return_exceptions=True)
+            except Exception:  # noqa: BLE001 - a broadcast that failed as a whole: the last reports stay
+                continue
+            live = {}
+            for report in results:
+                if isinstance(report, dict):
+                    live[report["replica"]] = report
+                    self.seen[(name, report["replica"])] = report
+            worker.reports = live
+        try:
+            status = await asyncio.to_thread(serve.status)
+            app = status.applications.get(APP_NAME)
+            for name in self.workers:
+                deployment = app.deployments.get(deployment_name(name)) if app is not None else None
+                self.ray_states[name] = ({str(getattr(k, "value", k)): int(v)
+                                          for k, v in deployment.replica_states.items()}
+                                         if deployment is not None else {})
+        except Exception:  # noqa: BLE001 - the controller did not answer: the counts are left out
+            self.ray_states = {}
+
+    def render(self) -> str:
+        total = ServerMetrics()
+        total.started = self.started
+        total.merge(self.snapshot())
+        for report in self.seen.values():
+            total.merge(report["metrics"])
+        total.gauges = self.gauges
+        text = total.render()
+        extra: list[str] = []
+
+        def series(name: str, kind: str, help_text: str, rows: list[tuple[dict[str, str], float]]) -> None:
+            extra.append(f"# HELP {name} {help_text}")
+            extra.append(f"# TYPE {name} {kind}")
+            extra.extend(f"{name}{_labels(**labels)} {value:g}" for labels, value in rows)
+
+        ordered = sorted(self.seen.items())
+        series("audiocpp_replica_syntheses_total", "counter", "Syntheses each Ray Serve replica completed.",
+               [({"model": m, "replica": r}, rep["served"]) for (m, r), rep in ordered])
+        live = [(m, r, rep) for (m, r), rep in ordered if r in self.workers[m].reports]
+        series("audiocpp_replica_queue_depth", "gauge", "Requests a replica admitted, waiting to synthesize "
+               "(node: the Ray node it runs on).",
+               [({"model": m, "replica": r, "node": rep["node"]}, rep["queued"]) for m, r, rep in live])
+        series("audiocpp_replica_synthesizing", "gauge", "Requests a replica synthesizes now.",
+               [({"model": m, "replica": r}, rep["synthesizing"]) for m, r, rep in live])
+        series("audiocpp_ray_replicas", "gauge", "Ray Serve's replicas of each model's deployment, by state.",
+               [({"model": m, "state": s}, n) for m, states in sorted(self.ray_states.items())
+                for s, n in sorted(states.items())])
+        series("audiocpp_ray_queue_length", "gauge", "Requests this ingress handed to Ray Serve that no "
+               "replica has taken yet (its router's queue).",
+               [({"model": m}, w.routing) for m, w in sorted(self.workers.items())])
+        marker = "# HELP process_resident_memory_bytes"
+        head, sep, tail = text.partition(marker)
+        return head + "\n".join(extra) + "\n" + sep + tail
+
+
+@serve.ingress()
+class IngressApp:
+    """The ingress deployment: the single-machine app over the cluster's models and voices."""
+
+    async def __init__(self, config: dict[str, Any], models: dict[str, Any]) -> None:
+        from .app import ServerState
+
+        args = args_from(dict(config or {}))
+        actor = voice_store_actor(args.voices_dir)
+        await actor.ping.remote()
+        store = await asyncio.to_thread(RemoteVoiceStore, actor)
+        keys, limits = plan_security(args, store.salt)
+        access_log = None
+        if args.access_log is not None:
+            from .audit import AccessLog
+
+            access_log = AccessLog(args.access_log, log_text=args.log_text)
+        served: dict[str, ServedModel] = {}
+        workers: dict[str, RemoteWorker] = {}
+        for name, handle in models.items():
+            info = await handle.describe.remote()
+            served[name] = RemoteServedModel(name, RemoteModel(info), dict(info["session_options"]),  # type: ignore[arg-type]
+                                             demo=bool(info["demo"]), handle=handle)
+            workers[name] = RemoteWorker(name, handle, info)
+        metrics = ClusterMetrics()
+        metrics.workers = workers
+        self.state = ServerState(models=served, workers=workers, voices=store, metrics=metrics,  # type: ignore[arg-type]
+                                 max_input_chars=args.max_input_chars,
+                                 max_body_bytes=int(args.max_body_mb * (1 << 20)), keys=keys, limits=limits,
+                                 access_log=access_log, metrics_public=args.metrics_public,
+                                 max_voices_per_key=args.max_voices_per_key, plan_in_thread=True)
+
+    def __serve_build_asgi_app__(self) -> Any:
+        from .app import create_app
+
+        return create_app(self.state)
+
+    def reload(self) -> None:
+        """SIGHUP of ``audiocpp serve --ray``: the keys file read again, the access log reopened."""
+        self.state.request_reload()
+
+    def drain(self) -> int:
+        """Stop taking syntheses (503 with Retry-After); returns the requests still in progress."""
+        for worker in self.state.workers.values():
+            worker.shutdown()
+        return self.in_flight()
+
+    def in_flight(self) -> int:
+        return sum(w.in_flight for w in self.state.workers.values())  # type: ignore[attr-defined]
+
+    def __del__(self) -> None:
+        state = getattr(self, "state", None)
+        if state is not None and state.access_log is not None:
+            state.access_log.close()
+
+
+Ingress = serve.deployment(IngressApp)
+ModelDeployment = serve.deployment(ModelReplica)
+
+
+# -- the command line --------------------------------------------------------------------------------------
+def http_options(args: ServeArgs) -> dict[str, Any]:
+    options: dict[str, Any] = {"host": args.host, "port": args.port}
+    if args.ssl_certfile is not None and args.ssl_keyfile is not None:
+        options["ssl_certfile"] = str(Path(args.ssl_certfile).expanduser())
+        options["ssl_keyfile"] = str(Path(args.ssl_keyfile).expanduser())
+    return options
+
+
+def config_file(args: ServeArgs, planned: list) -> dict[str, Any]:
+    """The Ray Serve config file (``ServeDeploySchema``) of this command line."""
+    from ray.serve.schema import DeploymentSchema
+
+    fields = DeploymentSchema.model_fields  # options only the code sets (the retry count) stay there
+    deployments = [{k: v for k, v in options.items() if k in fields}
+                   for options in [ingress_options(args)] + [model_options(args, name, plan)
+                                                             for _arg, name, plan, _sess in planned]]
+    return {"proxy_location": "EveryNode", "http_options": http_options(args),
+            "applications": [{"name": APP_NAME, "route_prefix": "/", "import_path": IMPORT_PATH,
+                              "args": builder_args(args, env_keys=False), "deployments": deployments}]}
+
+
+def print_config(args: ServeArgs, planned: list) -> None:
+    import yaml
+
+    if args.api_keys or args.admin_keys:
+        raise UsageError("--print-config writes no keys into a config file",
+                         hint="give the keys as --api-keys-file FILE (a path on the ingress's node) or as "
+                         f"{ENV_VAR} in the cluster's environment (a KubeRay secret)")
+    text = yaml.safe_dump(config_file(args, planned), sort_keys=False)
+    sys.stdout.write("# audiocpp serve on Ray Serve: `serve run` / `serve deploy` this file, or embed it\n"
+                     "# as a KubeRay RayService's serveConfigV2 (docs/server.md: On a Ray cluster)\n" + text)
+
+
+def load_failure(text: str) -> AudiocppError | None:
+    """The engine's error a replica whose model did not load reported, from Ray's status message."""
+    match = re.search(re.escape(LOAD_FAILURE) + r"(\{.*?\})\s*$", text, re.MULTILINE)
+    if match is None:
+        return None
+    try:
+        data = json.loads(match.group(1))
+        return AudiocppError(f"model {data['model']!r} did not load on its Ray Serve replica: "
+                             f"{data['message']}", hint=data.get("hint"))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _deploy_failure(error: BaseException) -> AudiocppError:
+    texts = [str(error)]
+    try:
+        app = serve.status().applications.get(APP_NAME)
+        if app is not None:
+            texts.append(app.message)
+            texts += [d.message for d in app.deployments.values()]
+    except Exception:  # noqa: BLE001 - the controller's status is extra detail only
+        pass
+    for text in texts:
+        found = load_failure(text or "")
+        if found is not None:
+            return found
+    first = next((t for t in texts if t), str(error))
+    last = first.strip().splitlines()[-1][:500] if first.strip() else type(error).__name__
+    return AudiocppError(f"the Ray Serve application did not start: {last}",
+                         hint="see `serve status` and the logs under /tmp/ray/session_latest/logs")
+
+
+def serve_on_ray(args: ServeArgs) -> None:
+    """``audiocpp serve --ray`` / ``--ray-address``: deploy the app, serve until Ctrl-C or SIGTERM, drain
+    up to ``--drain-s``, delete it, and stop the local Ray instance this command started."""
+    import logging
+
+    from audiocpp.engine.ray_session import connect, disconnect
+
+    from .cli import listen
+
+    planned = plan_cluster(args)
+    if args.print_config:
+        print_config(args, planned)
+        return
+    if not args.ray_address:  # the proxy listens on this machine: a taken port fails at once
+        listen(args.host, args.port).close()
+    config = builder_args(args)
+    # --ray: a new local instance ("local": not one found running on this machine, not $RAY_ADDRESS)
+    started = connect(ray, args.ray_address or "local", namespace=NAMESPACE)
+    for name in ("ray", "ray.serve"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    deployed = False
+    serve_was_running = False
+    try:
+        serve_was_running = bool(_serve_running())
+        serve.start(proxy_location="HeadOnly", http_options=http_options(args))
+        where = f"Ray at {args.ray_address}" if args.ray_address else "a local Ray instance"
+        say(f"deploying on {where}: " + ", ".join(
+            f"{name} ({_replicas_text(args)})" for _a, name, _p, _s in planned) + "...")
+        deployed = True
+        try:
+            serve.run(app_builder(config), name=APP_NAME, route_prefix="/")
+        except (RuntimeError, DeploymentUnavailableError) as error:
+            raise _deploy_failure(error) from None
+        scheme = "https" if args.ssl_certfile else "http"
+        print(f"audiocpp serve: listening on {scheme}://{args.host}:{args.port} (Ray Serve application "
+              f"{APP_NAME!r}; playground at /)", file=sys.stderr, flush=True)
+        _wait_for_stop()
+        _drain(args.drain_s)
+    finally:
+        if deployed:
+            try:
+                serve.delete(APP_NAME)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        try:
+            ray.kill(ray.get_actor(store_name(), namespace=NAMESPACE))
+        except Exception:  # noqa: BLE001 - never made, or already gone
+            pass
+        if started and args.ray_address and not serve_was_running:
+            try:
+                serve.shutdown()
+            except Exception:  # noqa: BLE001
+                pass
+        disconnect(ray, started)
+
+
+def _serve_running() -> bool:
+    try:
+        ray.get_actor("SERVE_CONTROLLER_ACTOR", namespace="serve")
+        return True
+    except ValueError:
+        return False
+
+
+def _replicas_text(args: ServeArgs) -> str:
+    if args.autoscale:
+        return f"autoscaling {args.autoscale} replicas"
+    n = args.replicas or 1
+    return f"{n} replica{'s' if n != 1 else ''}"
+
+
+def _wait_for_stop() -> None:
+    """Until SIGINT or SIGTERM (SIGHUP: the ingress reloads its keys file and access log)."""
+    stop = threading.Event()
+    previous = {}
+
+    def on_stop(signum: int, frame: object) -> None:
+        stop.set()
+
+    def on_hup(signum: int, frame: object) -> None:
+        try:
+            serve.get_deployment_handle(INGRESS, APP_NAME).broadcast("reload").results(timeout_s=10)
+        except Exception as error:  # noqa: BLE001 - said, and serving goes on
+            say(f"the ingress did not reload: {error}")
+
+    for sig, handler in ((signal.SIGINT, on_stop), (signal.SIGTERM, on_stop), (signal.SIGHUP, on_hup)):
+        previous[sig] = signal.signal(sig, handler)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _drain(drain_s: float) -> None:
+    """New syntheses are refused (503 with Retry-After) while those in progress finish, up to ``drain_s``."""
+    say(f"stopping: waiting up to {drain_s:g} s for requests in progress")
+    deadline = time.monotonic() + drain_s
+    try:
+        handle = serve.get_deployment_handle(INGRESS, APP_NAME)
+        counts = handle.broadcast("drain").results(timeout_s=10, return_exceptions=True)
+        while sum(c for c in counts if isinstance(c, int)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+            counts = handle.broadcast("in_flight").results(timeout_s=10, return_exceptions=True)
+    except Exception:  # noqa: BLE001 - the ingress is gone already: nothing to wait for
+        return
+
+
+__all__ = ["APP_NAME", "Ingress", "ModelDeployment", "ModelReplica", "VoiceStoreActor", "app_builder",
+           "builder_args", "config_file", "serve_on_ray"]
