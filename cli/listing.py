@@ -10,6 +10,7 @@ from audiocpp.engine.tasks import Task
 
 
 def print_families(as_json: bool) -> None:
+    from audiocpp.engine.device import cpu_auto_mode_name
     from audiocpp.engine.registry import broken_families, families, origin
 
     rows = []
@@ -29,7 +30,10 @@ def print_families(as_json: bool) -> None:
     broken = [asdict(b) for b in broken_families()]
     cpu = _cpu_defaults()
     for r in rows:
-        r["max_batch_cpu"] = families()[r["family"]].default_max_batch("cpu")
+        plugin = families()[r["family"]]
+        r["max_batch_cpu"] = plugin.default_max_batch("cpu")
+        r["compute_dtype_auto_cpu_q8_0"] = cpu_auto_mode_name(
+            "Q8_0", bf16_for_quantized=getattr(plugin, "cpu_bf16_for_quantized", True))
     if as_json:
         print(json.dumps({"families": rows, "broken": broken, "cpu": cpu}, indent=2))
         return
@@ -52,9 +56,11 @@ def print_families(as_json: bool) -> None:
         print(f"broken: {b['name']} ({b['target']}): {b['error']}")
     modes = cpu["compute_dtype_auto"]
     batch = ", ".join(f"{r['family']} {r['max_batch_cpu']}" for r in rows)
+    own = [f"{r['family']} {r['compute_dtype_auto_cpu_q8_0']}" for r in rows
+           if r["compute_dtype_auto_cpu_q8_0"] != modes["Q8_0"]]
     print(f"on this CPU ({cpu['describe']}): compute_dtype=auto is {modes['F32']} for F32 weights and "
           f"snapshot folders, {modes['BF16']} for BF16/F16 packages, {modes['Q8_0']} for Q8_0/Q4_0 "
-          f"packages; batches of up to: {batch}")
+          f"packages{' (' + ', '.join(own) + ')' if own else ''}; batches of up to: {batch}")
 
 
 def _cpu_defaults() -> dict:

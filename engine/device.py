@@ -155,22 +155,25 @@ def mode_of(dtype: torch.dtype, stored: bool = False) -> ComputeMode:
     return ComputeMode(dtype, stored or dtype in (torch.bfloat16, torch.float16))
 
 
-def default_compute_mode(device: torch.device, stored: str, *,
-                         gpu_dtype: torch.dtype | None = None) -> ComputeMode:
+def default_compute_mode(device: torch.device, stored: str, *, gpu_dtype: torch.dtype | None = None,
+                         bf16_for_quantized: bool = True) -> ComputeMode:
     """The mode of ``compute_dtype=auto`` for weights stored as ``stored`` on ``device``.
 
     CPU: F32 -> float32 (exact). BF16, F16 and block-quantized (Q8_0, Q4_0...) -> bfloat16 where
     the CPU computes bfloat16 in hardware at the level the process runs (``engine.nn.cpu_isa``:
     AVX512-BF16, AMX, ARM BF16); elsewhere torch emulates bfloat16 GEMMs hundreds of times slower
     than float32, so BF16 / F16 weights are widened to float32 and block-quantized ones compute in
-    ``float32-stored`` (their linears on the block kernel, which takes float32 rows).
+    ``float32-stored`` (their linears on the block kernel, which takes float32 rows). A family whose
+    block kernel path beats its bfloat16 path even there passes ``bf16_for_quantized=False``
+    (``FamilyPlugin.cpu_bf16_for_quantized``): its quantized packages compute in ``float32-stored``
+    on every CPU.
     GPU: F32 -> float32 unless the family's upstream computes in ``gpu_dtype`` there; 16-bit
     storage -> that dtype (F16 -> float16, BF16 -> bfloat16); quantized -> ``gpu_dtype`` or bfloat16.
     """
     import torch
 
     if device.type == "cpu":
-        return compute_mode(cpu_auto_mode_name(stored))
+        return compute_mode(cpu_auto_mode_name(stored, bf16_for_quantized=bf16_for_quantized))
     if stored == "F16":
         return mode_of(torch.float16)
     if stored == "BF16":
@@ -180,14 +183,14 @@ def default_compute_mode(device: torch.device, stored: str, *,
     return mode_of(gpu_dtype or torch.bfloat16)
 
 
-def cpu_auto_mode_name(stored: str) -> str:
+def cpu_auto_mode_name(stored: str, *, bf16_for_quantized: bool = True) -> str:
     """The name of ``compute_dtype=auto``'s mode on this CPU for weights stored as ``stored``
     (without importing torch: ``audiocpp families`` prints it)."""
     if stored in ("F32", "F64"):
         return "float32"
     from .nn.cpu_isa import native_bf16
 
-    if native_bf16():
+    if native_bf16() and (bf16_for_quantized or stored not in QUANTIZED_STORAGE):
         return "bfloat16"
     return "float32-stored" if stored in QUANTIZED_STORAGE else "float32"
 
@@ -217,11 +220,12 @@ def synchronize(device: torch.device) -> None:
 
 
 def auto_compute_mode(device: torch.device, layout: str, source: TensorSource | None = None, *,
-                      gpu_dtype: torch.dtype | None = None) -> ComputeMode:
+                      gpu_dtype: torch.dtype | None = None, bf16_for_quantized: bool = True) -> ComputeMode:
     """``compute_dtype=auto`` for a model loaded from ``layout`` (``package``, ``gguf`` or
     ``folder``): packages and GGUFs by what ``source`` (the dominant network's weights) stores;
     upstream snapshot folders as F32 (the exact mode on the CPU, whatever the checkpoint's dtype).
-    ``$AUDIOCPP_COMPUTE_DTYPE`` pins it (any value of the option but ``auto``)."""
+    ``$AUDIOCPP_COMPUTE_DTYPE`` pins it (any value of the option but ``auto``); ``bf16_for_quantized``:
+    :func:`default_compute_mode`."""
     import os
 
     forced = os.environ.get(COMPUTE_DTYPE_ENV, "").strip()
@@ -231,7 +235,7 @@ def auto_compute_mode(device: torch.device, layout: str, source: TensorSource | 
         except ValueError as exc:
             raise UsageError(f"{COMPUTE_DTYPE_ENV}={forced!r}: {exc}") from None
     stored = storage_dtype(source) if layout in ("package", "gguf") and source is not None else "F32"
-    return default_compute_mode(device, stored, gpu_dtype=gpu_dtype)
+    return default_compute_mode(device, stored, gpu_dtype=gpu_dtype, bf16_for_quantized=bf16_for_quantized)
 
 
 def auto_compute_dtype(device: torch.device, layout: str, source: TensorSource | None = None, *,

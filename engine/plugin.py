@@ -37,6 +37,11 @@ class FamilyPlugin:
     #: --max-batch``, ``batch --batch-size``): what the family's batch benchmarks support
     #: (docs/batching.md). 1 where batching does not pay (the batcher then runs one at a time).
     max_batch: dict[str, int] = {"cpu": 8, "cuda": 8, "mps": 8}
+    #: Whether ``compute_dtype=auto`` computes a Q8_0/Q4_0 package in bfloat16 on CPUs with bfloat16
+    #: units (``engine.device.default_compute_mode``). False where the family's block-kernel path
+    #: (``float32-stored``) measured faster there too (docs/performance.md): every CPU then computes
+    #: its quantized packages in ``float32-stored``.
+    cpu_bf16_for_quantized: bool = True
 
     def default_max_batch(self, device: str = "cpu") -> int:
         """The batch size this family defaults to on a device (``cpu``, ``cuda:1``, ``mps``)."""

@@ -46,6 +46,7 @@ from audiocpp.engine.weights import (
     resolve_weights,
 )
 
+from . import Audio8TtsPlugin
 from .codec import ArkttsCodec
 from .config import Audio8Config
 from .model.dual_ar import DualAR
@@ -151,7 +152,8 @@ def load_parts(spec: ModelSpec, path: Path, options: dict[str, Any] | None = Non
     raw.release_all()  # the folded weight-norm pairs' pages (the codec holds its own copies)
     if device.type == "cpu" and storage_dtype(raw) == "BF16":
         fast_linears(codec, packed=False, bf16_weights=True)
-    compute = auto_compute_mode(device, resolved.layout, source, gpu_dtype=torch.bfloat16)
+    compute = auto_compute_mode(device, resolved.layout, source, gpu_dtype=torch.bfloat16,
+                                bf16_for_quantized=Audio8TtsPlugin.cpu_bf16_for_quantized)
     return Audio8Parts(cfg, tokenizer, codec.eval(), spec, Path(path), resolved.source_id, resolved.layout,
                        dict(resolved.metadata), device, compute)
 

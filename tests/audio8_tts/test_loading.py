@@ -69,6 +69,17 @@ def test_audiocpp_layout_holds_fused_codec_and_sidecars(packages) -> None:
     assert {"config.json", "tokenizer.json", "tokenizer_config.json"} <= set(src.files)
 
 
+def test_auto_keeps_q8_0_stored_even_with_bfloat16_units(packages, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Audio8's Q8_0 path is faster in float32-stored than in bfloat16 on AVX-512 + AMX too
+    (docs/performance.md): ``auto`` picks it on every CPU; a BF16 package still computes in bfloat16."""
+    from audiocpp.engine.nn import cpu_isa
+
+    monkeypatch.setattr(cpu_isa, "native_bf16", lambda: True)
+    assert plugin.cpu_bf16_for_quantized is False
+    assert plugin.load(packages["q8_0"]).parts.compute.name == "float32-stored"
+    assert plugin.load(packages["bf16"]).parts.compute.name == "bfloat16"
+
+
 @pytest.mark.parametrize("wtype,max_code_mismatch,min_cos", [("q8_0", 0.5, 0.5), ("bf16", 0.5, 0.5)])
 def test_reduced_precision_packages_drift_within_bounds(wtype: str, max_code_mismatch: float, min_cos: float,
                                                         packages, folder_output) -> None:

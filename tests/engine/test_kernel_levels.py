@@ -49,6 +49,9 @@ def test_auto_computes_in_bfloat16_only_where_the_cpu_has_it(monkeypatch: pytest
     assert dev.default_compute_mode(cpu, "Q8_0") == dev.ComputeMode(torch.bfloat16, True)
     assert dev.default_compute_mode(cpu, "F16").name == "bfloat16"
     assert dev.default_compute_mode(cpu, "F32").name == "float32"
+    # a family whose block kernels beat its bfloat16 path keeps quantized packages stored
+    assert dev.default_compute_mode(cpu, "Q8_0", bf16_for_quantized=False).name == "float32-stored"
+    assert dev.default_compute_mode(cpu, "BF16", bf16_for_quantized=False).name == "bfloat16"
 
 
 def test_compute_mode_names() -> None:
