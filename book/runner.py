@@ -84,9 +84,10 @@ class RayRunner:
                 "logging_level": logging.ERROR,
                 "configure_logging": True,
                 "log_to_driver": False,
+                # --ray: a Ray instance of its own; with no address Ray would join whatever cluster was
+                # started last on this machine (/tmp/ray/ray_current_cluster), another job's included
+                "address": self.address or "local",
             }
-            if self.address:
-                init["address"] = self.address
             try:
                 self.ray.init(**init)
             except ConnectionError as error:
