@@ -222,6 +222,28 @@ def test_list_prints_chapters_lengths_and_estimates(resumed, tiny_models) -> Non
     assert "at the speed measured by an earlier run of this model" in measured.stdout
 
 
+# an Opus stream always decodes at 48 kHz (its header keeps the input's 24 kHz); the WAV is at 24 kHz
+@pytest.mark.parametrize(("fmt", "codec", "rate"), [("opus", "opus", 48000), ("wav", "pcm_s16le", 24000)])
+def test_other_formats_from_the_same_work_folder(resumed, tmp_path, fmt, codec, rate) -> None:
+    work = tmp_path / "tides.work"
+    shutil.copytree(resumed["work"], work)
+    folder = tmp_path / fmt
+    args = [str(a) for a in resumed["args"]]
+    at = args.index("--out")
+    args[at : at + 2] = ["--out-dir", str(folder), "--format", fmt]
+    summary = ok(run_book(*args, "--work-dir", work))
+    assert int(summary["synthesized"]) == 0 and int(summary["reused"]) == int(resumed["summary"]["chunks"])
+    lengths = [float(x) for x in summary["chapter_s"].split(",")]
+    files = sorted(folder.glob(f"*.{fmt}"))
+    assert [p.name for p in files] == [f"{i:02d} - {t}.{fmt}" for i, (t, _) in enumerate(CHAPTERS, start=1)]
+    for path, length in zip(files, lengths):
+        info = ffprobe(path)
+        stream = info["streams"][0]
+        assert stream["codec_name"] == codec and int(stream["sample_rate"]) == rate
+        assert abs(float(info["format"]["duration"]) - length) < 0.05
+    assert (folder / f"{inputs.TITLE}.m3u").is_file() and temporaries(folder) == []
+
+
 # -- ACX mastering of a loud and a quiet model ------------------------------------------------------------
 def _scale_chunks(work: Path, gain: float) -> np.ndarray:
     """Every chunk multiplied by ``gain`` (a loud or a quiet model); all of them, concatenated."""
