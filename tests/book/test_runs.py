@@ -244,6 +244,38 @@ def test_other_formats_from_the_same_work_folder(resumed, tmp_path, fmt, codec, 
     assert (folder / f"{inputs.TITLE}.m3u").is_file() and temporaries(folder) == []
 
 
+def test_a_full_disk_is_found_before_writing(resumed, tmp_path) -> None:
+    """The output on a 64 KiB tmpfs (a private mount namespace): the free space is checked before ffmpeg
+    runs, the error says what is needed, and nothing is left on that disk."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount = ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c"]
+    probe = subprocess.run([*mount, 'mount -t tmpfs -o size=64k tmpfs "$0"', disk], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no private mount namespace here: {probe.stderr.decode(errors='replace').strip()}")
+    work = tmp_path / "tides.work"
+    shutil.copytree(resumed["work"], work)
+    args = [str(a) for a in resumed["args"]]
+    args[args.index("--out") + 1] = str(disk / "tides.m4b")
+    script = (
+        'mount -t tmpfs -o size=64k tmpfs "$0" || exit 99; "$@"; rc=$?; echo "LISTING:"; ls -A "$0"; exit $rc'
+    )
+    env = {**os.environ, **ENV}
+    env.pop("AUDIOCPP_DEBUG", None)
+    proc = subprocess.run(
+        [*mount, script, disk, str(cli_path()), "book", *args, "--work-dir", str(work)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"not enough disk space for {str(disk / 'tides.m4b')!r}: it needs about" in proc.stderr
+    assert f"the synthesized audio is kept in {str(work)!r}" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stdout.split("LISTING:")[1].split() == []  # nothing written on the full disk
+    assert len(chunk_files(work)) == resumed["files"]
+
+
 # -- ACX mastering of a loud and a quiet model ------------------------------------------------------------
 def _scale_chunks(work: Path, gain: float) -> np.ndarray:
     """Every chunk multiplied by ``gain`` (a loud or a quiet model); all of them, concatenated."""
