@@ -265,6 +265,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clients", default="1,4,8,16", help="comma-separated client counts ('' for none)")
     parser.add_argument("--max-batch", default="1,8",
                         help="comma-separated --max-batch values; the first is the baseline")
+    parser.add_argument("--labels", help="with --url: comma-separated names of the servers for the table "
+                        "(default: their --max-batch values), e.g. single,ray-1,ray-2")
     parser.add_argument("--requests", type=int, default=2, help="requests per client")
     parser.add_argument("--rounds", type=int, default=1,
                         help="runs of every client count, the servers' order alternating from round to "
@@ -296,6 +298,9 @@ def main(argv: list[str] | None = None) -> None:
     urls = list(args.url)
     if urls and len(urls) != len(batches):
         raise SystemExit("give one --url per --max-batch value")
+    labels = args.labels.split(",") if args.labels else [str(b) for b in batches]
+    if len(labels) != len(batches):
+        raise SystemExit("give one --labels name per server")
     wyoming_port = args.wyoming_port
     voices = tempfile.TemporaryDirectory(prefix="audiocpp-bench-voices-")
     if not urls:
@@ -319,7 +324,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.text_in:
             text_in_run(urls[0], wyoming_port, body, args.chars_per_s, args.repeats)
         if counts:
-            print(f"{'clients':>7s} {'max-batch':>9s} {'req/s':>7s} {'audio s/s':>9s} "
+            column = "server" if args.labels else "max-batch"
+            print(f"{'clients':>7s} {column:>9s} {'req/s':>7s} {'audio s/s':>9s} "
                   f"{'latency p50/p99 s':>18s} {'first audio p50/p99 s':>22s} {'vs baseline':>11s}"
                   + ("  round" if args.rounds > 1 else ""))
         ratios: dict[tuple[int, int], list[float]] = {}
@@ -331,19 +337,20 @@ def main(argv: list[str] | None = None) -> None:
                 measured = {i: clients_run(urls[i], body, clients, args.requests, stream=not args.offline)
                             for i in order}
                 rows = [measured[i] for i in range(len(urls))]
-                for max_batch, row in zip(batches, rows):
+                for label, row in zip(labels, rows):
                     ratio = row["requests_per_s"] / rows[0]["requests_per_s"]
-                    ratios.setdefault((clients, max_batch), []).append(ratio)
-                    print(f"{clients:7d} {max_batch:9d} {row['requests_per_s']:7.3f} "
+                    ratios.setdefault((clients, label), []).append(ratio)
+                    print(f"{clients:7d} {label:>9s} {row['requests_per_s']:7.3f} "
                           f"{row['audio_per_s']:9.3f} {row['latency_p50']:8.2f} / {row['latency_p99']:<8.2f} "
                           f"{row['first_p50']:9.2f} / {row['first_p99']:<10.2f} {ratio:10.2f}x"
                           + (f"  {round_ + 1}" if args.rounds > 1 else ""), flush=True)
         if args.rounds > 1:
             print("requests/s against the baseline, median (range) of the rounds:")
-            for (clients, max_batch), values in ratios.items():
-                if max_batch != batches[0]:
+            for (clients, label), values in ratios.items():
+                if label != labels[0]:
                     values = sorted(values)
-                    print(f"  {clients} clients, --max-batch {max_batch}: {statistics.median(values):.2f}x "
+                    print(f"  {clients} clients, {label if args.labels else '--max-batch ' + label}: "
+                          f"{statistics.median(values):.2f}x "
                           f"({values[0]:.2f}-{values[-1]:.2f}x)")
         if args.first_audio:
             long = {**body, "input": LONG_TEXT, "seed": 1}

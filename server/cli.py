@@ -393,8 +393,10 @@ def _run_http(args: ServeArgs, state, sock: socket.socket, wyoming_sock: socket.
     app = create_app(state, wyoming_socket=wyoming_sock)
     tls = {"ssl_certfile": str(Path(args.ssl_certfile).expanduser()),
            "ssl_keyfile": str(Path(args.ssl_keyfile).expanduser())} if args.ssl_certfile else {}
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
-                            timeout_graceful_shutdown=args.drain_s,
+    # h11 and asyncio whatever else is installed (Ray Serve's extra brings uvicorn[standard]: httptools,
+    # uvloop): the parser's limits and answers are the ones the server's tests and docs describe
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level, http="h11",
+                            loop="asyncio", timeout_graceful_shutdown=args.drain_s,
                             access_log=args.log_level in ("info", "debug", "trace"), **tls)
     install_redaction(state.keys)  # uvicorn's own lines show paths with their query (?api_key=)
     server = uvicorn.Server(config)

@@ -115,7 +115,7 @@ def args_from(config: dict[str, Any]) -> ServeArgs:
         raise UsageError(f"the audiocpp application's args have unknown keys: {', '.join(unknown)}",
                          hint=f"its keys are the serve flags with '_' for '-': {', '.join(sorted(names))}")
     values = {k: Path(v) if k in _PATH_FIELDS and v is not None else v for k, v in config.items()}
-    return ServeArgs(**values)
+    return ServeArgs(**values, ray=True)  # the application runs on Ray Serve, whoever deploys it
 
 
 def _device_type(load_options: dict[str, Any], num_gpus: float) -> str:
@@ -241,11 +241,14 @@ class VoiceStoreActor:
     def _meta(self, voice: StoredVoice | None) -> dict[str, Any] | None:
         if voice is None:
             return None
-        st = voice.reference.stat()
-        key = (str(voice.reference), st.st_mtime_ns, st.st_size)
-        digest = self._digests.get(key)
-        if digest is None:
-            digest = self._digests[key] = _digest(voice.reference)
+        try:
+            st = voice.reference.stat()
+            key = (str(voice.reference), st.st_mtime_ns, st.st_size)
+            digest = self._digests.get(key)
+            if digest is None:
+                digest = self._digests[key] = _digest(voice.reference)
+        except OSError:  # deleted meanwhile
+            return None
         return {"name": voice.name, "transcript": voice.transcript, "sample_rate": voice.sample_rate,
                 "duration_s": voice.duration_s, "created": voice.created, "owner": voice.owner,
                 "reference": voice.reference.name, "digest": digest}
@@ -266,7 +269,7 @@ class VoiceStoreActor:
         return self._meta(self.store.get(name, owner))
 
     def list(self, owner: str | None) -> list[dict[str, Any]]:
-        return [self._meta(v) for v in self.store.list(owner)]
+        return [m for m in (self._meta(v) for v in self.store.list(owner)) if m is not None]
 
     def owners(self) -> list[str]:
         return self.store.owners()
@@ -978,14 +981,16 @@ def serve_on_ray(args: ServeArgs) -> None:
     if not args.ray_address:  # the proxy listens on this machine: a taken port fails at once
         listen(args.host, args.port).close()
     config = builder_args(args)
-    # --ray: a new local instance ("local": not one found running on this machine, not $RAY_ADDRESS)
-    started = connect(ray, args.ray_address or "local", namespace=NAMESPACE)
-    for name in ("ray", "ray.serve"):
-        logging.getLogger(name).setLevel(logging.WARNING)
     deployed = False
     serve_was_running = False
+    signals = _Signals()
     try:
-        serve_was_running = bool(_serve_running())
+        # --ray: a new local instance ("local": not one found running on this machine, nor $RAY_ADDRESS)
+        connect(ray, args.ray_address or "local", namespace=NAMESPACE)
+        signals.install()  # over Ray's own handler, which aborts the process at a Ctrl-C or SIGTERM
+        for name in ("ray", "ray.serve"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+        serve_was_running = _serve_running()
         serve.start(proxy_location="HeadOnly", http_options=http_options(args))
         where = f"Ray at {args.ray_address}" if args.ray_address else "a local Ray instance"
         say(f"deploying on {where}: " + ", ".join(
@@ -998,8 +1003,10 @@ def serve_on_ray(args: ServeArgs) -> None:
         scheme = "https" if args.ssl_certfile else "http"
         print(f"audiocpp serve: listening on {scheme}://{args.host}:{args.port} (Ray Serve application "
               f"{APP_NAME!r}; playground at /)", file=sys.stderr, flush=True)
-        _wait_for_stop()
-        _drain(args.drain_s)
+        signals.serving = True  # from here a signal drains and stops; a second one cuts the drain short
+        while not signals.stop.wait(0.5):
+            pass
+        _drain(args.drain_s, signals.again)
     finally:
         if deployed:
             try:
@@ -1007,18 +1014,58 @@ def serve_on_ray(args: ServeArgs) -> None:
             except Exception:  # noqa: BLE001 - already gone
                 pass
         try:
-            ray.kill(ray.get_actor(store_name(), namespace=NAMESPACE))
+            if ray.is_initialized():
+                ray.kill(ray.get_actor(store_name(), namespace=NAMESPACE))
         except Exception:  # noqa: BLE001 - never made, or already gone
             pass
-        if started and args.ray_address and not serve_was_running:
+        if ray.is_initialized() and args.ray_address and not serve_was_running:
             try:
                 serve.shutdown()
             except Exception:  # noqa: BLE001
                 pass
-        disconnect(ray, started)
+        disconnect(ray, ray.is_initialized())  # this command joined or started Ray: it leaves or stops it
+        signals.restore()
+
+
+class _Signals:
+    """SIGINT / SIGTERM: while starting, the start is abandoned (and cleaned up); while serving, ``stop``
+    (a second one: ``again``). SIGHUP: the ingress reloads its keys file and access log. Kept until Ray is
+    left, so that cleaning up is never interrupted."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.again = threading.Event()
+        self.serving = False
+        self.previous: dict[int, Any] = {}
+
+    def _on_stop(self, signum: int, frame: object) -> None:
+        if self.stop.is_set():
+            self.again.set()
+            return
+        self.stop.set()
+        if not self.serving:  # out of the (blocking) deployment, into the clean-up
+            say("stopped before the application was serving")
+            raise SystemExit(128 + signum)
+
+    def _on_hup(self, signum: int, frame: object) -> None:
+        try:
+            serve.get_deployment_handle(INGRESS, APP_NAME).broadcast("reload").results(timeout_s=10)
+        except Exception as error:  # noqa: BLE001 - said, and serving goes on
+            say(f"the ingress did not reload: {error}")
+
+    def install(self) -> None:
+        for sig, handler in ((signal.SIGINT, self._on_stop), (signal.SIGTERM, self._on_stop),
+                             (signal.SIGHUP, self._on_hup)):
+            self.previous[sig] = signal.signal(sig, handler)
+
+    def restore(self) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        self.previous.clear()
 
 
 def _serve_running() -> bool:
+    """Whether Ray Serve runs on the cluster already (then it is left running at the end)."""
     try:
         ray.get_actor("SERVE_CONTROLLER_ACTOR", namespace="serve")
         return True
@@ -1033,38 +1080,16 @@ def _replicas_text(args: ServeArgs) -> str:
     return f"{n} replica{'s' if n != 1 else ''}"
 
 
-def _wait_for_stop() -> None:
-    """Until SIGINT or SIGTERM (SIGHUP: the ingress reloads its keys file and access log)."""
-    stop = threading.Event()
-    previous = {}
-
-    def on_stop(signum: int, frame: object) -> None:
-        stop.set()
-
-    def on_hup(signum: int, frame: object) -> None:
-        try:
-            serve.get_deployment_handle(INGRESS, APP_NAME).broadcast("reload").results(timeout_s=10)
-        except Exception as error:  # noqa: BLE001 - said, and serving goes on
-            say(f"the ingress did not reload: {error}")
-
-    for sig, handler in ((signal.SIGINT, on_stop), (signal.SIGTERM, on_stop), (signal.SIGHUP, on_hup)):
-        previous[sig] = signal.signal(sig, handler)
-    try:
-        while not stop.wait(0.5):
-            pass
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _drain(drain_s: float) -> None:
-    """New syntheses are refused (503 with Retry-After) while those in progress finish, up to ``drain_s``."""
+def _drain(drain_s: float, cut: threading.Event) -> None:
+    """New syntheses are refused (503 with Retry-After) while those in progress finish, up to ``drain_s``
+    (or until ``cut``: a second Ctrl-C)."""
     say(f"stopping: waiting up to {drain_s:g} s for requests in progress")
     deadline = time.monotonic() + drain_s
     try:
         handle = serve.get_deployment_handle(INGRESS, APP_NAME)
         counts = handle.broadcast("drain").results(timeout_s=10, return_exceptions=True)
-        while sum(c for c in counts if isinstance(c, int)) and time.monotonic() < deadline:
+        while (sum(c for c in counts if isinstance(c, int)) and time.monotonic() < deadline
+               and not cut.is_set()):
             time.sleep(0.2)
             counts = handle.broadcast("in_flight").results(timeout_s=10, return_exceptions=True)
     except Exception:  # noqa: BLE001 - the ingress is gone already: nothing to wait for
