@@ -159,6 +159,28 @@ def test_a_stopped_run_synthesizes_only_the_missing_chunks(resumed) -> None:
     assert "RTF" not in resumed["final"].stderr  # stderr is not a terminal: no progress bar
 
 
+def test_one_run_at_a_time_in_a_work_folder(tiny_models, tmp_path) -> None:
+    book = inputs.write_markdown(tmp_path / "tides.md", CHAPTERS)
+    args = [book, "--model", tiny_models[FAMILY], "--out", tmp_path / "tides.m4b", "--batch-size", "1"]
+    args += ["--seed", "9", *FAMILY_FLAGS[FAMILY]]
+    first = start_book(*args)
+    try:
+        deadline = time.monotonic() + 120
+        while (
+            not chunk_files(tmp_path / "tides.work") and first.poll() is None and time.monotonic() < deadline
+        ):
+            time.sleep(0.01)
+        assert first.poll() is None, "the first run ended before the second started"
+        second = run_book(*args)
+        assert first.poll() is None, "the first run ended before the second was refused"
+    finally:
+        first.kill()
+        first.communicate()
+    assert second.returncode == 2 and second.stdout == "", second.stderr
+    assert "another `audiocpp book` run is using the work folder" in second.stderr
+    assert "pass another --work-dir" in second.stderr and not (tmp_path / "tides.m4b").exists()
+
+
 def test_an_edited_chapter_resynthesizes_only_its_change(resumed, tmp_path) -> None:
     work = tmp_path / "tides.work"
     shutil.copytree(resumed["work"], work)
