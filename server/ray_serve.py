@@ -978,6 +978,9 @@ def serve_on_ray(args: ServeArgs) -> None:
     if args.print_config:
         print_config(args, planned)
         return
+    for _arg, name, plan, _sess in planned:
+        if plan.note:
+            print(f"note: {plan.note.replace('using', 'serving', 1)} as {name!r}", file=sys.stderr)
     if not args.ray_address:  # the proxy listens on this machine: a taken port fails at once
         listen(args.host, args.port).close()
     config = builder_args(args)
