@@ -419,6 +419,45 @@ def test_a_model_that_does_not_load_fails_once(cluster, tmp_path: Path, server_c
     assert time.monotonic() - started < 240
 
 
+def test_print_config_runs_with_serve_run(cluster, tmp_path: Path, server_cache: dict[str, str]) -> None:
+    """The config file of ``--print-config``, deployed by Ray's own ``serve run`` on the cluster."""
+    import sys
+
+    import ray
+    from ray import serve
+
+    port = free_port()
+    printed = run_cli("serve", "--ray", "--print-config", "--port", str(port), "--num-cpus", "0.5",
+                      "--voices-dir", str(tmp_path / "voices"), env=server_cache)
+    assert printed.returncode == 0, printed.stderr
+    config = tmp_path / "audiocpp.yaml"
+    config.write_text(printed.stdout)
+    command = [str(Path(sys.executable).parent / "serve"), "run", str(config), "--address", cluster.address,
+               "--non-blocking"]
+    deployed = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, **server_cache})
+    try:
+        assert deployed.returncode == 0, deployed.stderr[-3000:]
+        _wait_for(lambda: _health(port), 120, "the application of the config file answering")
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/audio/speech", json=_body(), timeout=120)
+        assert r.status_code == 200 and r.headers["x-audiocpp-replica"]
+        assert (tmp_path / "voices" / ".owner-salt").exists()  # the store's folder: the head node's
+    finally:
+        serve.delete("audiocpp")
+        try:
+            ray.kill(ray.get_actor("audiocpp-voices", namespace="audiocpp"))
+        except ValueError:
+            pass
+        serve.shutdown()
+
+
+def _health(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def test_ray_leaves_no_ray_process(tmp_path: Path, server_cache: dict[str, str]) -> None:
     """``--ray``: a local Ray instance for the run; after SIGTERM nothing of it is left."""
     before = ray_processes()
