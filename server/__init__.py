@@ -7,5 +7,7 @@ Modules: ``cli`` (start-up: arguments, model loading, uvicorn), ``app`` (routes)
 ``playground`` (the page at ``/``), ``bench`` (latency and throughput figures); and who may use it:
 ``auth`` (API keys, constant-time checks, log redaction), ``gate`` (the middleware in front of every
 route: keys, limits, ``/metrics``, the audit line), ``limits`` (per-key rate and audio limits),
-``audit`` (the JSON access log). See docs/server.md ("Security").
+``audit`` (the JSON access log). See docs/server.md ("Security"). Past one machine: ``ray_serve`` (the
+same app as a Ray Serve application: an ingress, a deployment per model running the model's batcher,
+one voice-store actor for the cluster; docs/server.md, "On a Ray cluster").
 """
