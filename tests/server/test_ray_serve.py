@@ -65,7 +65,7 @@ def cluster(server_cache: dict[str, str]):
 
 @pytest.fixture(scope="module")
 def ray_keys() -> dict[str, str]:
-    return {"alice": new_key(), "bob": new_key()}
+    return {"alice": new_key(), "bob": new_key(), "carol": new_key(), "dave": new_key()}
 
 
 @pytest.fixture(scope="module")
@@ -77,12 +77,16 @@ def ray_voices_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def ray_server(cluster, ray_keys: dict[str, str], ray_voices_dir: Path, server_cache: dict[str, str],
                tmp_path_factory: pytest.TempPathFactory):
     """``audiocpp serve --ray-address`` on the cluster: 2 replicas of half a CPU, keys alice and bob."""
-    log = tmp_path_factory.mktemp("ray-serve") / "serve.log"
+    root = tmp_path_factory.mktemp("ray-serve")
+    log, keys_file = root / "serve.log", root / "keys.txt"
+    keys_file.write_text(f"carol:{ray_keys['carol']}\n")
     proc = ServerProcess(["--ray-address", cluster.address, "--replicas", "2", "--num-cpus", "0.5",
                           "--voices-dir", str(ray_voices_dir), "--api-key", f"bob:{ray_keys['bob']}",
+                          "--api-keys-file", str(keys_file),
                           "--max-queue", "8", "--max-queue-per-key", "8", "--drain-s", "20"], log,
                          env=server_cache,
                          api_key=ray_keys["alice"], inject=True)
+    proc.keys_file = keys_file  # type: ignore[attr-defined]
     yield proc
     proc.stop()
 
@@ -377,6 +381,17 @@ def test_metrics_sum_the_replicas(ray_server: ServerProcess) -> None:
     assert len(replicas) == 2
     # a replica gone keeps its counts: the sums never go down
     assert _sum(after, "audiocpp_replica_syntheses_total") >= _sum(before, "audiocpp_replica_syntheses_total")
+
+
+def test_sighup_reloads_the_keys_file_on_the_ingress(ray_server: ServerProcess,
+                                                      ray_keys: dict[str, str]) -> None:
+    carol, dave = ray_keys["carol"], ray_keys["dave"]
+    assert _post(ray_server, _body(), carol).status_code == 200
+    assert _post(ray_server, _body(), dave).status_code == 401
+    ray_server.keys_file.write_text(f"dave:{dave}\n")  # type: ignore[attr-defined]
+    ray_server.proc.send_signal(signal.SIGHUP)
+    _wait_for(lambda: _post(ray_server, _body(), dave).status_code == 200, 30, "the keys file reloaded")
+    assert _post(ray_server, _body(), carol).status_code == 401
 
 
 def test_sigterm_drains_and_removes_the_app(ray_server: ServerProcess, cluster) -> None:
