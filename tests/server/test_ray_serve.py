@@ -394,17 +394,19 @@ def test_sighup_reloads_the_keys_file_on_the_ingress(ray_server: ServerProcess,
     assert _post(ray_server, _body(), carol).status_code == 401
 
 
-def test_sigterm_drains_and_removes_the_app(ray_server: ServerProcess, cluster) -> None:
+def test_sigterm_drains_and_removes_the_app(ray_server: ServerProcess, single: ServerProcess,
+                                            cluster) -> None:
     from ray import serve
 
-    results: list[httpx.Response] = []
-    with ThreadPoolExecutor(1) as pool:
-        body = _body(input=LONG, response_format="pcm", stream_format="audio")
-        running = pool.submit(_post, ray_server, body)
-        time.sleep(1.0)
+    body = _body(input=LONG, response_format="pcm", stream_format="audio")
+    with httpx.stream("POST", ray_server.url + "/v1/audio/speech", json=body, timeout=120) as stream:
+        pieces = stream.iter_bytes()
+        received = [next(pieces)]  # in progress: its first audio has come
         ray_server.proc.send_signal(signal.SIGTERM)
-        results.append(running.result())
-    assert results[0].status_code == 200 and len(results[0].content) > 0  # finished during the drain
+        received += list(pieces)  # the rest comes during the drain
+        assert stream.status_code == 200
+    expected = _post(single, body).content
+    assert b"".join(received) == expected  # the whole audio, unchanged
     assert ray_server.proc.wait(timeout=90) == 0, ray_server.log()
     assert "waiting up to 20 s for requests in progress" in ray_server.log()
     assert "audiocpp" not in serve.status().applications
