@@ -11,7 +11,6 @@ manifest.
 
 from __future__ import annotations
 
-import logging
 import queue
 import time
 import warnings
@@ -76,26 +75,10 @@ class RayRunner:
 
     def run(self, items: list[Item], record: Record, on_ready: Callable[[], None]) -> None:
         from audiocpp.batch.ray_runner import run_ray
-        from audiocpp.engine.errors import UsageError
+        from audiocpp.engine.ray_session import connect
 
-        if not self.ray.is_initialized():
-            init: dict[str, Any] = {
-                "include_dashboard": False,
-                "logging_level": logging.ERROR,
-                "configure_logging": True,
-                "log_to_driver": False,
-                # --ray: a Ray instance of its own; with no address Ray would join whatever cluster was
-                # started last on this machine (/tmp/ray/ray_current_cluster), another job's included
-                "address": self.address or "local",
-            }
-            try:
-                self.ray.init(**init)
-            except ConnectionError as error:
-                raise UsageError(
-                    f"cannot connect to the Ray cluster at {self.address!r}: {error}",
-                    hint="check --ray-address (e.g. ray://HEAD:10001 or HEAD:6379)",
-                ) from None
-            self.started = True
+        if not self.started:
+            self.started = connect(self.ray, self.address)
         run_ray(
             self.job,
             items,
@@ -109,6 +92,7 @@ class RayRunner:
         )
 
     def close(self) -> None:
-        if self.started:
-            self.ray.shutdown()
-            self.started = False
+        from audiocpp.engine.ray_session import disconnect
+
+        disconnect(self.ray, self.started)
+        self.started = False

@@ -33,14 +33,15 @@ def import_ray(flags: str, modules: tuple[str, ...], what: str):
 
 
 def connect(ray: Any, address: str | None, **options: Any) -> bool:
-    """Join the cluster at ``address``, or start a local instance (``address`` None); True when this call
-    started or joined Ray (then :func:`disconnect` undoes it), False when Ray was already initialised."""
+    """Join the cluster at ``address``, or start a local instance of this process's own (``address`` None:
+    a bare ``ray.init()`` would join whatever cluster was started last on this machine,
+    /tmp/ray/ray_current_cluster, another job's included); True when this call started or joined Ray
+    (then :func:`disconnect` undoes it), False when Ray was already initialised."""
     if ray.is_initialized():
         return False
     init: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.ERROR,
-                            "configure_logging": True, "log_to_driver": False, **options}
-    if address:
-        init["address"] = address
+                            "configure_logging": True, "log_to_driver": False, **options,
+                            "address": address or "local"}
     try:
         ray.init(**init)
     except ConnectionError as error:

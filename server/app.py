@@ -386,7 +386,7 @@ def _check_usable(state: ServerState, transcript: str) -> None:
                    param="transcript", code="missing_transcript")
 
 
-async def _items(job: Job, future: asyncio.Future, first: list[Any]) -> AsyncIterator[Any]:
+async def job_items(job: Job, future: asyncio.Future, first: list[Any] = ()) -> AsyncIterator[Any]:
     """The streamed pieces in order: ``first``, then the job's queue until the synthesis ends."""
     for item in first:
         yield item
@@ -419,7 +419,7 @@ def _audio_stream_response(state: ServerState, plan: SpeechPlan, job: Job, futur
     async def body() -> AsyncIterator[bytes]:
         if plan.fmt.name == "wav":
             yield wav_stream_header(plan.output_rate)
-        async for _kind, data, _n in _items(job, future, first):
+        async for _kind, data, _n in job_items(job, future, first):
             yield data
         result, _ = future.result()  # a failure after the first piece ends the stream abruptly
         observe(state.metrics, plan, result, sent_seconds(job, plan))
@@ -434,7 +434,7 @@ def _sse_response(state: ServerState, plan: SpeechPlan, job: Job, future: asynci
         return f"data: {json.dumps(payload)}\n\n".encode()
 
     async def body() -> AsyncIterator[bytes]:
-        async for _kind, data, _n in _items(job, future, first):
+        async for _kind, data, _n in job_items(job, future, first):
             yield event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
         try:
             final, _ = future.result()

@@ -27,6 +27,7 @@ the serve flags, for ``serve run`` / ``serve deploy`` / a KubeRay ``RayService``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -587,19 +588,12 @@ class ModelReplica:
             yield _error_tuple(error)
             return
         yield ("admitted", self.replica)
-        assert job.items is not None
-        getter: asyncio.Future | None = None
+        from .app import job_items
+
         try:
-            while True:
-                getter = asyncio.ensure_future(job.items.get())
-                done, _ = await asyncio.wait({getter, future}, return_when=asyncio.FIRST_COMPLETED)
-                if getter in done:
-                    yield getter.result()
-                    continue
-                getter.cancel()
-                while not job.items.empty():
-                    yield job.items.get_nowait()
-                break
+            async with contextlib.aclosing(job_items(job, future)) as items:
+                async for item in items:
+                    yield item
             try:
                 result, data = future.result()
             except BaseException as error:  # noqa: BLE001 - told to the ingress
@@ -608,8 +602,6 @@ class ModelReplica:
             self.served_count += 1
             yield ("done", _light(result, call.keep_audio), data)
         finally:  # also when the ingress cancelled the call (its client went away): only this row stops
-            if getter is not None and not getter.done():
-                getter.cancel()
             if not future.done():
                 job.cancel()
 
