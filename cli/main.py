@@ -358,9 +358,9 @@ def serve_cmd(
         "--drain-s", help="At Ctrl-C or SIGTERM, seconds requests in progress may take to finish.")] = 5.0,
 ) -> None:
     """Serve models over HTTP: OpenAI's /v1/audio/speech, stored voices, metrics and a playground page."""
-    from audiocpp.server.cli import ServeArgs, serve
+    from audiocpp.server.cli import ServeArgs, check_ray, on_ray, serve
 
-    serve(ServeArgs(models=model or [], family=family, host=host, port=port,
+    args = ServeArgs(models=model or [], family=family, host=host, port=port,
                     session_options=session_option or [], load_options=load_option or [],
                     voices_dir=voices_dir, max_concurrency=max_concurrency,
                     max_queue=max_queue, max_batch=max_batch, batch_window_ms=batch_window_ms,
@@ -373,7 +373,14 @@ def serve_cmd(
                     ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, access_log=access_log,
                     log_text=log_text, ray=ray, ray_address=ray_address, replicas=replicas,
                     autoscale=autoscale, num_cpus=num_cpus, num_gpus=num_gpus, print_config=print_config,
-                    drain_s=drain_s))
+                    drain_s=drain_s)
+    if on_ray(args):  # Ray Serve's app imports ray: checked first, so a missing extra is one usage error
+        check_ray(args)
+        from audiocpp.server.ray_serve import serve_on_ray
+
+        serve_on_ray(args)
+        return
+    serve(args)
 
 
 def _family_help(argv: list[str]) -> str | None:

@@ -196,6 +196,14 @@ def check_ray_args(args: ServeArgs) -> None:
                          hint="run a single-machine `audiocpp serve --wyoming-port N` for Home Assistant")
 
 
+def check_ray(args: ServeArgs) -> None:
+    """What ``--ray`` / ``--ray-address`` need before anything is imported or started: every flag
+    (exit 2 for a bad one), the server extra and Ray Serve (one usage error naming the extra)."""
+    check_args(args)
+    require_extra()
+    require_ray_serve()
+
+
 def require_ray_serve() -> None:
     """Ray Serve, or one usage error (exit 2) naming the ``ray`` extra."""
     from audiocpp.engine.ray_session import import_ray
@@ -319,13 +327,8 @@ def serve(args: ServeArgs) -> None:
     from .auth import is_loopback, say
 
     if on_ray(args):
-        check_args(args)  # a bad flag is exit 2 before anything is imported or started
-        require_extra()
-        require_ray_serve()
-        from .ray_serve import serve_on_ray
-
-        serve_on_ray(args)
-        return
+        raise UsageError("--ray and --ray-address are served by audiocpp.server.ray_serve.serve_on_ray",
+                         hint="call check_ray(args) and then ray_serve.serve_on_ray(args)")
     require_extra()
     planned = plan(args)  # every flag, option and model checked before a port is bound
     sockets = []

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
 
@@ -27,8 +27,10 @@ from .auth import ANONYMOUS, Principal
 from .encoding import AudioFormat, check_format, encode, pcm16
 from .errors import ApiError, from_engine_error
 from .models import PATH_TYPES, ServedModel
-from .scheduler import Job, ModelWorker
 from .voices import BUILTIN_VOICES, StoredVoice, VoiceStore, VoiceView, shown
+
+if TYPE_CHECKING:
+    from .scheduler import Job, ModelWorker
 
 #: OpenAI's model names: they mean the server's first model, so unmodified clients work.
 OPENAI_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts", "gpt-4o-tts")

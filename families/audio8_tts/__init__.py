@@ -27,7 +27,8 @@ class Audio8TtsPlugin(FamilyPlugin):
         from .session import Audio8LoadedModel
         from .weights import load_parts
 
-        return Audio8LoadedModel(self.spec, path, load_parts(self.spec, path, options), options)
+        parts = load_parts(self.spec, path, options, bf16_for_quantized=self.cpu_bf16_for_quantized)
+        return Audio8LoadedModel(self.spec, path, parts, options)
 
 
 plugin = Audio8TtsPlugin()

@@ -46,7 +46,6 @@ from audiocpp.engine.weights import (
     resolve_weights,
 )
 
-from . import Audio8TtsPlugin
 from .codec import ArkttsCodec
 from .config import Audio8Config
 from .model.dual_ar import DualAR
@@ -123,9 +122,11 @@ class Audio8Parts:
         return model.eval()
 
 
-def load_parts(spec: ModelSpec, path: Path, options: dict[str, Any] | None = None) -> Audio8Parts:
+def load_parts(spec: ModelSpec, path: Path, options: dict[str, Any] | None = None, *,
+               bf16_for_quantized: bool = True) -> Audio8Parts:
     """Resolve ``path`` with the spec; read the config and tokenizer, load the codec (float32,
-    as upstream runs it on CPU) and check the DualAR's tensors (names and shapes) strictly."""
+    as upstream runs it on CPU) and check the DualAR's tensors (names and shapes) strictly.
+    ``bf16_for_quantized``: the plugin's ``cpu_bf16_for_quantized`` (``compute_dtype=auto``)."""
     resolved = resolve_weights(spec, path)
     cfg = Audio8Config.from_file(resolved.file("config"))
     tokenizer = load_tokenizer(resolved.file("tokenizer_json"))
@@ -153,7 +154,7 @@ def load_parts(spec: ModelSpec, path: Path, options: dict[str, Any] | None = Non
     if device.type == "cpu" and storage_dtype(raw) == "BF16":
         fast_linears(codec, packed=False, bf16_weights=True)
     compute = auto_compute_mode(device, resolved.layout, source, gpu_dtype=torch.bfloat16,
-                                bf16_for_quantized=Audio8TtsPlugin.cpu_bf16_for_quantized)
+                                bf16_for_quantized=bf16_for_quantized)
     return Audio8Parts(cfg, tokenizer, codec.eval(), spec, Path(path), resolved.source_id, resolved.layout,
                        dict(resolved.metadata), device, compute)
 

@@ -32,8 +32,11 @@ def deltas(text: str, size: int = 3) -> list[str]:
     return [text[i:i + size] for i in range(0, len(text), size)]
 
 
-async def converse(url: str, config: dict, text: str, *, pause: float = 0.01) -> tuple[list, float, float]:
-    """(messages received, when input.done was sent, when the first audio frame came)."""
+async def converse(url: str, config: dict, text: str, *, pause: float = 0.01,
+                   hold_at: int | None = None) -> tuple[list, float, float]:
+    """(messages received, when input.done was sent, when the first audio frame came). ``hold_at``: the
+    text from this character on is written only once the first audio frame has come (or after 60 s, as
+    a reply whose last sentence comes slowly: a server that waited for the whole text never speaks)."""
     received: list = []
     first_audio = done_at = float("nan")
     async with websockets.connect(url.replace("http", "ws") + "/v1/audio/speech/stream") as ws:
@@ -47,9 +50,14 @@ async def converse(url: str, config: dict, text: str, *, pause: float = 0.01) ->
                 received.append(message if isinstance(message, bytes) else json.loads(message))
 
         task = asyncio.ensure_future(reader())
-        for piece in deltas(text):
-            await ws.send(json.dumps({"type": "input.text", "text": piece}))
-            await asyncio.sleep(pause)
+        held = len(text) if hold_at is None else hold_at
+        for part in (text[:held], text[held:]):
+            for piece in deltas(part):
+                await ws.send(json.dumps({"type": "input.text", "text": piece}))
+                await asyncio.sleep(pause)
+            deadline = time.monotonic() + 60
+            while part and hold_at is not None and np.isnan(first_audio) and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
         done_at = time.monotonic()
         await ws.send(json.dumps({"type": "input.done"}))
         await asyncio.wait_for(task, timeout=300)
@@ -59,7 +67,8 @@ async def converse(url: str, config: dict, text: str, *, pause: float = 0.01) ->
 def test_sentences_are_spoken_as_they_complete(ws_server: ServerProcess) -> None:
     config = {"model": "a8", "voice": "alloy", "seed": 3, "max_new_tokens": 10}
     # the last sentence comes slowly: the first ones' audio must arrive before it is done
-    received, done_at, first_audio = asyncio.run(converse(ws_server.url, config, REPLY, pause=0.05))
+    received, done_at, first_audio = asyncio.run(converse(ws_server.url, config, REPLY, pause=0.05,
+                                                          hold_at=REPLY.index("Anything else?")))
     events = [m for m in received if isinstance(m, dict)]
     kinds = [e["type"] for e in events]
     assert kinds[-1] == "session.done" and events[-1]["total_sentences"] == 4
