@@ -12,9 +12,11 @@ would trail its batch by a whole step). The worker holds the model's guard while
 
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -130,6 +132,19 @@ class BatchJob:
             callback(self)
 
 
+#: Batchers whose worker may still be running when the interpreter exits
+_LIVE: weakref.WeakSet[Batcher] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """Stop every batcher's worker before the interpreter finalizes: a daemon worker caught inside a
+    torch op while C++ statics are destroyed aborts the process ("terminate called without an active
+    exception") after a script that used ``model.batcher()`` has done its work."""
+    for batcher in list(_LIVE):
+        batcher.close()
+
+
 class Batcher:
     """Runs the requests submitted to one model as rows of one batch (see the module docstring)."""
 
@@ -147,6 +162,7 @@ class Batcher:
         self._sessions: dict[Hashable, Session] = {}
         self._next_key = 0
         self._thread: threading.Thread | None = None
+        _LIVE.add(self)
 
     def configure(self, *, max_batch: int | None = None, window_s: float | None = None) -> None:
         with self._cond:
