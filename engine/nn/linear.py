@@ -41,7 +41,7 @@ from torch import nn
 from ..device import QUANTIZED_STORAGE, storage_dtype
 from ..weights.blocks import BlockTensor
 from ..weights.source import TensorSource
-from . import bf16_linear, packed_linear, q8_0_linear, quantized
+from . import bf16_linear, pack_cache, packed_linear, q8_0_linear, quantized
 
 
 def linear_for(linear: nn.Linear, *, blocks: BlockTensor | None = None,
@@ -121,20 +121,21 @@ def quantize_linears(module: nn.Module, source: TensorSource, patterns: Iterable
     device = torch.device(device)
     globs = tuple(patterns)
     done: list[str] = []
-    for name, child in list(module.named_modules()):
-        if not isinstance(child, nn.Linear) or not any(fnmatch.fnmatchcase(name, g) for g in globs):
-            continue
-        weight_name = f"{name}.weight"
-        if weight_name not in source:
-            continue
-        blocks = source.blocks(weight_name)
-        if blocks is None or blocks.shape != (child.out_features, child.in_features):
-            continue
-        layer = linear_for(child, blocks=blocks, device=device, dtype=dtype)
-        source.release(weight_name)
-        owner_name, _, leaf = name.rpartition(".")
-        setattr(module.get_submodule(owner_name) if owner_name else module, leaf, layer)
-        done.append(weight_name)
+    with pack_cache.collecting():  # what is packed here is written to the pack cache at the end
+        for name, child in list(module.named_modules()):
+            if not isinstance(child, nn.Linear) or not any(fnmatch.fnmatchcase(name, g) for g in globs):
+                continue
+            weight_name = f"{name}.weight"
+            if weight_name not in source:
+                continue
+            blocks = source.blocks(weight_name)
+            if blocks is None or blocks.shape != (child.out_features, child.in_features):
+                continue
+            layer = linear_for(child, blocks=blocks, device=device, dtype=dtype)
+            source.release(weight_name)
+            owner_name, _, leaf = name.rpartition(".")
+            setattr(module.get_submodule(owner_name) if owner_name else module, leaf, layer)
+            done.append(weight_name)
     return done
 
 

@@ -35,6 +35,7 @@ the stored int8 values; Q4_0: 256 bytes, 4 steps whose bytes hold step ``s`` in 
 """
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
@@ -44,7 +45,7 @@ import torch
 from torch import nn
 
 from ..weights.blocks import BLOCK, BlockTensor
-from . import jit
+from . import jit, pack_cache
 
 #: Output features per group of the packed layout (one AVX-512 register of int32 sums).
 GROUP = 16
@@ -138,6 +139,15 @@ def _pack(op: Any, values: torch.Tensor, scales: torch.Tensor, bits: int) -> tup
     return _pack_raw(op, raw_blocks(values, scales, bits), *values.shape, bits)
 
 
+@cache
+def _layout(op: Any) -> str:
+    """What the packed bytes depend on (the pack cache's key): the group width, the kernel's source
+    and shared header, and the byte its build adds to stored Q8_0 values."""
+    digest = hashlib.sha256(KERNEL.text().encode())
+    digest.update((jit.KERNELS_DIR / "isa.h").read_bytes())
+    return f"group{GROUP}-{digest.hexdigest()[:16]}-offset{int(op.q8_stored_offset())}"
+
+
 def supports(blocks: BlockTensor) -> bool:
     """Whether ``blocks`` can take this layer here (the kernel builds)."""
     return kernel() is not None
@@ -167,14 +177,22 @@ class Q8_0Linear(nn.Module):
     @classmethod
     def from_blocks(cls, blocks: BlockTensor) -> Q8_0Linear:
         """The layer for a stored Q8_0 / Q4_0 matrix, packed in one pass over its bytes (a view of
-        the file: nothing is converted on the way)."""
+        the file: nothing is converted on the way), or mapped from the pack cache
+        (``engine.nn.pack_cache``) where an earlier process packed it."""
         rows, cols = blocks.shape
+        bits = 8 if blocks.qtype == "Q8_0" else 4
+        op = _kernel()
+        buffers = _packed(rows, cols, bits)
+        cached = pack_cache.lookup(blocks, bits, _layout(op), (buffers[0].shape, buffers[1].shape))
+        if cached is not None:
+            return cls(*cached, out_features=rows)
         raw = blocks.data.reshape(rows, -1)
         if not raw.flags.writeable:  # torch wants a writable array; the kernel only reads it
             raw = raw.view()
             raw.flags.writeable = True
-        bits = 8 if blocks.qtype == "Q8_0" else 4
-        return cls(*_pack_raw(_kernel(), raw, rows, cols, bits), out_features=rows)
+        op.pack_blocks_into(torch.from_numpy(raw).view(rows, -1), bits, *buffers)
+        pack_cache.remember(blocks, bits, _layout(op), *buffers)
+        return cls(*buffers, out_features=rows)
 
     @classmethod
     def from_values(cls, values: torch.Tensor, scales: torch.Tensor, bits: int = 8) -> Q8_0Linear:

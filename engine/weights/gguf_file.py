@@ -187,7 +187,8 @@ class GGUFFile:
         self._buf = buf
         address = self.address
         # the mapping outlives this object while tensors view it: track the map itself
-        _MAPPED[address] = (weakref.ref(self._mmap, lambda _, a=address: _MAPPED.pop(a, None)), len(buf))
+        _MAPPED[address] = (weakref.ref(self._mmap, lambda _, a=address: _MAPPED.pop(a, None)), len(buf),
+                            _origin(self._file, self.path))
 
     def _alignment(self) -> int:
         value = self.metadata.get("general.alignment", DEFAULT_ALIGNMENT)
@@ -248,9 +249,24 @@ class GGUFFile:
         return arch if isinstance(arch, str) else None
 
 
-#: every live GGUF mapping by address: (a weak reference to the map, its size); a mapping stays
-#: while tensors view it, after its GGUFFile is gone
-_MAPPED: dict[int, tuple[weakref.ref, int]] = {}
+#: every live GGUF mapping by address: (a weak reference to the map, its size, the file it maps as
+#: :class:`FileOrigin`); a mapping stays while tensors view it, after its GGUFFile is gone
+_MAPPED: dict[int, tuple[weakref.ref, int, FileOrigin]] = {}
+
+
+@dataclass(frozen=True)
+class FileOrigin:
+    """The file a mapping was made from: its real path and what tells this version of it from
+    another (size, modification time, inode, device), as it was when it was mapped."""
+
+    path: str
+    version: str
+
+
+def _origin(fh: Any, path: Path) -> FileOrigin:
+    info = os.fstat(fh.fileno())
+    return FileOrigin(os.path.realpath(path),
+                      f"{info.st_size}:{info.st_mtime_ns}:{info.st_ino}:{info.st_dev}")
 
 
 def _madvise_dontneed(mm: mmap.mmap, offset: int, nbytes: int) -> None:
@@ -278,11 +294,25 @@ def mapped_file(tensor: Any) -> tuple[mmap.mmap, int] | None:
         return None
     if getattr(tensor, "device", None) is not None and tensor.device.type != "cpu":
         return None
-    for base, (ref, size) in list(_MAPPED.items()):
+    found = _mapping_at(ptr)
+    return None if found is None else (found[0], found[1])
+
+
+def mapped_origin(array: np.ndarray) -> tuple[FileOrigin, int] | None:
+    """The GGUF file whose live mapping ``array`` views and the offset of its first byte in the
+    file, or None (an array with its own memory)."""
+    if not array.size:
+        return None
+    found = _mapping_at(int(array.ctypes.data))
+    return None if found is None else (found[2], found[1])
+
+
+def _mapping_at(ptr: int) -> tuple[mmap.mmap, int, FileOrigin] | None:
+    for base, (ref, size, origin) in list(_MAPPED.items()):
         if base <= ptr < base + size:
             mm = ref()
             if mm is not None and not mm.closed:
-                return mm, ptr - base
+                return mm, ptr - base, origin
     return None
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..errors import ModelError
-from .blocks import BlockTensor, block_tensor
+from .blocks import BLOCK_BYTES, BlockTensor, block_tensor, dequantize_raw
 from .gguf_file import GGUFFile, GGUFTensorInfo, ggml_type_name
 from .source import TensorInfo, TensorSource, cast, unknown_tensor
 
@@ -47,6 +47,10 @@ def gguf_tensor(file: GGUFFile, info: GGUFTensorInfo, dtype: torch.dtype | None 
         return cast(torch.zeros(shape, dtype=torch.float32), dtype)
     rows = raw.reshape(-1, raw.size // max(1, _rows(info.ne)))
     try:
+        if name in BLOCK_BYTES:  # Q8_0, Q4_0: the same float32 products, in torch
+            if rows.shape[1] % BLOCK_BYTES[name]:
+                raise ValueError(f"rows of {rows.shape[1]} bytes are not whole {name} blocks")
+            return cast(dequantize_raw(name, raw).reshape(shape), dtype)
         values = quants.dequantize(rows, qtype)
         tensor = torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)).reshape(shape)
     except NotImplementedError:

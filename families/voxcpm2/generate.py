@@ -245,7 +245,7 @@ class VoxCPMGenerator:
         feats = prompt.feats.to(m.device, dtype).unsqueeze(0)
 
         feat_embed = m.encode_patches(feats)
-        text_embed = m.base_lm.embed_tokens(tokens) * cfg.lm.embedding_scale
+        text_embed = m.base_lm.embed_tokens(tokens).to(dtype) * cfg.lm.embedding_scale
         combined = text_mask * text_embed + audio_mask * feat_embed
 
         enc = m.base_lm(combined, causal=True, cache=base_cache)

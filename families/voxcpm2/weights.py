@@ -69,6 +69,10 @@ QUANTIZED_LINEARS = ("base_lm.*", "residual_lm.*")
 #: bfloat16 GEMM and the per-row int8 layer does not (docs/numerics.md); elsewhere they are
 #: dequantized to the compute dtype at load.
 KERNEL_QUANTIZED_LINEARS = ("feat_encoder.*", "feat_decoder.*")
+#: Lookup tables kept in the dtype they are stored in (a package's F16 text embedding is a view of
+#: the file, not a float32 copy made at every start); their rows are cast to the compute dtype when
+#: looked up (``VoxCPMGenerator._prefill``), the values a table cast whole would give.
+STORED_TABLES = ("base_lm.embed_tokens.weight",)
 
 
 def quantized_linears(source: TensorSource, mode: ComputeMode, device: torch.device) -> tuple[str, ...]:
@@ -114,7 +118,8 @@ class VoxCPM2Parts:
         source = self.model_source()  # kept until the end: packing releases the pages of what it copies
         model = load_on_meta(lambda: VoxCPMModel(self.config), source, dtype=mode.dtype,
                              what="VoxCPM2 generator", device=self.device,
-                             quantize=quantized_linears(source, mode, self.device), stored=mode.stored)
+                             quantize=quantized_linears(source, mode, self.device), stored=mode.stored,
+                             keep_stored=STORED_TABLES)
         if packed and self.device.type == "cpu":
             from audiocpp.engine.nn.linear import fast_linears
 
