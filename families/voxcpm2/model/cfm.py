@@ -72,6 +72,7 @@ class UnifiedCFM(nn.Module):
         # t and dt change between steps.
         mu_in = torch.cat([mu, torch.zeros_like(mu)], dim=0)
         cond_in = torch.cat([cond, cond], dim=0)
+        fixed = None  # the estimator's inputs that no step changes: made once, at the first step that runs
         for step in range(1, len(t_span)):
             if use_cfg_zero_star and step <= zero_steps:
                 dphi_dt = torch.zeros_like(x)
@@ -79,7 +80,9 @@ class UnifiedCFM(nn.Module):
                 x_in = torch.cat([x, x], dim=0)
                 t_in = t.reshape(1).expand(2 * b)
                 dt_in = dt.reshape(1).expand(2 * b) if self.mean_mode else torch.zeros_like(t_in)
-                out = self.estimator(x_in, mu_in, t_in, cond_in, dt_in)
+                if fixed is None:
+                    fixed = self.estimator.fixed_inputs(cond_in, None if self.mean_mode else dt_in)
+                out = self.estimator(x_in, mu_in, t_in, cond_in, dt_in, fixed=fixed)
                 v_cond, v_uncond = out[:b], out[b:]
                 if use_cfg_zero_star:
                     pos, neg = v_cond.reshape(b, -1), v_uncond.reshape(b, -1)

@@ -23,6 +23,9 @@ from torch import nn
 from ..config import MiniCPMConfig
 from .minicpm import MiniCPMModel
 
+#: The projected ``cond`` and the ``dt`` embedding (None: made per call) shared by a solve's steps.
+Fixed = tuple[torch.Tensor, "torch.Tensor | None"]
+
 
 def sinusoidal_embedding(x: torch.Tensor, dim: int, scale: float = 1000) -> torch.Tensor:
     """Upstream ``SinusoidalPosEmb(dim)(x, scale)``: ``cat(sin, cos)`` of ``scale * x * freqs``."""
@@ -60,15 +63,26 @@ class LocDiT(nn.Module):
         self.delta_time_mlp = TimestepEmbedding(cfg.hidden_size, cfg.hidden_size)
         self.decoder = MiniCPMModel(cfg)
 
+    def fixed_inputs(self, cond: torch.Tensor, dt: torch.Tensor | None) -> Fixed:
+        """What one solve's Euler steps share: the projected ``cond`` and, where every step's
+        ``dt`` is the same (not the mean mode), its embedding; computed once per patch, the
+        values each step would compute (the same operations on the same inputs)."""
+        projected = self.cond_proj(cond.transpose(1, 2).contiguous())
+        if dt is None:
+            return projected, None
+        return projected, self.delta_time_mlp(sinusoidal_embedding(dt, self.hidden_size).to(projected.dtype))
+
     def forward(self, x: torch.Tensor, mu: torch.Tensor, t: torch.Tensor, cond: torch.Tensor,
-                dt: torch.Tensor) -> torch.Tensor:
+                dt: torch.Tensor, *, fixed: Fixed | None = None) -> torch.Tensor:
         """``x``: ``(N, C, P)``, ``mu``: ``(N, k*hidden)``, ``t``/``dt``: ``(N,)``,
-        ``cond``: ``(N, C, P')``."""
+        ``cond``: ``(N, C, P')``; ``fixed``: :meth:`fixed_inputs` of this ``cond`` (and ``dt``)."""
         x = self.in_proj(x.transpose(1, 2).contiguous())
-        cond = self.cond_proj(cond.transpose(1, 2).contiguous())
+        cond, dt_embedding = fixed if fixed is not None else self.fixed_inputs(cond, None)
         prefix = cond.size(1)
         temb = self.time_mlp(sinusoidal_embedding(t, self.hidden_size).to(x.dtype))
-        temb = temb + self.delta_time_mlp(sinusoidal_embedding(dt, self.hidden_size).to(x.dtype))
+        if dt_embedding is None:
+            dt_embedding = self.delta_time_mlp(sinusoidal_embedding(dt, self.hidden_size).to(x.dtype))
+        temb = temb + dt_embedding
         if self.mu_tokens == 0:
             seq = torch.cat([(mu + temb).unsqueeze(1), cond, x], dim=1)
             skip = prefix + 1
