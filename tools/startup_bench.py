@@ -11,6 +11,11 @@ For each package and ISA level (``engine.nn.cpu_isa.LEVEL_ENV``), with the file 
 - a process that imports audiocpp, loads the package and opens a ``tts`` session in the default
   compute mode, i.e. everything before the first synthesis, split into the interpreter and torch,
   audiocpp's imports, ``load()`` and the session (the network built for its compute mode).
+
+The repository's modules are compiled to bytecode first (as ``pip install`` does; a source tree run
+under ``PYTHONDONTWRITEBYTECODE=1`` would otherwise compile every module in every process), and one
+process loads each package at each level before the timed ones (the kernels built, the package's
+matrices packed into the pack cache once: ``engine.nn.pack_cache``).
 """
 
 from __future__ import annotations
@@ -59,9 +64,19 @@ def level_env(level: str | None) -> dict[str, str]:
     return env_of(level) if level else dict(os.environ)
 
 
+def compile_sources() -> None:
+    """Byte-compile audiocpp's modules (what an installed package has; a no-op once done)."""
+    import compileall
+
+    for folder in ("audiocpp", "engine", "families", "cli", "server", "batch", "book"):
+        if (REPO / folder).is_dir():
+            compileall.compile_dir(REPO / folder, quiet=2)
+
+
 def measure(package: Path, level: str | None, runs: int) -> dict:
     env = level_env(level)
     subprocess.run(["cat", str(package)], stdout=subprocess.DEVNULL, check=True)  # into the page cache
+    timed([sys.executable, "-c", PROBE, str(package)], env)  # kernels built, matrices in the pack cache
     read = statistics.median(timed(["cat", str(package)], env, output=False)[0] for _ in range(runs))
     torch_only = statistics.median(timed([sys.executable, "-c", "import torch"], env)[0] for _ in range(runs))
     walls, parts = [], []
@@ -81,6 +96,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args(argv)
     levels = args.isa.split(",") if args.isa else [None]
+    compile_sources()
     print(f"{'package':34s} {'level':8s} {'GiB':>5s} {'read':>6s} {'python+torch':>12s} {'process':>8s} "
           f"{'= torch':>8s} {'+ audiocpp':>10s} {'+ load':>7s} {'+ session':>9s}  process - torch vs read")
     for package in args.packages:

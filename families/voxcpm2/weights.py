@@ -124,14 +124,15 @@ class VoxCPM2Parts:
             from audiocpp.engine.nn.linear import fast_linears
 
             fast_linears(model, packed=True)
-            for param in model.parameters():  # the rest may still view the file: own them
-                if mapped_file(param) is not None:
+            for name, param in model.named_parameters():  # the rest may still view the file: own them
+                if name not in STORED_TABLES and mapped_file(param) is not None:
                     old = param.data
                     param.data = old.clone()
                     release_pages(old)
             source.release_all()
         del source
-        gc.collect()  # the source's memory map sits in a reference cycle: unmap it now
+        if not any(mapped_file(param) is not None for param in model.parameters()):
+            gc.collect()  # the source's map sits in a reference cycle: unmap it now (no tensor views it)
         return model.eval()
 
 
