@@ -27,7 +27,9 @@ import mmap
 import os
 import shutil
 import struct
+import sys
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -243,6 +245,9 @@ def _write_one(origin: FileOrigin, layout: str, group: list) -> Path | None:
         target.parent.mkdir(parents=True, exist_ok=True)
         if shutil.disk_usage(target.parent).free < start + place + MIN_FREE:
             return None
+        if sys.stderr.isatty() or os.environ.get("AUDIOCPP_DEBUG", "") not in ("", "0"):
+            print(f"audiocpp: keeping {Path(origin.path).name}'s packed matrices for later starts in "
+                  f"{target.parent} ({(start + place) / 2**30:.1f} GiB, once)", file=sys.stderr, flush=True)
         with open(tmp, "wb") as fh:
             fh.write(MAGIC + struct.pack("<Q", len(body)) + body)
             for e, (_, _, _, packed, scales) in zip(entries, group):
@@ -265,8 +270,16 @@ def _data_start(index_bytes: int) -> int:
 
 
 def _remove_stale(where: Path, origin: FileOrigin) -> None:
-    """Delete the files of other versions of the same package (its path, another version)."""
+    """Delete the files of other versions of the same package (its path, another version), and
+    its temporary files a day old (a process killed while writing)."""
     current = f"{_prefix(origin)}-{_version(origin)}-"
+    day_ago = time.time() - 86400
+    for path in where.glob(f".{_prefix(origin)}-*.tmp"):
+        try:
+            if path.stat().st_mtime < day_ago:
+                path.unlink()
+        except OSError:
+            pass
     for path in where.glob(f"{_prefix(origin)}-*.pack"):
         if not path.name.startswith(current):
             try:

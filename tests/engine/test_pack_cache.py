@@ -88,6 +88,11 @@ def test_a_changed_package_is_packed_again_and_its_old_file_removed(cache: Path,
     path = _package(tmp_path / "m.gguf", seed=0)
     _load(path)
     old = set(cache.glob("*.pack"))
+    prefix = next(iter(old)).name.split("-")[0]
+    killed, fresh_tmp = cache / f".{prefix}-a.pack.1.tmp", cache / f".{prefix}-b.pack.2.tmp"
+    for left in (killed, fresh_tmp):  # left by processes killed while writing: a day ago, and now
+        left.write_bytes(b"partial")
+    os.utime(killed, (0, 0))
     _package(tmp_path / "other.gguf", seed=1).replace(path)  # another version at the same path
     net = _load(path)
     fresh = _load(tmp_path / "m.gguf")
@@ -96,6 +101,7 @@ def test_a_changed_package_is_packed_again_and_its_old_file_removed(cache: Path,
     assert torch.equal(fresh["b"].values(), torch.from_numpy(reference.blocks("b.weight").values()))
     now = set(cache.glob("*.pack"))
     assert len(now) == 1 and not now & old
+    assert not killed.exists() and fresh_tmp.exists()  # another process may still be writing that one
 
 
 def test_a_package_rewritten_in_place_with_its_old_times_is_not_served_stale(cache: Path,
