@@ -150,17 +150,20 @@ class _Store:
         return packed.view(shapes[0]), scales.view(shapes[1])
 
 
-_stores: dict[tuple[FileOrigin, str], _Store] = {}
-_lock = threading.Lock()
-_pending = threading.local()
+#: per thread, inside :func:`collecting`: the matrices packed there (written at its end) and the
+#: cache files read there (read once per load; not kept after it, so an unloaded model's files
+#: are unmapped with its tensors)
+_context = threading.local()
 
 
 def _store(origin: FileOrigin, layout: str) -> _Store:
-    with _lock:
-        store = _stores.get((origin, layout))
-        if store is None:
-            store = _stores[(origin, layout)] = _Store(origin, layout)
-        return store
+    stores = getattr(_context, "stores", None)
+    if stores is None:  # outside a load: read for this one lookup
+        return _Store(origin, layout)
+    store = stores.get((origin, layout))
+    if store is None:
+        store = stores[(origin, layout)] = _Store(origin, layout)
+    return store
 
 
 def _key(blocks: BlockTensor, bits: int) -> _Key | None:
@@ -187,7 +190,7 @@ def lookup(blocks: BlockTensor, bits: int, layout: str,
 def remember(blocks: BlockTensor, bits: int, layout: str, packed: torch.Tensor, scales: torch.Tensor) -> None:
     """Note a matrix just packed, to be written when the enclosing :func:`collecting` ends (outside
     one, or for blocks that do not view a mapped package, nothing is kept)."""
-    pending = getattr(_pending, "items", None)
+    pending = getattr(_context, "items", None)
     if pending is None or not enabled():
         return
     key = _key(blocks, bits)
@@ -197,16 +200,18 @@ def remember(blocks: BlockTensor, bits: int, layout: str, packed: torch.Tensor, 
 
 @contextmanager
 def collecting() -> Iterator[None]:
-    """Matrices packed inside are written to the cache at the end (one file per package)."""
-    outer = getattr(_pending, "items", None)
-    _pending.items = [] if outer is None else outer
+    """A load: the cache files are read once inside, and the matrices packed inside are written to
+    the cache at the end (one file per package version and layout)."""
+    outer = getattr(_context, "items", None) is not None
+    if not outer:
+        _context.items, _context.stores = [], {}
     try:
         yield
-        if outer is None:
-            write(_pending.items)
+        if not outer:
+            write(_context.items)
     finally:
-        if outer is None:
-            _pending.items = None
+        if not outer:
+            _context.items = _context.stores = None
 
 
 def write(items: list) -> list[Path]:
@@ -220,8 +225,6 @@ def write(items: list) -> list[Path]:
         path = _write_one(origin, layout, group)
         if path is not None:
             written.append(path)
-            with _lock:
-                _stores.pop((origin, layout), None)  # read again with the new file on next lookup
     return written
 
 

@@ -26,9 +26,7 @@ pytestmark = pytest.mark.skipif(
 def cache(monkeypatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("AUDIOCPP_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv(pack_cache.SWITCH, raising=False)
-    pack_cache._stores.clear()
-    yield tmp_path / "cache" / "packed"
-    pack_cache._stores.clear()
+    return tmp_path / "cache" / "packed"
 
 
 def _package(path: Path, seed: int) -> Path:
@@ -39,8 +37,7 @@ def _package(path: Path, seed: int) -> Path:
 
 
 def _load(path: Path) -> torch.nn.Module:
-    """What a process does: fresh stores (a new process has none), quantize the linears of a net."""
-    pack_cache._stores.clear()
+    """What a process does: quantize the linears of a net from a package."""
     net = torch.nn.ModuleDict({"a": torch.nn.Linear(64, 48, bias=False),
                                "b": torch.nn.Linear(96, 40, bias=False)})
     done = quantize_linears(net, open_weights(path))
@@ -139,3 +136,21 @@ def test_off_or_unwritable_the_cache_writes_nothing_and_loads_work(cache: Path, 
     cache.parent.mkdir(parents=True)
     cache.write_text("a file where the folder should be")
     assert all(torch.equal(x, y) for x, y in zip(reference, _outputs(_load(path))))
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads Linux's /proc/self/maps")
+def test_an_unloaded_model_leaves_no_cache_file_mapped(cache: Path, tmp_path: Path) -> None:
+    import gc
+
+    path = _package(tmp_path / "m.gguf", seed=0)
+    _load(path)
+    (file,) = cache.glob("*.pack")
+
+    def mapped() -> bool:
+        return str(file) in Path("/proc/self/maps").read_text()
+
+    net = _load(path)
+    assert mapped()
+    del net
+    gc.collect()
+    assert not mapped()
