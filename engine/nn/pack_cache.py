@@ -243,7 +243,7 @@ def _write_one(origin: FileOrigin, layout: str, group: list) -> Path | None:
     start = _data_start(len(body))
     offsets = ",".join(str(key.offset) for key, *_ in group)
     target = folder() / f"{_name(origin, layout)}-{hashlib.sha256(offsets.encode()).hexdigest()[:12]}.pack"
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")  # one per writer
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         if shutil.disk_usage(target.parent).free < start + place + MIN_FREE:

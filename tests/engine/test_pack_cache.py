@@ -154,3 +154,15 @@ def test_an_unloaded_model_leaves_no_cache_file_mapped(cache: Path, tmp_path: Pa
     del net
     gc.collect()
     assert not mapped()
+
+
+def test_two_threads_loading_at_once_leave_one_valid_file(cache: Path, tmp_path: Path, monkeypatch) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = _package(tmp_path / "m.gguf", seed=0)
+    with ThreadPoolExecutor(2) as pool:
+        nets = list(pool.map(_load, [path, path]))
+    assert all(torch.equal(x, y) for x, y in zip(_outputs(nets[0]), _outputs(nets[1])))
+    assert len(list(cache.glob("*.pack"))) == 1 and not list(cache.glob(".*.tmp"))
+    _no_packing(monkeypatch)
+    assert all(torch.equal(x, y) for x, y in zip(_outputs(nets[0]), _outputs(_load(path))))
