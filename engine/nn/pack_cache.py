@@ -124,18 +124,21 @@ class _Store:
                 size, start = os.fstat(fh.fileno()).st_size, _data_start(length)
                 entries = index["entries"]
                 for e in entries:
-                    e["packed"][0] += start
-                    e["scales"][0] += start
-                if any(e["packed"][0] + e["packed"][1] > size or e["scales"][0] + e["scales"][1] > size
-                       for e in entries):
-                    return  # cut short
+                    for part in ("packed", "scales"):
+                        at, count = (int(v) for v in e[part])
+                        if at < 0 or count <= 0 or start + at + count > size:
+                            return  # cut short, or not an index this module wrote
+                        e[part] = [start + at, count]
                 mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
-        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            found = {}
+            for e in entries:
+                packed = torch.frombuffer(mm, dtype=torch.uint8, count=e["packed"][1], offset=e["packed"][0])
+                scales = torch.frombuffer(mm, dtype=torch.int16, count=e["scales"][1] // 2,
+                                          offset=e["scales"][0])
+                found[int(e["offset"])] = (e, packed, scales)
+        except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, RuntimeError):
             return
-        for e in entries:
-            packed = torch.frombuffer(mm, dtype=torch.uint8, count=e["packed"][1], offset=e["packed"][0])
-            scales = torch.frombuffer(mm, dtype=torch.int16, count=e["scales"][1] // 2, offset=e["scales"][0])
-            self.entries[int(e["offset"])] = (e, packed, scales)
+        self.entries.update(found)
 
     def find(self, key: _Key, raw: np.ndarray, shapes: tuple[tuple[int, ...], tuple[int, ...]]
              ) -> tuple[torch.Tensor, torch.Tensor] | None:

@@ -114,14 +114,33 @@ def test_a_package_rewritten_in_place_with_its_old_times_is_not_served_stale(cac
     assert torch.equal(net["a"].dequantized(), open_weights(path).get("a.weight"))
 
 
-@pytest.mark.parametrize("damage", ["truncated", "garbage", "empty"])
+def _bad_index(data: bytes, entry: dict) -> bytes:
+    """The cache file ``data`` with its first entry's fields replaced by ``entry``'s."""
+    import json
+    import struct
+
+    head = len(pack_cache.MAGIC) + 8
+    (length,) = struct.unpack("<Q", data[len(pack_cache.MAGIC):head])
+    index = json.loads(data[head:head + length])
+    index["entries"][0].update(entry)
+    body = json.dumps(index).encode()
+    return pack_cache.MAGIC + struct.pack("<Q", len(body)) + body + data[head + length:]
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "empty", "negative offset", "no bytes",
+                                    "text offset", "not a list"])
 def test_a_damaged_cache_file_is_ignored(cache: Path, tmp_path: Path, damage: str) -> None:
     path = _package(tmp_path / "m.gguf", seed=0)
     first = _load(path)
     (file,) = cache.glob("*.pack")
     data = file.read_bytes()
-    damaged = {"truncated": data[: len(data) // 2], "garbage": os.urandom(len(data)), "empty": b""}
-    file.write_bytes(damaged[damage])
+    damaged = {"truncated": lambda: data[: len(data) // 2], "garbage": lambda: os.urandom(len(data)),
+               "empty": lambda: b"",
+               "negative offset": lambda: _bad_index(data, {"packed": [-10**9, 512]}),
+               "no bytes": lambda: _bad_index(data, {"scales": [0, 0]}),
+               "text offset": lambda: _bad_index(data, {"offset": "a"}),
+               "not a list": lambda: _bad_index(data, {"packed": 7})}
+    file.write_bytes(damaged[damage]())
     again = _load(path)
     assert all(torch.equal(x, y) for x, y in zip(_outputs(first), _outputs(again)))
 
