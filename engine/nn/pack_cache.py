@@ -41,6 +41,7 @@ import torch
 
 from ..weights.blocks import BlockTensor
 from ..weights.gguf_file import FileOrigin, mapped_origin
+from . import jit
 
 SWITCH = "AUDIOCPP_PACK_CACHE"
 MAGIC = b"ACPPACK1"
@@ -52,7 +53,7 @@ _CHECK_BYTES = 4096
 
 
 def enabled() -> bool:
-    return os.environ.get(SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
+    return not jit.disabled(SWITCH)
 
 
 def folder() -> Path:
@@ -251,7 +252,7 @@ def _write_one(origin: FileOrigin, layout: str, group: list) -> Path | None:
         target.parent.mkdir(parents=True, exist_ok=True)
         if shutil.disk_usage(target.parent).free < start + place + MIN_FREE:
             return None
-        if sys.stderr.isatty() or os.environ.get("AUDIOCPP_DEBUG", "") not in ("", "0"):
+        if sys.stderr.isatty() or jit.debugging():
             print(f"audiocpp: keeping {Path(origin.path).name}'s packed matrices for later starts in "
                   f"{target.parent} ({(start + place) / 2**30:.1f} GiB, once)", file=sys.stderr, flush=True)
         with open(tmp, "wb") as fh:

@@ -105,12 +105,17 @@ def reference(x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor) -> to
     return (sums * d.double()[:, None, :] * scales.double()[None, :, :]).sum(-1)
 
 
-def _packed(rows: int, cols: int, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Empty buffers in the kernel's layout for a ``(rows, cols)`` matrix of ``bits``-bit values
-    (rows rounded up to whole groups): the values, and the scales as f16 bits."""
+def _packed_shapes(rows: int, cols: int, bits: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The shapes of the kernel's buffers for a ``(rows, cols)`` matrix of ``bits``-bit values
+    (rows rounded up to whole groups): the values (uint8), and the scales as f16 bits (int16)."""
     groups = -(-rows // GROUP)
-    return (torch.empty((groups, cols // BLOCK, 64 * bits), dtype=torch.uint8),
-            torch.empty((groups, cols // BLOCK, GROUP), dtype=torch.int16))
+    return (groups, cols // BLOCK, 64 * bits), (groups, cols // BLOCK, GROUP)
+
+
+def _packed(rows: int, cols: int, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Empty buffers in the kernel's layout (:func:`_packed_shapes`)."""
+    values, scales = _packed_shapes(rows, cols, bits)
+    return torch.empty(values, dtype=torch.uint8), torch.empty(scales, dtype=torch.int16)
 
 
 def raw_blocks(values: torch.Tensor, scales: torch.Tensor, bits: int) -> np.ndarray:
@@ -182,17 +187,16 @@ class Q8_0Linear(nn.Module):
         rows, cols = blocks.shape
         bits = 8 if blocks.qtype == "Q8_0" else 4
         op = _kernel()
-        buffers = _packed(rows, cols, bits)
-        cached = pack_cache.lookup(blocks, bits, _layout(op), (buffers[0].shape, buffers[1].shape))
+        cached = pack_cache.lookup(blocks, bits, _layout(op), _packed_shapes(rows, cols, bits))
         if cached is not None:
             return cls(*cached, out_features=rows)
         raw = blocks.data.reshape(rows, -1)
         if not raw.flags.writeable:  # torch wants a writable array; the kernel only reads it
             raw = raw.view()
             raw.flags.writeable = True
-        op.pack_blocks_into(torch.from_numpy(raw).view(rows, -1), bits, *buffers)
-        pack_cache.remember(blocks, bits, _layout(op), *buffers)
-        return cls(*buffers, out_features=rows)
+        packed, scales = _pack_raw(op, raw, rows, cols, bits)
+        pack_cache.remember(blocks, bits, _layout(op), packed, scales)
+        return cls(packed, scales, out_features=rows)
 
     @classmethod
     def from_values(cls, values: torch.Tensor, scales: torch.Tensor, bits: int = 8) -> Q8_0Linear:
