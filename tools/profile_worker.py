@@ -152,11 +152,15 @@ class Count:
         for module in modules:
             self.hooks.append(module.register_forward_pre_hook(self._enter))
             self.hooks.append(module.register_forward_hook(self._leave))
-        # layers sharing an input run as one kernel call when timed; counted one by one (their hooks)
+        # layers sharing an input, and whole stacks of Q8_0 blocks, run as one kernel call when timed;
+        # counted one by one (the layers' hooks, the blocks' Python: the same work)
+        from audiocpp.engine.nn import q8_block
         from audiocpp.engine.nn.q8_0_linear import Q8_0Linear
 
         self._shared = Q8_0Linear.__dict__["shared_input"]
         Q8_0Linear.shared_input = staticmethod(lambda layers, x: None)
+        self._run_stack = q8_block.run_stack
+        q8_block.run_stack = lambda *args, **kwargs: None
 
     def _enter(self, module: Any, args: tuple) -> None:
         x = args[0]
@@ -224,11 +228,13 @@ class Count:
         return Mode()
 
     def remove(self) -> None:
+        from audiocpp.engine.nn import q8_block
         from audiocpp.engine.nn.q8_0_linear import Q8_0Linear
 
         for hook in self.hooks:
             hook.remove()
         Q8_0Linear.shared_input = self._shared
+        q8_block.run_stack = self._run_stack
 
 
 def flop_formula(packet: Any, registry: dict) -> Any:

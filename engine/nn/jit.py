@@ -100,6 +100,7 @@ class Kernel:
     variants: tuple[Variant, ...] = (GENERIC,)
     switch: str | None = None
     options: tuple[str, ...] = ()
+    includes: tuple[str, ...] = ()
 
     def variant(self, level: str) -> Variant | None:
         """The variant a CPU of ``level`` runs: the best one at or below it that this CPU has (a
@@ -126,13 +127,14 @@ class Kernel:
         return self.path().read_text(encoding="utf-8")
 
     def build_name(self, variant: Variant | None = None) -> str:
-        """``audiocpp_<name>_<level>_<hash>``: the hash of the source text and the shared header,
-        the functions bound, the compiler and linker flags and torch's version."""
+        """``audiocpp_<name>_<level>_<hash>``: the hash of the source text, the shared header and
+        the files it includes, the functions bound, the compiler and linker flags and torch's version."""
         variant = variant or self.variants[0]
         digest = hashlib.sha256()
         header = KERNELS_DIR / "isa.h"
-        parts = (self.text(), header.read_text(encoding="utf-8") if header.exists() else "", *self.functions,
-                 *self.cflags(variant), *self.ldflags, torch.__version__)
+        included = ((KERNELS_DIR / name).read_text(encoding="utf-8") for name in self.includes)
+        parts = (self.text(), header.read_text(encoding="utf-8") if header.exists() else "", *included,
+                 *self.functions, *self.cflags(variant), *self.ldflags, torch.__version__)
         for part in parts:
             digest.update(part.encode())
             digest.update(b"\0")

@@ -143,3 +143,26 @@ def test_pytorch_model_bin_folder_loads_the_same(tiny_ckpt: Path, tmp_path: Path
     latents, audio = synth(tiny_ckpt)
     other_latents, other_audio = synth(folder)
     assert np.array_equal(other_latents, latents) and np.array_equal(other_audio, audio)
+
+
+def test_q8_0_blocks_in_one_call_give_the_python_blocks_bits(packages: dict[str, Path], monkeypatch) -> None:
+    """The LocDiT, LocEnc and prefill stacks of a Q8_0 package in ``float32-stored`` (``auto`` where
+    the CPU has no bf16 arithmetic) run as one kernel call each (engine.nn.q8_block): the same
+    latents and audio as the Python blocks."""
+    from audiocpp.engine.nn import q8_block
+
+    if q8_block.kernel() is None:
+        pytest.skip("the Q8_0 block kernel is not built here")
+    taken, real = [], q8_block.run_stack
+
+    def counted(*args, **kwargs):
+        out = real(*args, **kwargs)
+        taken.append(out is not None)
+        return out
+
+    monkeypatch.setattr(q8_block, "run_stack", counted)
+    latents, audio = synth(packages["q8_0"], compute_dtype="float32-stored")
+    assert taken and all(taken)
+    monkeypatch.setattr(q8_block, "run_stack", lambda *args, **kwargs: None)
+    python_latents, python_audio = synth(packages["q8_0"], compute_dtype="float32-stored")
+    assert np.array_equal(latents, python_latents) and np.array_equal(audio, python_audio)

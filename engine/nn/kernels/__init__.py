@@ -16,7 +16,10 @@ and against its own portable code):
 - ``mt19937.cpp``: torch's CPU random stream advanced, only the kept uniforms made
   (``engine.nn.rng``; AVX-512, AVX2, NEON, portable; ``AUDIOCPP_RNG_KERNEL=0``);
 - ``row_attention.cpp``: a continuous batch's per-row decode attention as the Python loop's ATen
-  calls, from C++ (``engine.nn.row_attention``; any CPU; ``AUDIOCPP_ROW_ATTENTION=0``).
+  calls, from C++ (``engine.nn.row_attention``; any CPU; ``AUDIOCPP_ROW_ATTENTION=0``);
+- ``q8_block.cpp``: a stack of Q8_0 pre-norm blocks over a whole sequence in one call, the Python
+  blocks' bits (``engine.nn.q8_block``; built per level as the Q8_0 kernel it includes;
+  ``AUDIOCPP_Q8_BLOCK=0``).
 
 Every variant of a kernel gives the same bits as its portable code (``tests/kernels`` checks each
 level natively and the NEON ones under qemu-aarch64). Builds are cached in torch's extension folder
@@ -36,7 +39,8 @@ from .. import jit
 
 #: The modules that declare a kernel (``KERNEL``) and load it (``kernel()``), in build order.
 MODULES = ("audiocpp.engine.nn.q8_0_linear", "audiocpp.engine.nn.bf16_linear",
-           "audiocpp.engine.nn.snake_kernel", "audiocpp.engine.nn.rng", "audiocpp.engine.nn.row_attention")
+           "audiocpp.engine.nn.snake_kernel", "audiocpp.engine.nn.rng", "audiocpp.engine.nn.row_attention",
+           "audiocpp.engine.nn.q8_block")
 
 
 @dataclass(frozen=True)

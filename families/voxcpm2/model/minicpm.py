@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from audiocpp.engine.nn import q8_block
 from audiocpp.engine.nn.decoder import HF_NAMES, DecoderConfig, DecoderLayer
 from audiocpp.engine.nn.kv_cache import StaticKVCache
 from audiocpp.engine.nn.longrope import longrope_cos_sin
@@ -133,12 +134,18 @@ class MiniCPMModel(nn.Module):
                 cache: StaticKVCache | None = None) -> torch.Tensor:
         """Run the whole sequence; with ``cache``, store its keys/values from position 0 (prefill)."""
         rope = self.rope(0, inputs_embeds.shape[1])
-        h = inputs_embeds
-        for i, layer in enumerate(self.layers):
-            h, k, v = layer(h, rope, causal)
-            if cache is not None:
-                cache.write(i, 0, k, v)
+        stacked = q8_block.run_stack(self.layers, inputs_embeds, rope, causal=causal,
+                                     residual_scale=self.config.residual_scale, keep_kv=cache is not None)
+        if stacked is not None:  # the same bits in one call (Q8_0 packages on the CPU)
+            h, kvs = stacked
+        else:
+            h, kvs = inputs_embeds, []
+            for layer in self.layers:
+                h, k, v = layer(h, rope, causal)
+                kvs.append((k, v))
         if cache is not None:
+            for i, (k, v) in enumerate(kvs):
+                cache.write(i, 0, k, v)
             cache.length = inputs_embeds.shape[1]
         return self.norm(h)
 
