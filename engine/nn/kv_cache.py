@@ -25,11 +25,15 @@ class StaticKVCache:
     def layer(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.buffer[i, 0], self.buffer[i, 1]
 
+    def check_room(self, start: int, length: int) -> None:
+        """Raise where positions ``start .. start+length`` do not fit."""
+        if start + length > self.max_length:
+            raise RuntimeError(f"KV cache overflow: position {start + length} > capacity {self.max_length}")
+
     def write(self, i: int, start: int, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store ``k, v`` of shape (B, H, T, D) at positions ``start .. start+T``."""
+        self.check_room(start, k.shape[2])
         end = start + k.shape[2]
-        if end > self.max_length:
-            raise RuntimeError(f"KV cache overflow: position {end} > capacity {self.max_length}")
         self.buffer[i, 0, :, :, start:end] = k
         self.buffer[i, 1, :, :, start:end] = v
 

@@ -1,8 +1,9 @@
-"""A stack of pre-norm SwiGLU blocks over a whole sequence in one C++ call, bit for bit its Python.
+"""A stack of Q8_0 pre-norm SwiGLU blocks in one C++ call, bit for bit its Python.
 
-MiniCPM's full-sequence block (VoxCPM's LocDiT at every Euler step, LocEnc at every patch, the LMs'
-prefill) is about 80 small ATen ops around seven Q8_0 products. At the DiT's ten rows, dispatching
-those ops from Python took 2.1 of the 7.7 ms an estimator call takes on an AVX2 VoxCPM-0.5B.
+MiniCPM's block (VoxCPM's LocDiT at every Euler step, LocEnc at every patch, the LMs' prefill and
+decode steps over their KV cache) is about 80 small ATen ops around seven Q8_0 products. At the
+DiT's ten rows, dispatching those ops from Python took 2.1 of the 7.7 ms an estimator call takes on
+an AVX2 VoxCPM-0.5B.
 ``engine/nn/kernels/q8_block.cpp`` runs the whole stack from C++ with the Q8_0 core's products, the
 same ATen calls for the reductions, rsqrt, SiLU and attention, and the element-wise float32
 arithmetic written out in the Python's order (each operation rounded once, as ATen's kernels round
@@ -53,9 +54,12 @@ def kernel() -> Any | None:
 
 
 def reference_block(layer: DecoderLayer, x: torch.Tensor, rope: Rope | None, *, causal: bool,
-                    residual_scale: float | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The Python the kernel replaces (MiniCPM's full-sequence block, families/voxcpm2/model/minicpm.py):
-    the block's output and its keys (rotated) and values ``[B, kv_heads, T, head_dim]``."""
+                    residual_scale: float | None, cache: torch.Tensor | None = None, start: int = 0,
+                    attend_cache: bool = False) -> torch.Tensor:
+    """The Python the kernel replaces (MiniCPM's block, families/voxcpm2/model/minicpm.py): the block's
+    output; with ``cache`` (this block's ``[2, B, kv_heads, S, head_dim]``) its keys (rotated) and
+    values written at positions ``start ..`` and, with ``attend_cache``, attention over the cache's
+    filled positions (a decode step) instead of this call's keys and values."""
     def add(residual: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
         return residual + branch if residual_scale is None else residual + branch * residual_scale
 
@@ -65,21 +69,29 @@ def reference_block(layer: DecoderLayer, x: torch.Tensor, rope: Rope | None, *, 
     if rope is not None:
         q, k = (apply_rotary(t, *rope, compute_dtype=torch.float32) for t in (q, k))
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    if cache is not None:
+        end = start + k.shape[2]
+        cache[0, :, :, start:end] = k
+        cache[1, :, :, start:end] = v
+        if attend_cache:
+            k, v = cache[0][:, :, :end], cache[1][:, :, :end]
     attn = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
     b, _, t, _ = attn.shape
     h = add(x, attention.output(attn.transpose(1, 2).reshape(b, t, -1)))
-    return add(h, getattr(layer, n.feed_forward)(getattr(layer, n.ffn_norm)(h))), k, v
+    return add(h, getattr(layer, n.feed_forward)(getattr(layer, n.ffn_norm)(h)))
 
 
 def run_stack(layers: Sequence[DecoderLayer], x: torch.Tensor, rope: Rope | None, *, causal: bool,
-              residual_scale: float | None, keep_kv: bool = False,
-              ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]] | None:
-    """``layers`` applied in turn to ``x`` ``[B, T, dim]`` as :func:`reference_block` applies each,
-    in one kernel call: the output and, with ``keep_kv``, each block's keys and values; None where
-    the kernel does not take this stack (see the module's docstring)."""
+              residual_scale: float | None, cache: torch.Tensor | None = None, start: int = 0,
+              attend_cache: bool = False) -> torch.Tensor | None:
+    """``layers`` applied in turn to ``x`` ``[B, T, dim]`` as :func:`reference_block` applies each (block
+    ``i`` with ``cache[i]`` of a ``[blocks, 2, B, kv_heads, S, head_dim]`` cache), in one kernel call;
+    None where the kernel does not take this stack (see the module's docstring)."""
     if x.device.type != "cpu" or x.dtype != torch.float32 or x.dim() != 3 or not layers:
         return None
     if rope is not None and not all(t.dtype == torch.float32 and t.dim() == 2 for t in rope):
+        return None
+    if cache is not None and (cache.device.type != "cpu" or cache.dtype != torch.float32):
         return None
     weights = _stack_weights(layers)
     op = kernel() if weights is not None else None
@@ -87,9 +99,8 @@ def run_stack(layers: Sequence[DecoderLayer], x: torch.Tensor, rope: Rope | None
         return None
     cfg = layers[0].cfg
     cos, sin = (t.contiguous() for t in rope) if rope is not None else (None, None)
-    outs = op(x.contiguous(), weights, cfg.n_head, cfg.n_kv_head, cfg.head_dim, cfg.norm_eps,
-              1.0 if residual_scale is None else residual_scale, causal, cos, sin, keep_kv)
-    return outs[0], list(zip(outs[1::2], outs[2::2]))
+    return op(x.contiguous(), weights, cfg.n_head, cfg.n_kv_head, cfg.head_dim, cfg.norm_eps,
+              1.0 if residual_scale is None else residual_scale, causal, cos, sin, cache, start, attend_cache)
 
 
 #: Each stack's tensors for the kernel (or None: not a stack it takes), read once per container and
@@ -142,21 +153,30 @@ def _weights(layers: Sequence[DecoderLayer]) -> list[torch.Tensor] | None:
 
 
 def _agrees(op: Any) -> bool:
-    """Whether ``op`` gives :func:`reference_block`'s bits on a small random stack: two blocks of
-    grouped heads, with and without RoPE, causal or not, a residual scale or none, keys and values."""
+    """Whether ``op`` gives :func:`reference_block`'s bits on a small random stack of two blocks of
+    grouped heads: with RoPE, no causal mask and a residual scale over a sequence; then without
+    RoPE or scale, causal, as a cache's prefill and one decode step (outputs and cache writes)."""
     gen = torch.Generator().manual_seed(0)
     cfg = DecoderConfig(dim=64, n_head=4, n_kv_head=2, head_dim=16, intermediate_size=96, norm_eps=1e-5)
     layers = [_random_layer(cfg, gen) for _ in range(2)]
-    x = torch.randn(2, 5, 64, generator=gen)
+    x = torch.randn(2, 6, 64, generator=gen)
     angles = torch.randn(5, 16, generator=gen)
-    for rope, causal, scale in (((angles.cos(), angles.sin()), False, 0.7), (None, True, None)):
-        h, want = x, []
-        for layer in layers:
-            h, k, v = reference_block(layer, h, rope, causal=causal, residual_scale=scale)
-            want += [k, v]
-        got = op(x, _weights(layers), 4, 2, 16, 1e-5, 1.0 if scale is None else scale, causal,
-                 *(rope or (None, None)), True)
-        if len(got) != 1 + len(want) or not all(torch.equal(a, b) for a, b in zip(got, [h, *want])):
+    rope = (angles.cos(), angles.sin())
+    weights = _weights(layers)
+    sequence = want = x[:, :5].contiguous()
+    for layer in layers:
+        want = reference_block(layer, want, rope, causal=False, residual_scale=0.7)
+    if not torch.equal(op(sequence, weights, 4, 2, 16, 1e-5, 0.7, False, *rope, None, 0, False), want):
+        return False
+    mine, theirs = torch.zeros(2, 2, 2, 2, 8, 16), torch.zeros(2, 2, 2, 2, 8, 16)
+    for start, length, attend in ((0, 5, False), (5, 1, True)):
+        part = x[:, start:start + length].contiguous()
+        want = part
+        for layer, layer_cache in zip(layers, theirs):
+            want = reference_block(layer, want, None, causal=not attend, residual_scale=None,
+                                   cache=layer_cache, start=start, attend_cache=attend)
+        got = op(part, weights, 4, 2, 16, 1e-5, 1.0, not attend, None, None, mine, start, attend)
+        if not (torch.equal(got, want) and torch.equal(mine, theirs)):
             return False
     return True
 

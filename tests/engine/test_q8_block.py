@@ -1,6 +1,7 @@
-"""engine.nn.q8_block: a stack of Q8_0 blocks over a whole sequence in one C++ call gives the Python
-blocks' outputs, keys and values bit for bit (RoPE or none, causal or not, a residual scale or none,
-grouped heads, Q4_0 matrices), and declines what it does not compute."""
+"""engine.nn.q8_block: a stack of Q8_0 blocks in one C++ call gives the Python blocks' bits, over a
+whole sequence (RoPE or none, causal or not, a residual scale or none, grouped heads, Q4_0 matrices)
+and as a KV cache's prefill and decode steps (outputs and cache writes), and declines what it does
+not compute."""
 
 from __future__ import annotations
 
@@ -32,12 +33,14 @@ def layers_of(cfg: DecoderConfig, count: int, seed: int, bits: int = 8) -> nn.Mo
     return stack
 
 
-def python_stack(layers: nn.ModuleList, x: torch.Tensor, rope, causal: bool, scale: float | None):
-    h, kvs = x, []
-    for layer in layers:
-        h, k, v = q8_block.reference_block(layer, h, rope, causal=causal, residual_scale=scale)
-        kvs.append((k, v))
-    return h, kvs
+def python_stack(layers: nn.ModuleList, x: torch.Tensor, rope, causal: bool, scale: float | None,
+                 cache: torch.Tensor | None = None, start: int = 0, attend: bool = False) -> torch.Tensor:
+    h = x
+    for i, layer in enumerate(layers):
+        layer_cache = None if cache is None else cache[i]
+        h = q8_block.reference_block(layer, h, rope, causal=causal, residual_scale=scale, cache=layer_cache,
+                                     start=start, attend_cache=attend)
+    return h
 
 
 def rope_of(length: int, head_dim: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -60,14 +63,27 @@ def test_equals_the_python_blocks(n_head: int, n_kv: int, rows: int, length: int
     layers = layers_of(cfg, 3, seed=n_head + length, bits=bits)
     x = torch.randn(rows, length, 64, generator=torch.Generator().manual_seed(length))
     table = rope_of(length, 16, seed=rows) if rope else None
-    got = q8_block.run_stack(layers, x, table, causal=causal, residual_scale=scale, keep_kv=True)
-    assert got is not None
-    h, kvs = python_stack(layers, x, table, causal, scale)
-    assert torch.equal(got[0], h)
-    assert len(got[1]) == 3
-    for (k, v), (want_k, want_v) in zip(got[1], kvs):
-        assert torch.equal(k, want_k) and torch.equal(v, want_v)
-    assert q8_block.run_stack(layers, x, table, causal=causal, residual_scale=scale)[1] == []
+    got = q8_block.run_stack(layers, x, table, causal=causal, residual_scale=scale)
+    assert got is not None and torch.equal(got, python_stack(layers, x, table, causal, scale))
+
+
+@pytest.mark.parametrize("rows,scale", [(1, None), (2, 0.3)])
+def test_prefill_and_decode_steps_over_a_cache_equal_the_python(rows: int, scale: float | None) -> None:
+    cfg = DecoderConfig(dim=64, n_head=8, n_kv_head=2, head_dim=16, intermediate_size=96, norm_eps=1e-6)
+    layers = layers_of(cfg, 3, seed=rows)
+    source = torch.Generator().manual_seed(7)
+    x = torch.randn(rows, 9, 64, generator=source)
+    cos, sin = rope_of(9, 16, seed=8)
+    mine, theirs = (torch.zeros(3, 2, rows, 2, 12, 16) for _ in range(2))
+    for start, length, attend in ((0, 6, False), (6, 1, True), (7, 1, True), (8, 1, True)):
+        end = start + length
+        part, table = x[:, start:end].contiguous(), (cos[start:end], sin[start:end])
+        got = q8_block.run_stack(layers, part, table, causal=not attend, residual_scale=scale, cache=mine,
+                                 start=start, attend_cache=attend)
+        want = python_stack(layers, part, table, not attend, scale, theirs, start, attend)
+        assert got is not None and torch.equal(got, want)
+        assert torch.equal(mine, theirs)
+    assert mine[:, :, :, :, 9:].abs().sum() == 0  # nothing written past the last step
 
 
 def test_declines_what_it_does_not_compute() -> None:
@@ -91,5 +107,5 @@ def test_a_replaced_block_is_read_again() -> None:
     layers[1] = layers_of(cfg, 1, seed=4)[0]
     again = q8_block.run_stack(layers, x, None, causal=False, residual_scale=None)
     assert first is not None and again is not None
-    assert torch.equal(again[0], python_stack(layers, x, None, False, None)[0])
-    assert not torch.equal(again[0], first[0])
+    assert torch.equal(again, python_stack(layers, x, None, False, None))
+    assert not torch.equal(again, first)

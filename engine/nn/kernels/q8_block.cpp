@@ -1,7 +1,7 @@
-// A stack of pre-norm SwiGLU blocks over a whole sequence, every linear a packed Q8_0 / Q4_0 matrix,
-// in one call from Python (engine/nn/q8_block.py): MiniCPM's full-sequence block (VoxCPM's LocDiT,
-// LocEnc and LM prefill) as its Python computes it, without Python's dispatch between the ~80 small
-// ops of each block. The same bits as that Python:
+// A stack of pre-norm SwiGLU blocks, every linear a packed Q8_0 / Q4_0 matrix, in one call from Python
+// (engine/nn/q8_block.py): MiniCPM's block (VoxCPM's LocDiT, LocEnc, the LMs' prefill and decode steps
+// over a KV cache) as its Python computes it, without Python's dispatch between the ~80 small ops of
+// each block. The same bits as that Python:
 //
 // - the reductions, rsqrt, SiLU and attention are the same ATen calls on tensors of the same shapes;
 // - the products of the Q8_0 core (q8_0_linear.cpp, included) are the kernel's own;
@@ -103,11 +103,14 @@ Tensor product(const Tensor& rows, const Tensor* w, Slot matrix) {
 
 // x [B, T, dim] float32 contiguous; weights: PER_BLOCK tensors per block (Slot order; norms float32
 // [dim], matrices packed with their scales); cos / sin [T, head_dim] float32, or None (no rope);
-// residual_scale: s above. Returns the last block's output, then per block its keys (rotated) and
-// values [B, kv_heads, T, head_dim] where keep_kv (a cache's prefill).
-std::vector<Tensor> block_stack(const Tensor& x, const std::vector<Tensor>& weights, int64_t heads, int64_t kv_heads,
-                                int64_t head_dim, double eps, double residual_scale, bool causal,
-                                const c10::optional<Tensor>& cos, const c10::optional<Tensor>& sin, bool keep_kv) {
+// residual_scale: s above. With a cache [blocks, 2, B, kv_heads, S, head_dim] (float32), each block
+// writes its keys (rotated) and values at positions start .. start + T (a KV cache's prefill, or a
+// decode step); attend_cache: the block attends over the cache's positions 0 .. start + T (a step)
+// instead of this call's keys and values. Returns the last block's output.
+Tensor block_stack(const Tensor& x, const std::vector<Tensor>& weights, int64_t heads, int64_t kv_heads,
+                   int64_t head_dim, double eps, double residual_scale, bool causal, const c10::optional<Tensor>& cos,
+                   const c10::optional<Tensor>& sin, const c10::optional<Tensor>& cache, int64_t start,
+                   bool attend_cache) {
   TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 3 && x.is_contiguous(),
               "x: float32 [B, T, dim] on the CPU");
   TORCH_CHECK(!weights.empty() && weights.size() % PER_BLOCK == 0, "16 tensors per block");
@@ -118,18 +121,32 @@ std::vector<Tensor> block_stack(const Tensor& x, const std::vector<Tensor>& weig
                         cos->size(1) == head_dim && sin->sizes() == cos->sizes()),
               "cos / sin: float32 [T, head_dim], contiguous");
   const int64_t B = x.size(0), T = x.size(1), dim = x.size(2), blocks = weights.size() / PER_BLOCK;
+  TORCH_CHECK(!cache.has_value() ||
+                  (cache->scalar_type() == at::kFloat && cache->dim() == 6 && cache->size(0) == blocks &&
+                   cache->size(1) == 2 && cache->size(3) == kv_heads && cache->size(5) == head_dim && start >= 0 &&
+                   start + T <= cache->size(4)),
+              "cache: float32 [blocks, 2, B, kv_heads, S, head_dim] with room for positions start .. start + T");
+  TORCH_CHECK(cache.has_value() || !attend_cache, "attending over a cache needs the cache");
   const float scale = (float)residual_scale;
   const float* c = rope ? cos->data_ptr<float>() : nullptr;
   const float* s = rope ? sin->data_ptr<float>() : nullptr;
   Tensor h = x.clone();
-  std::vector<Tensor> out{h};
   for (int64_t block = 0; block < blocks; ++block) {
     const Tensor* w = weights.data() + block * PER_BLOCK;
     const auto normed = rms_norm(h, w[IN_NORM], eps).view({B * T, dim});
     const auto qkv = linears(normed, {w[Q], w[K], w[V]}, {w[QS], w[KS], w[VS]}, false);
     const auto q = heads_of(qkv[0], B, T, heads, head_dim, c, s);
-    const auto k = heads_of(qkv[1], B, T, kv_heads, head_dim, c, s);
-    const auto v = heads_of(qkv[2], B, T, kv_heads, head_dim, nullptr, nullptr);
+    auto k = heads_of(qkv[1], B, T, kv_heads, head_dim, c, s);
+    auto v = heads_of(qkv[2], B, T, kv_heads, head_dim, nullptr, nullptr);
+    if (cache.has_value()) {  // as StaticKVCache.write, then its layer's filled prefix
+      const auto keys = cache->select(0, block).select(0, 0), values = cache->select(0, block).select(0, 1);
+      keys.slice(2, start, start + T).copy_(k);
+      values.slice(2, start, start + T).copy_(v);
+      if (attend_cache) {
+        k = keys.slice(2, 0, start + T);
+        v = values.slice(2, 0, start + T);
+      }
+    }
     const auto attn = at::scaled_dot_product_attention(q, k, v, {}, 0.0, causal, c10::nullopt, true);
     add_scaled(h, product(rows_of(attn), w, O), scale);
     const auto gate_up = linears(rms_norm(h, w[POST_NORM], eps).view({B * T, dim}), {w[GATE], w[UP]},
@@ -139,10 +156,6 @@ std::vector<Tensor> block_stack(const Tensor& x, const std::vector<Tensor>& weig
     const float* up = gate_up[1].data_ptr<float>();
     for (int64_t i = 0, n = act.numel(); i < n; ++i) ap[i] = ap[i] * up[i];
     add_scaled(h, product(act, w, DOWN), scale);
-    if (keep_kv) {
-      out.push_back(k);
-      out.push_back(v);
-    }
   }
-  return out;
+  return h;
 }

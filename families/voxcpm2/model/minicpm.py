@@ -133,20 +133,22 @@ class MiniCPMModel(nn.Module):
     def forward(self, inputs_embeds: torch.Tensor, *, causal: bool = True,
                 cache: StaticKVCache | None = None) -> torch.Tensor:
         """Run the whole sequence; with ``cache``, store its keys/values from position 0 (prefill)."""
-        rope = self.rope(0, inputs_embeds.shape[1])
-        stacked = q8_block.run_stack(self.layers, inputs_embeds, rope, causal=causal,
-                                     residual_scale=self.config.residual_scale, keep_kv=cache is not None)
-        if stacked is not None:  # the same bits in one call (Q8_0 packages on the CPU)
-            h, kvs = stacked
-        else:
-            h, kvs = inputs_embeds, []
-            for layer in self.layers:
-                h, k, v = layer(h, rope, causal)
-                kvs.append((k, v))
+        length = inputs_embeds.shape[1]
+        rope = self.rope(0, length)
         if cache is not None:
-            for i, (k, v) in enumerate(kvs):
-                cache.write(i, 0, k, v)
-            cache.length = inputs_embeds.shape[1]
+            cache.check_room(0, length)
+        # the same bits in one call where the kernel takes the stack (Q8_0 packages on the CPU)
+        h = q8_block.run_stack(self.layers, inputs_embeds, rope, causal=causal,
+                               residual_scale=self.config.residual_scale,
+                               cache=cache.buffer if cache is not None else None)
+        if h is None:
+            h = inputs_embeds
+            for i, layer in enumerate(self.layers):
+                h, k, v = layer(h, rope, causal)
+                if cache is not None:
+                    cache.write(i, 0, k, v)
+        if cache is not None:
+            cache.length = length
         return self.norm(h)
 
     def step(self, inputs_embeds: torch.Tensor, caches: StaticKVCache | list[StaticKVCache]) -> torch.Tensor:
@@ -158,9 +160,15 @@ class MiniCPMModel(nn.Module):
             if pos >= cache.max_length:
                 raise RuntimeError(f"KV cache is full ({cache.max_length} positions)")
         rope = self._step_rope(positions)
-        h = inputs_embeds
-        for i, layer in enumerate(self.layers):
-            h = layer.step(h, rope, caches, i, positions)
+        h = None
+        if len(caches) == 1:  # every row at one position of one cache: the kernel where it takes the stack
+            h = q8_block.run_stack(self.layers, inputs_embeds, rope, causal=False,
+                                   residual_scale=self.config.residual_scale, cache=caches[0].buffer,
+                                   start=positions[0], attend_cache=True)
+        if h is None:
+            h = inputs_embeds
+            for i, layer in enumerate(self.layers):
+                h = layer.step(h, rope, caches, i, positions)
         for cache, pos in zip(caches, positions):
             cache.length = pos + 1
         return self.norm(h)
