@@ -17,9 +17,9 @@ turned off with ``AUDIOCPP_Q8_BLOCK=0``): the caller then runs its Python.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Sequence
-from functools import cache
 from typing import Any
 
 import torch
@@ -38,7 +38,7 @@ KERNEL = jit.Kernel("q8_block", "q8_block.cpp", ("block_stack",), jit.ALL_LEVELS
 Rope = tuple[torch.Tensor, torch.Tensor]
 
 
-@cache
+@functools.cache
 def kernel() -> Any | None:
     """The compiled ``block_stack``, or None where the Q8_0 kernel is not here, this one cannot be
     built, or it does not give :func:`reference_block`'s bits (``jit.why_not`` says why)."""
@@ -54,12 +54,13 @@ def kernel() -> Any | None:
 
 
 def reference_block(layer: DecoderLayer, x: torch.Tensor, rope: Rope | None, *, causal: bool,
-                    residual_scale: float | None, cache: torch.Tensor | None = None, start: int = 0,
-                    attend_cache: bool = False) -> torch.Tensor:
+                    residual_scale: float | None, caches: Sequence[torch.Tensor] = (),
+                    starts: Sequence[int] = (), attend_cache: bool = False) -> torch.Tensor:
     """The Python the kernel replaces (MiniCPM's block, families/voxcpm2/model/minicpm.py): the block's
-    output; with ``cache`` (this block's ``[2, B, kv_heads, S, head_dim]``) its keys (rotated) and
-    values written at positions ``start ..`` and, with ``attend_cache``, attention over the cache's
-    filled positions (a decode step) instead of this call's keys and values."""
+    output. ``rope``: cos / sin ``[T, head_dim]`` or per row ``[B, T, head_dim]``. With ``caches`` (this
+    block's ``[2, rows, kv_heads, S, head_dim]``: one for all rows, or one per row) its keys (rotated)
+    and values written at ``starts`` and, with ``attend_cache``, attention over each cache's filled
+    positions (a decode step; row by row where each row has its own) instead of this call's."""
     def add(residual: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
         return residual + branch if residual_scale is None else residual + branch * residual_scale
 
@@ -67,31 +68,40 @@ def reference_block(layer: DecoderLayer, x: torch.Tensor, rope: Rope | None, *, 
     attention = layer.attn
     q, k, v = (t.transpose(1, 2) for t in attention.project(layer.attention_input(x)))
     if rope is not None:
-        q, k = (apply_rotary(t, *rope, compute_dtype=torch.float32) for t in (q, k))
+        cos, sin = (t[:, None] if t.dim() == 3 else t for t in rope)
+        q, k = (apply_rotary(t, cos, sin, compute_dtype=torch.float32) for t in (q, k))
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-    if cache is not None:
+    outs = []
+    for i, (cache, start) in enumerate(zip(caches, starts)):
+        rows = slice(i, i + 1) if len(caches) > 1 else slice(None)
         end = start + k.shape[2]
-        cache[0, :, :, start:end] = k
-        cache[1, :, :, start:end] = v
+        cache[0, :, :, start:end] = k[rows]
+        cache[1, :, :, start:end] = v[rows]
         if attend_cache:
-            k, v = cache[0][:, :, :end], cache[1][:, :, :end]
-    attn = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+            outs.append(F.scaled_dot_product_attention(q[rows], cache[0][:, :, :end], cache[1][:, :, :end],
+                                                       is_causal=causal, enable_gqa=True))
+    if not outs:
+        outs = [F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)]
+    attn = torch.cat(outs) if len(outs) > 1 else outs[0]
     b, _, t, _ = attn.shape
     h = add(x, attention.output(attn.transpose(1, 2).reshape(b, t, -1)))
     return add(h, getattr(layer, n.feed_forward)(getattr(layer, n.ffn_norm)(h)))
 
 
 def run_stack(layers: Sequence[DecoderLayer], x: torch.Tensor, rope: Rope | None, *, causal: bool,
-              residual_scale: float | None, cache: torch.Tensor | None = None, start: int = 0,
+              residual_scale: float | None, caches: Sequence[torch.Tensor] = (), starts: Sequence[int] = (),
               attend_cache: bool = False) -> torch.Tensor | None:
-    """``layers`` applied in turn to ``x`` ``[B, T, dim]`` as :func:`reference_block` applies each (block
-    ``i`` with ``cache[i]`` of a ``[blocks, 2, B, kv_heads, S, head_dim]`` cache), in one kernel call;
-    None where the kernel does not take this stack (see the module's docstring)."""
+    """``layers`` applied in turn to ``x`` ``[B, T, dim]`` as :func:`reference_block` applies each, in
+    one kernel call; None where the kernel does not take this stack (see the module's docstring).
+    ``rope``: cos / sin ``[T, head_dim]``, or per row ``[B, T, head_dim]``. ``caches``: one KV cache
+    buffer ``[blocks, 2, B, kv_heads, S, head_dim]`` written at ``starts[0]``, or one per row
+    (``[blocks, 2, 1, ...]``, row ``b`` at ``starts[b]``, attended row by row), block ``i`` with
+    each buffer's ``[i]``."""
     if x.device.type != "cpu" or x.dtype != torch.float32 or x.dim() != 3 or not layers:
         return None
-    if rope is not None and not all(t.dtype == torch.float32 and t.dim() == 2 for t in rope):
+    if rope is not None and not all(t.dtype == torch.float32 and t.dim() in (2, 3) for t in rope):
         return None
-    if cache is not None and (cache.device.type != "cpu" or cache.dtype != torch.float32):
+    if any(cache.device.type != "cpu" or cache.dtype != torch.float32 for cache in caches):
         return None
     weights = _stack_weights(layers)
     op = kernel() if weights is not None else None
@@ -100,7 +110,8 @@ def run_stack(layers: Sequence[DecoderLayer], x: torch.Tensor, rope: Rope | None
     cfg = layers[0].cfg
     cos, sin = (t.contiguous() for t in rope) if rope is not None else (None, None)
     return op(x.contiguous(), weights, cfg.n_head, cfg.n_kv_head, cfg.head_dim, cfg.norm_eps,
-              1.0 if residual_scale is None else residual_scale, causal, cos, sin, cache, start, attend_cache)
+              1.0 if residual_scale is None else residual_scale, causal, cos, sin, list(caches), list(starts),
+              attend_cache)
 
 
 #: Each stack's tensors for the kernel (or None: not a stack it takes), read once per container and
@@ -154,31 +165,34 @@ def _weights(layers: Sequence[DecoderLayer]) -> list[torch.Tensor] | None:
 
 def _agrees(op: Any) -> bool:
     """Whether ``op`` gives :func:`reference_block`'s bits on a small random stack of two blocks of
-    grouped heads: with RoPE, no causal mask and a residual scale over a sequence; then without
-    RoPE or scale, causal, as a cache's prefill and one decode step (outputs and cache writes)."""
+    grouped heads: with RoPE, no causal mask and a residual scale over a sequence; then without a
+    scale, causal, as a shared cache's prefill and one decode step, and one step of rows at other
+    positions of their own caches with a RoPE table per row (outputs and cache writes)."""
     gen = torch.Generator().manual_seed(0)
     cfg = DecoderConfig(dim=64, n_head=4, n_kv_head=2, head_dim=16, intermediate_size=96, norm_eps=1e-5)
     layers = [_random_layer(cfg, gen) for _ in range(2)]
-    x = torch.randn(2, 6, 64, generator=gen)
-    angles = torch.randn(5, 16, generator=gen)
-    rope = (angles.cos(), angles.sin())
     weights = _weights(layers)
-    sequence = want = x[:, :5].contiguous()
-    for layer in layers:
-        want = reference_block(layer, want, rope, causal=False, residual_scale=0.7)
-    if not torch.equal(op(sequence, weights, 4, 2, 16, 1e-5, 0.7, False, *rope, None, 0, False), want):
-        return False
-    mine, theirs = torch.zeros(2, 2, 2, 2, 8, 16), torch.zeros(2, 2, 2, 2, 8, 16)
-    for start, length, attend in ((0, 5, False), (5, 1, True)):
-        part = x[:, start:start + length].contiguous()
+    x = torch.randn(2, 6, 64, generator=gen)
+    angles = torch.randn(2, 6, 16, generator=gen)
+    cos, sin = angles.cos(), angles.sin()
+
+    def same(part: torch.Tensor, rope: Rope | None, causal: bool, scale: float | None,
+             caches: list[torch.Tensor], starts: list[int], attend: bool) -> bool:
+        theirs = [cache.clone() for cache in caches]
         want = part
-        for layer, layer_cache in zip(layers, theirs):
-            want = reference_block(layer, want, None, causal=not attend, residual_scale=None,
-                                   cache=layer_cache, start=start, attend_cache=attend)
-        got = op(part, weights, 4, 2, 16, 1e-5, 1.0, not attend, None, None, mine, start, attend)
-        if not (torch.equal(got, want) and torch.equal(mine, theirs)):
-            return False
-    return True
+        for i, layer in enumerate(layers):
+            want = reference_block(layer, want, rope, causal=causal, residual_scale=scale,
+                                   caches=[cache[i] for cache in theirs], starts=starts, attend_cache=attend)
+        got = op(part, weights, 4, 2, 16, 1e-5, 1.0 if scale is None else scale, causal,
+                 *(rope or (None, None)), caches, starts, attend)
+        return torch.equal(got, want) and all(torch.equal(a, b) for a, b in zip(caches, theirs))
+
+    shared, rows = torch.zeros(2, 2, 2, 2, 8, 16), [torch.zeros(2, 2, 1, 2, 8, 16) for _ in range(2)]
+    per_row = (cos[:, 5:].contiguous(), sin[:, 5:].contiguous())  # one table a row
+    return (same(x[:, :5].contiguous(), (cos[0, :5], sin[0, :5]), False, 0.7, [], [], False)
+            and same(x[:, :5].contiguous(), None, True, None, [shared], [0], False)
+            and same(x[:, 5:].contiguous(), None, False, None, [shared], [5], True)
+            and same(x[:, 5:].contiguous(), per_row, False, 0.7, rows, [3, 6], True))
 
 
 def _random_layer(cfg: DecoderConfig, gen: torch.Generator) -> DecoderLayer:

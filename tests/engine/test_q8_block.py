@@ -34,12 +34,11 @@ def layers_of(cfg: DecoderConfig, count: int, seed: int, bits: int = 8) -> nn.Mo
 
 
 def python_stack(layers: nn.ModuleList, x: torch.Tensor, rope, causal: bool, scale: float | None,
-                 cache: torch.Tensor | None = None, start: int = 0, attend: bool = False) -> torch.Tensor:
+                 caches: tuple = (), starts: tuple = (), attend: bool = False) -> torch.Tensor:
     h = x
     for i, layer in enumerate(layers):
-        layer_cache = None if cache is None else cache[i]
-        h = q8_block.reference_block(layer, h, rope, causal=causal, residual_scale=scale, cache=layer_cache,
-                                     start=start, attend_cache=attend)
+        h = q8_block.reference_block(layer, h, rope, causal=causal, residual_scale=scale,
+                                     caches=[c[i] for c in caches], starts=starts, attend_cache=attend)
     return h
 
 
@@ -78,12 +77,37 @@ def test_prefill_and_decode_steps_over_a_cache_equal_the_python(rows: int, scale
     for start, length, attend in ((0, 6, False), (6, 1, True), (7, 1, True), (8, 1, True)):
         end = start + length
         part, table = x[:, start:end].contiguous(), (cos[start:end], sin[start:end])
-        got = q8_block.run_stack(layers, part, table, causal=not attend, residual_scale=scale, cache=mine,
-                                 start=start, attend_cache=attend)
-        want = python_stack(layers, part, table, not attend, scale, theirs, start, attend)
+        got = q8_block.run_stack(layers, part, table, causal=not attend, residual_scale=scale, caches=[mine],
+                                 starts=[start], attend_cache=attend)
+        want = python_stack(layers, part, table, not attend, scale, [theirs], [start], attend)
         assert got is not None and torch.equal(got, want)
         assert torch.equal(mine, theirs)
     assert mine[:, :, :, :, 9:].abs().sum() == 0  # nothing written past the last step
+
+
+def test_rows_at_other_positions_of_their_own_caches_equal_the_python() -> None:
+    """A continuous batch's decode step: each row writes and attends over its own cache, at its own
+    position, with its own RoPE table."""
+    cfg = DecoderConfig(dim=64, n_head=4, n_kv_head=2, head_dim=16, intermediate_size=96)
+    layers = layers_of(cfg, 2, seed=9)
+    source = torch.Generator().manual_seed(10)
+    lengths = [4, 1, 7]
+    mine = [torch.zeros(2, 2, 1, 2, 10, 16) for _ in lengths]
+    for cache, length in zip(mine, lengths):  # each row's prefill
+        prompt = torch.randn(1, length, 64, generator=source)
+        assert q8_block.run_stack(layers, prompt, None, causal=True, residual_scale=None, caches=[cache],
+                                  starts=[0]) is not None
+    theirs = [cache.clone() for cache in mine]
+    for step in range(2):
+        x = torch.randn(len(lengths), 1, 64, generator=source)
+        positions = [length + step for length in lengths]
+        angles = torch.randn(len(lengths), 1, 16, generator=source)
+        table = (angles.cos(), angles.sin())
+        got = q8_block.run_stack(layers, x, table, causal=False, residual_scale=0.5, caches=mine,
+                                 starts=positions, attend_cache=True)
+        want = python_stack(layers, x, table, False, 0.5, theirs, positions, True)
+        assert got is not None and torch.equal(got, want)
+        assert all(torch.equal(a, b) for a, b in zip(mine, theirs))
 
 
 def test_declines_what_it_does_not_compute() -> None:

@@ -146,9 +146,10 @@ def test_pytorch_model_bin_folder_loads_the_same(tiny_ckpt: Path, tmp_path: Path
 
 
 def test_q8_0_blocks_in_one_call_give_the_python_blocks_bits(packages: dict[str, Path], monkeypatch) -> None:
-    """The LocDiT, LocEnc and prefill stacks of a Q8_0 package in ``float32-stored`` (``auto`` where
-    the CPU has no bf16 arithmetic) run as one kernel call each (engine.nn.q8_block): the same
-    latents and audio as the Python blocks."""
+    """The LocDiT, LocEnc and LM stacks (prefill, decode steps; a batch's rows at other positions of
+    their own caches) of a Q8_0 package in ``float32-stored`` (``auto`` where the CPU has no bf16
+    arithmetic) run as one kernel call each (engine.nn.q8_block): the same latents and audio as the
+    Python blocks, alone and batched."""
     from audiocpp.engine.nn import q8_block
 
     if q8_block.kernel() is None:
@@ -160,9 +161,16 @@ def test_q8_0_blocks_in_one_call_give_the_python_blocks_bits(packages: dict[str,
         taken.append(out is not None)
         return out
 
+    def batch() -> list[np.ndarray]:
+        session = plugin.load(packages["q8_0"]).session("tts", compute_dtype="float32-stored")
+        requests = [TaskRequest(**{**REQUEST, "text": text}) for text in ("Hi.", "A longer sentence here.")]
+        return [result.audio.samples for result in session.run_batch(requests)]
+
     monkeypatch.setattr(q8_block, "run_stack", counted)
     latents, audio = synth(packages["q8_0"], compute_dtype="float32-stored")
+    batched = batch()
     assert taken and all(taken)
     monkeypatch.setattr(q8_block, "run_stack", lambda *args, **kwargs: None)
     python_latents, python_audio = synth(packages["q8_0"], compute_dtype="float32-stored")
     assert np.array_equal(latents, python_latents) and np.array_equal(audio, python_audio)
+    assert all(np.array_equal(a, b) for a, b in zip(batched, batch(), strict=True))

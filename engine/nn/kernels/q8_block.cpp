@@ -45,9 +45,9 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
 }
 
 // heads of rows [B * T, heads * D] -> [B, heads, T, D], rotated (NeoX halves: x * cos + rotate_half(x) * sin,
-// rotate_half(x) = cat(-x2, x1)) where cos / sin [T, D] are given
+// rotate_half(x) = cat(-x2, x1)) where cos / sin [T, D] (or [B, T, D]: row_stride T * D) are given
 Tensor heads_of(const Tensor& rows, int64_t B, int64_t T, int64_t heads, int64_t D, const float* cos,
-                const float* sin) {
+                const float* sin, int64_t row_stride) {
   auto out = at::empty({B, heads, T, D}, rows.options());
   const float* src = rows.data_ptr<float>();
   float* dst = out.data_ptr<float>();
@@ -61,27 +61,14 @@ Tensor heads_of(const Tensor& rows, int64_t B, int64_t T, int64_t heads, int64_t
           std::memcpy(o, x, D * sizeof(float));
           continue;
         }
-        const float* c = cos + t * D;
-        const float* s = sin + t * D;
+        const float* c = cos + b * row_stride + t * D;
+        const float* s = sin + b * row_stride + t * D;
         for (int64_t d = 0; d < D; ++d) {
           const float rotated = d < half ? -x[d + half] : x[d - half];
           const float a = x[d] * c[d], r = rotated * s[d];
           o[d] = a + r;
         }
       }
-  return out;
-}
-
-// attention output [B, heads, T, D] -> rows [B * T, heads * D]
-Tensor rows_of(const Tensor& attn) {
-  const int64_t B = attn.size(0), heads = attn.size(1), T = attn.size(2), D = attn.size(3);
-  auto out = at::empty({B * T, heads * D}, attn.options());
-  const float* src = attn.data_ptr<float>();
-  float* dst = out.data_ptr<float>();
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t t = 0; t < T; ++t)
-        std::memcpy(dst + (b * T + t) * heads * D + h * D, src + ((b * heads + h) * T + t) * D, D * sizeof(float));
   return out;
 }
 
@@ -102,31 +89,41 @@ Tensor product(const Tensor& rows, const Tensor* w, Slot matrix) {
 }  // namespace
 
 // x [B, T, dim] float32 contiguous; weights: PER_BLOCK tensors per block (Slot order; norms float32
-// [dim], matrices packed with their scales); cos / sin [T, head_dim] float32, or None (no rope);
-// residual_scale: s above. With a cache [blocks, 2, B, kv_heads, S, head_dim] (float32), each block
-// writes its keys (rotated) and values at positions start .. start + T (a KV cache's prefill, or a
-// decode step); attend_cache: the block attends over the cache's positions 0 .. start + T (a step)
-// instead of this call's keys and values. Returns the last block's output.
+// [dim], matrices packed with their scales); cos / sin float32 [T, head_dim] (or one table per row,
+// [B, T, head_dim]), or None (no rope); residual_scale: s above. With caches (float32 [blocks, 2, B,
+// kv_heads, S, head_dim], one for every row; or one [blocks, 2, 1, ...] per row), each block writes
+// its keys (rotated) and values at positions starts (one for the cache; or one per row) .. + T: a KV
+// cache's prefill or a decode step; attend_cache: the block attends over each cache's positions
+// 0 .. start + T (a step; one cache per row: row by row, as the Python does) instead of this call's
+// keys and values. Returns the last block's output.
 Tensor block_stack(const Tensor& x, const std::vector<Tensor>& weights, int64_t heads, int64_t kv_heads,
                    int64_t head_dim, double eps, double residual_scale, bool causal, const c10::optional<Tensor>& cos,
-                   const c10::optional<Tensor>& sin, const c10::optional<Tensor>& cache, int64_t start,
-                   bool attend_cache) {
+                   const c10::optional<Tensor>& sin, const std::vector<Tensor>& caches,
+                   const std::vector<int64_t>& starts, bool attend_cache) {
   TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 3 && x.is_contiguous(),
               "x: float32 [B, T, dim] on the CPU");
   TORCH_CHECK(!weights.empty() && weights.size() % PER_BLOCK == 0, "16 tensors per block");
+  const int64_t B = x.size(0), T = x.size(1), dim = x.size(2), blocks = weights.size() / PER_BLOCK;
   const bool rope = cos.has_value();
   TORCH_CHECK(rope == sin.has_value(), "cos and sin, or neither");
-  TORCH_CHECK(!rope || (cos->scalar_type() == at::kFloat && sin->scalar_type() == at::kFloat && cos->dim() == 2 &&
-                        cos->is_contiguous() && sin->is_contiguous() && cos->size(0) == x.size(1) &&
-                        cos->size(1) == head_dim && sin->sizes() == cos->sizes()),
-              "cos / sin: float32 [T, head_dim], contiguous");
-  const int64_t B = x.size(0), T = x.size(1), dim = x.size(2), blocks = weights.size() / PER_BLOCK;
-  TORCH_CHECK(!cache.has_value() ||
-                  (cache->scalar_type() == at::kFloat && cache->dim() == 6 && cache->size(0) == blocks &&
-                   cache->size(1) == 2 && cache->size(3) == kv_heads && cache->size(5) == head_dim && start >= 0 &&
-                   start + T <= cache->size(4)),
-              "cache: float32 [blocks, 2, B, kv_heads, S, head_dim] with room for positions start .. start + T");
-  TORCH_CHECK(cache.has_value() || !attend_cache, "attending over a cache needs the cache");
+  TORCH_CHECK(!rope || (cos->scalar_type() == at::kFloat && sin->scalar_type() == at::kFloat &&
+                        cos->is_contiguous() && sin->is_contiguous() && sin->sizes() == cos->sizes() &&
+                        ((cos->dim() == 2 && cos->size(0) == T) || (cos->dim() == 3 && cos->size(0) == B &&
+                                                                    cos->size(1) == T)) &&
+                        cos->size(-1) == head_dim),
+              "cos / sin: float32 [T, head_dim] or [B, T, head_dim], contiguous");
+  const int64_t rope_rows = rope && cos->dim() == 3 ? T * head_dim : 0;
+  const bool per_row = caches.size() > 1 || (caches.size() == 1 && B == 1);
+  TORCH_CHECK(caches.size() == starts.size() && (caches.empty() || caches.size() == 1 || (int64_t)caches.size() == B),
+              "one start per cache; one cache, or one per row");
+  for (size_t i = 0; i < caches.size(); ++i) {
+    const auto& cache = caches[i];
+    TORCH_CHECK(cache.scalar_type() == at::kFloat && cache.dim() == 6 && cache.size(0) == blocks &&
+                    cache.size(1) == 2 && cache.size(2) == (per_row ? 1 : B) && cache.size(3) == kv_heads &&
+                    cache.size(5) == head_dim && starts[i] >= 0 && starts[i] + T <= cache.size(4),
+                "a cache: float32 [blocks, 2, rows, kv_heads, S, head_dim] with room for positions start .. start + T");
+  }
+  TORCH_CHECK(!caches.empty() || !attend_cache, "attending over a cache needs the cache");
   const float scale = (float)residual_scale;
   const float* c = rope ? cos->data_ptr<float>() : nullptr;
   const float* s = rope ? sin->data_ptr<float>() : nullptr;
@@ -135,20 +132,23 @@ Tensor block_stack(const Tensor& x, const std::vector<Tensor>& weights, int64_t 
     const Tensor* w = weights.data() + block * PER_BLOCK;
     const auto normed = rms_norm(h, w[IN_NORM], eps).view({B * T, dim});
     const auto qkv = linears(normed, {w[Q], w[K], w[V]}, {w[QS], w[KS], w[VS]}, false);
-    const auto q = heads_of(qkv[0], B, T, heads, head_dim, c, s);
-    auto k = heads_of(qkv[1], B, T, kv_heads, head_dim, c, s);
-    auto v = heads_of(qkv[2], B, T, kv_heads, head_dim, nullptr, nullptr);
-    if (cache.has_value()) {  // as StaticKVCache.write, then its layer's filled prefix
-      const auto keys = cache->select(0, block).select(0, 0), values = cache->select(0, block).select(0, 1);
-      keys.slice(2, start, start + T).copy_(k);
-      values.slice(2, start, start + T).copy_(v);
-      if (attend_cache) {
-        k = keys.slice(2, 0, start + T);
-        v = values.slice(2, 0, start + T);
-      }
+    const auto q = heads_of(qkv[0], B, T, heads, head_dim, c, s, rope_rows);
+    const auto k = heads_of(qkv[1], B, T, kv_heads, head_dim, c, s, rope_rows);
+    const auto v = heads_of(qkv[2], B, T, kv_heads, head_dim, nullptr, nullptr, 0);
+    std::vector<Tensor> outs;  // per cache: as StaticKVCache.write, then (a step) its layer's filled prefix
+    for (size_t i = 0; i < caches.size(); ++i) {
+      const int64_t start = starts[i], end = start + T;
+      const auto rows_k = per_row ? k.slice(0, i, i + 1) : k, rows_v = per_row ? v.slice(0, i, i + 1) : v;
+      const auto keys = caches[i].select(0, block).select(0, 0), values = caches[i].select(0, block).select(0, 1);
+      keys.slice(2, start, end).copy_(rows_k);
+      values.slice(2, start, end).copy_(rows_v);
+      if (attend_cache)
+        outs.push_back(at::scaled_dot_product_attention(per_row ? q.slice(0, i, i + 1) : q, keys.slice(2, 0, end),
+                                                        values.slice(2, 0, end), {}, 0.0, causal, c10::nullopt, true));
     }
-    const auto attn = at::scaled_dot_product_attention(q, k, v, {}, 0.0, causal, c10::nullopt, true);
-    add_scaled(h, product(rows_of(attn), w, O), scale);
+    const auto attn = !outs.empty() ? (outs.size() == 1 ? outs[0] : at::cat(outs))
+                                    : at::scaled_dot_product_attention(q, k, v, {}, 0.0, causal, c10::nullopt, true);
+    add_scaled(h, product(attn.transpose(1, 2).reshape({B * T, -1}), w, O), scale);
     const auto gate_up = linears(rms_norm(h, w[POST_NORM], eps).view({B * T, dim}), {w[GATE], w[UP]},
                                  {w[GATES], w[UPS]}, false);
     auto act = at::silu(gate_up[0]);

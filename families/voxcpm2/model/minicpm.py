@@ -138,9 +138,9 @@ class MiniCPMModel(nn.Module):
         if cache is not None:
             cache.check_room(0, length)
         # the same bits in one call where the kernel takes the stack (Q8_0 packages on the CPU)
+        caches, starts = ([cache.buffer], [0]) if cache is not None else ((), ())
         h = q8_block.run_stack(self.layers, inputs_embeds, rope, causal=causal,
-                               residual_scale=self.config.residual_scale,
-                               cache=cache.buffer if cache is not None else None)
+                               residual_scale=self.config.residual_scale, caches=caches, starts=starts)
         if h is None:
             h = inputs_embeds
             for i, layer in enumerate(self.layers):
@@ -160,11 +160,11 @@ class MiniCPMModel(nn.Module):
             if pos >= cache.max_length:
                 raise RuntimeError(f"KV cache is full ({cache.max_length} positions)")
         rope = self._step_rope(positions)
-        h = None
-        if len(caches) == 1:  # every row at one position of one cache: the kernel where it takes the stack
-            h = q8_block.run_stack(self.layers, inputs_embeds, rope, causal=False,
-                                   residual_scale=self.config.residual_scale, cache=caches[0].buffer,
-                                   start=positions[0], attend_cache=True)
+        # the same bits in one call where the kernel takes the stack (its tables per row: (B, 1, D))
+        table = None if rope is None else tuple(t.flatten(1, 2) if t.dim() == 4 else t for t in rope)
+        h = q8_block.run_stack(self.layers, inputs_embeds, table, causal=False,
+                               residual_scale=self.config.residual_scale,
+                               caches=[cache.buffer for cache in caches], starts=positions, attend_cache=True)
         if h is None:
             h = inputs_embeds
             for i, layer in enumerate(self.layers):
