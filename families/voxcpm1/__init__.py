@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 
 class VoxCPM1Plugin(FamilyPlugin):
     name = "voxcpm1"
+    #: Q8_0 VoxCPM-0.5B on AVX-512 with AMX: 1.06-1.10 s a request (16 patches) in float32-stored
+    #: (its blocks in one kernel call each, engine.nn.q8_block) against 1.40-1.42 s in bfloat16, and
+    #: 4.78 s against 5.36 s for a batch of 8, every row still its lone bits (docs/performance.md)
+    cpu_bf16_for_quantized = False
 
     def detect(self, facts: PathFacts) -> Evidence | None:
         """Spec-driven, plus upstream's default: a VoxCPM ``config.json`` without ``architecture``
@@ -39,7 +43,8 @@ class VoxCPM1Plugin(FamilyPlugin):
         from .session import VoxCPM1LoadedModel
         from .weights import load_parts
 
-        return VoxCPM1LoadedModel(self.spec, path, options, load_parts(path, options, spec=self.spec))
+        parts = load_parts(path, options, spec=self.spec, bf16_for_quantized=self.cpu_bf16_for_quantized)
+        return VoxCPM1LoadedModel(self.spec, path, options, parts)
 
 
 plugin = VoxCPM1Plugin()

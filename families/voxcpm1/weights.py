@@ -159,9 +159,11 @@ def _tokenizer(resolved: ResolvedWeights) -> VoxCPMTokenizer:
     return VoxCPMTokenizer.from_file(resolved.file("tokenizer_json"))
 
 
-def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: ModelSpec) -> VoxCPM1Parts:
+def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: ModelSpec,
+               bf16_for_quantized: bool = True) -> VoxCPM1Parts:
     """Resolve ``path``, read its config and tokenizer, load the AudioVAE (float32, as upstream)
-    and check the generator weights strictly (names and shapes) without loading them."""
+    and check the generator weights strictly (names and shapes) without loading them.
+    ``bf16_for_quantized``: the plugin's ``cpu_bf16_for_quantized`` (``compute_dtype=auto``)."""
     resolved = resolve_weights(spec, path)
     cfg = _config(resolved)
     if cfg.architecture != "voxcpm" and resolved.source_id == CPP_SOURCE:
@@ -185,6 +187,7 @@ def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: Model
     shapes = build_on_meta(lambda: AudioVAE(cfg.audio_vae))
     vae = load_on_meta(lambda: AudioVAE(cfg.audio_vae), vae_source(resolved, cfg, shapes),
                        dtype=torch.float32, what="AudioVAE", device=device)
-    compute = auto_compute_mode(device, resolved.layout, model_src, gpu_dtype=torch.bfloat16)
+    compute = auto_compute_mode(device, resolved.layout, model_src, gpu_dtype=torch.bfloat16,
+                                bf16_for_quantized=bf16_for_quantized)
     return VoxCPM1Parts(cfg, vae.eval(), tokenizer, spec, Path(path), resolved.source_id, resolved.layout,
                         device, compute)

@@ -77,7 +77,7 @@ def test_package_then_run_the_package(checkpoints, tmp_path: Path) -> None:
         cli_ok("package", "--spec", REPO / "model_specs" / "voxcpm1.json", "--input", checkpoints["tiny_05b"],
                "--type", kind, "--out", package)
         out = tmp_path / f"{kind}.wav"
-        exact = ("--session-option", "voxcpm1.compute_dtype=float32")  # Q8_0 alone (auto: bfloat16 + int8)
+        exact = ("--session-option", "voxcpm1.compute_dtype=float32")  # Q8_0 alone (auto: float32-stored)
         cli_ok("--task", "tts", "--model", package, "--text", "Hello.", "--seed", "9", *SHORT,
                "--format", "wav32", "--out", out, *exact)
         if kind == "f32":
