@@ -142,9 +142,11 @@ def _weights(layers: Sequence[DecoderLayer]) -> list[torch.Tensor] | None:
     """The kernel's 16 tensors per block (q8_block.cpp's ``Slot`` order), or None where a block is
     not one it takes."""
     cfg = layers[0].cfg
+    if type(cfg) is not DecoderConfig or not _takes(cfg):
+        return None
     weights: list[torch.Tensor] = []
     for layer in layers:
-        if type(layer.cfg) is not DecoderConfig or layer.cfg != cfg or not _takes(cfg):
+        if layer.cfg != cfg:
             return None
         n = cfg.names
         attention, feed_forward = layer.attn, getattr(layer, n.feed_forward)
