@@ -113,6 +113,14 @@ def _tensors(obj: Mapping) -> dict[str, torch.Tensor]:
     return {str(k): v for k, v in obj.items() if isinstance(v, torch.Tensor)}
 
 
+def _nested(obj: Mapping) -> dict[str, torch.Tensor]:
+    """A dict of sub-state-dicts (hexgrad's Kokoro: ``{"bert": {...}, "decoder": {...}}``) as one state
+    dict named ``<key>.<name>``; empty unless every value is a dict of tensors."""
+    if not obj or not all(isinstance(v, Mapping) and _tensors(v) for v in obj.values()):
+        return {}
+    return {f"{key}.{name}": t for key, sub in obj.items() for name, t in _tensors(sub).items()}
+
+
 def _unwrap(obj: Any, path: Path) -> dict[str, torch.Tensor]:
     if isinstance(obj, Mapping):
         for key in WRAPPER_KEYS:
@@ -122,9 +130,12 @@ def _unwrap(obj: Any, path: Path) -> dict[str, torch.Tensor]:
         found = _tensors(obj)
         if found:
             return found
+        nested = _nested(obj)
+        if nested:
+            return nested
     raise ModelError(
-        f"{path} holds no state dict (a top-level dict of tensors, or one under "
-        f"{', '.join(repr(k) for k in WRAPPER_KEYS)}); found {type(obj).__name__}",
+        f"{path} holds no state dict (a top-level dict of tensors, one under "
+        f"{', '.join(repr(k) for k in WRAPPER_KEYS)}, or a dict of such dicts); found {type(obj).__name__}",
         hint="pass the checkpoint file that holds the model weights",
     )
 

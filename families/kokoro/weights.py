@@ -1,0 +1,76 @@
+"""Loading Kokoro: tensor adapters from every layout to ``model/``'s names, voices, and :func:`load_parts`.
+
+Layouts:
+
+- hexgrad's folder (``hexgrad/Kokoro-82M``): ``config.json``, ``kokoro-v1_0.pth`` (a dict of the five
+  sub-state-dicts, keys prefixed ``module.``, weight-normed convolutions as ``weight_g`` / ``weight_v``,
+  ALBERT's unused pooler), ``voices/*.pt``;
+- our package GGUF (``audiocpp package``): the same names under ``weights/``, config and vocab embedded,
+  the voices under ``voices/``;
+- kokoro-onnx's ONNX files (int8 or float32) with their voices file: converted once into a package
+  (``onnx_import``).
+
+The adapters strip ``module.``, fold weight norm as upstream computes it (``torch._weight_norm``), drop
+the pooler (and the position-id buffers older transformers saved), and give the instance norms of the
+AdaIN layers upstream's initial ones and zeros where a checkpoint lacks them (upstream's ``KModel``
+builds them ``affine=True`` but loads the released file with ``strict=False``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from audiocpp.engine.errors import ModelError
+from audiocpp.engine.weights.adapters import AdaptedSource, Drop, FoldWeightNorm, Op, Rename, Synthesize, adapt
+from audiocpp.engine.weights.source import TensorSource
+
+from .config import KokoroConfig
+from .model import KModel
+from .model.istftnet import AdaIN1d
+
+SUB_MODELS = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
+DROP = ("bert.pooler.*", "bert.embeddings.position_ids", "bert.embeddings.token_type_ids")
+
+
+def instance_norm_defaults(model: KModel) -> list[Op]:
+    """``Synthesize`` ops giving every AdaIN instance norm its initial weight (ones) and bias (zeros)
+    where the checkpoint has none."""
+    ops: list[Op] = []
+    for name, module in model.named_modules():
+        if isinstance(module, AdaIN1d):
+            width = module.norm.num_features
+            ops.append(Synthesize(f"{name}.norm.weight", torch.ones(width), if_missing=True, shape=(width,)))
+            ops.append(Synthesize(f"{name}.norm.bias", torch.zeros(width), if_missing=True, shape=(width,)))
+    return ops
+
+
+def hexgrad_source(source: TensorSource, model: KModel) -> AdaptedSource:
+    """hexgrad's checkpoint (flattened ``<sub-model>.<name>``) under ``model``'s names."""
+    return adapt(source, [
+        Rename(rf"^({'|'.join(SUB_MODELS)})\.module\.", r"\1."),
+        Drop(*DROP),
+        FoldWeightNorm(dim=None),
+        *instance_norm_defaults(model),
+    ])
+
+
+def read_config(path: Path) -> KokoroConfig:
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"cannot read {path}: {exc}") from None
+    return KokoroConfig.from_dict(raw, where=str(path))
+
+
+@dataclass
+class KokoroParts:
+    config: KokoroConfig
+    model: KModel
+    voices: Any  # voices.VoiceBank
+    source_id: str
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
