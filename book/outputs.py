@@ -13,7 +13,7 @@ from pathlib import Path
 
 from audiocpp.engine.errors import AudiocppError
 
-from .captions import TimedCue, to_srt, to_vtt
+from audiocpp.engine.text.captions import TimedCue, to_srt, to_vtt
 from .media import FORMATS, output_rate, write_m4b, write_track
 from .read_along import ReadAlongChapter, SpokenSentence, write_read_along
 from .text import Cover

@@ -78,6 +78,20 @@ def synthesize(
         "--reference-text", help="Transcript of --voice-ref.")] = None,
     instruct: Annotated[str | None, typer.Option("--instruct", help="Voice design description.")] = None,
     language: Annotated[str | None, typer.Option("--language", help="Language name or code.")] = None,
+    voice: Annotated[str | None, typer.Option(
+        "--voice", help="A named voice of the model (`audiocpp voices`), or a mix: 'jf_alpha(2)+jm_kumo(1)' "
+        "(request option 'voice'; Kokoro).")] = None,
+    phonemes: Annotated[str | None, typer.Option(
+        "--phonemes", help="Speak this phoneme string (IPA in the model's vocabulary) instead of --text: no "
+        "text-to-phoneme step (request option 'phonemes'; Kokoro).")] = None,
+    speed: Annotated[float | None, typer.Option(
+        "--speed", help="Speaking rate, >1 faster (request option 'speed').")] = None,
+    captions: Annotated[Path | None, typer.Option(
+        "--captions", help="Write word-level captions (.srt or .vtt) of the output, where the family times "
+        "its words (Kokoro).")] = None,
+    timestamps: Annotated[Path | None, typer.Option(
+        "--timestamps", help="Write each word's start and end (seconds) as JSON, where the family times its "
+        "words (Kokoro).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Random seed (request option 'seed').")] = None,
     mode: Annotated[str, typer.Option("--mode", help="offline or streaming.")] = "offline",
     out: Annotated[Path | None, typer.Option(
@@ -127,7 +141,7 @@ def synthesize(
     args = RunArgs(
         family=family, task=task, model=model, codec=codec, text=text, text_file=text_file,
         voice_ref=voice_ref, reference_text=reference_text, instruct=instruct, language=language,
-        seed=seed, mode=mode, out=out, out_dir=out_dir, fmt=fmt, voice_prompt=voice_prompt,
+        voice=voice, phonemes=phonemes, speed=speed, captions=captions, timestamps=timestamps, seed=seed, mode=mode, out=out, out_dir=out_dir, fmt=fmt, voice_prompt=voice_prompt,
         voice_prompt_out=voice_prompt_out, request_options=request_option or [],
         session_options=session_option or [], load_options=load_option or [], metrics=metrics,
         progress=progress, revision=revision, cache_dir=cache_dir, sample_rate=sample_rate, srt=srt,

@@ -44,6 +44,11 @@ class RunArgs:
     reference_text: str | None = None
     instruct: str | None = None
     language: str | None = None
+    voice: str | None = None  # a named voice or mix (request option 'voice')
+    phonemes: str | None = None  # the text as phonemes (request option 'phonemes')
+    speed: float | None = None  # request option 'speed'
+    captions: Path | None = None  # word-level .srt / .vtt of the output (cli.captions)
+    timestamps: Path | None = None  # word timings as JSON (cli.captions)
     seed: int | None = None
     mode: str = "offline"
     out: Path | None = None
@@ -65,9 +70,13 @@ class RunArgs:
 
 
 def read_text(args: RunArgs) -> str:
-    sources = [s for s in (args.text is not None and args.text != "-", args.text_file is not None) if s]
+    sources = [s for s in (args.text is not None and args.text != "-", args.text_file is not None,
+                           args.phonemes is not None) if s]
     if len(sources) > 1:
-        raise UsageError("give the text once: --text or --text-file, not both", hint="drop one of the two")
+        raise UsageError("give the text once: --text, --text-file or --phonemes, not two of them",
+                         hint="drop all but one")
+    if args.phonemes is not None:
+        return args.phonemes
     if args.text_file is not None:
         try:
             return args.text_file.read_text(encoding="utf-8")
@@ -99,6 +108,15 @@ def read_text(args: RunArgs) -> str:
 def build_request(args: RunArgs, text: str, request_options: dict[str, Any]) -> TaskRequest:
     """The request the flags describe (``TaskRequest.from_inputs``, as ``audiocpp batch`` builds its
     items)."""
+    flags = {"voice": args.voice, "speed": args.speed, "phonemes": True if args.phonemes is not None else None}
+    for name, value in flags.items():
+        if value is None:
+            continue
+        given = request_options.get(name)
+        if given is not None and str(given).lower() != str(value).lower():
+            raise UsageError(f"option {name!r} is given twice with different values ({given!r} and {value!r})",
+                             hint=f"drop --request-option {name}=...")
+        request_options = {**request_options, name: value}
     return TaskRequest.from_inputs(text, voice_ref=args.voice_ref, reference_text=args.reference_text,
                                    instruct=args.instruct, language=args.language, seed=args.seed,
                                    voice_prompt=args.voice_prompt, options=request_options)
@@ -152,7 +170,7 @@ def _check_inputs(args: RunArgs, task: Task) -> None:
         check_input_file(args.voice_prompt, "--voice-prompt")
     check_voice_inputs(task, voice=args.voice_ref is not None, voice_prompt=args.voice_prompt is not None,
                        reference_text=bool((args.reference_text or "").strip()))
-    if args.srt is not None and (args.text is not None or args.text_file is not None):
+    if args.srt is not None and (args.text is not None or args.text_file is not None or args.phonemes is not None):
         raise UsageError("--srt gives the text (its cues), and --text / --text-file give it too",
                          hint="drop --text / --text-file, or --srt")
 
@@ -169,6 +187,9 @@ def run_request(args: RunArgs) -> None:
     mode = parse_mode(args.mode)
     fmt = _check_outputs(args, task, mode)
     _check_inputs(args, task)
+    from .captions import check_word_outputs
+
+    check_word_outputs(args.captions, args.timestamps)
     from audiocpp.engine.text.srt import read_srt
 
     from .pipes import stdin_is_incremental
@@ -233,6 +254,9 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
                      load_options)
     spec = plan.spec
     check_supported(spec, task, mode)
+    from .captions import check_family_times_words
+
+    check_family_times_words(spec, args.captions, args.timestamps)
     check_session_prefixes(session_options, plan.family)
     resolve_options(spec, "session", session_options, fill_defaults=False)
     options = resolve_options(spec, "request", {**request_options, **request.first_class_options()})
@@ -307,6 +331,9 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
         result.voice_prompt.save(args.voice_prompt_out)
         kept.append(args.voice_prompt_out)
         print(f"voice_prompt_out={args.voice_prompt_out}", file=info)
+    from .captions import write_word_outputs
+
+    kept.extend(write_word_outputs(result, args.captions, args.timestamps))
     rate, seconds = output.close(result.audio)
     if not output.to_stdout:
         kept.append(args.out)
@@ -316,6 +343,10 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
     if args.metrics:
         for key, value in result.metrics.as_dict().items():
             print(f"{key}={value}", file=info)
+        if result.words:
+            import json
+
+            print(f"words={json.dumps([w.as_dict() for w in result.words], ensure_ascii=False)}", file=info)
         from audiocpp.engine.nn.jit import build_seconds
 
         built = build_seconds() - kernel_seconds

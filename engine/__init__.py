@@ -8,7 +8,7 @@ does not import torch.
 from .errors import AudiocppError, AudioError, ModelError, SpecError, UsageError
 from .hub import download
 from .loader import load
-from .records import AudioBuffer, Metrics, StreamEvent, TaskRequest, TaskResult, VoiceReference
+from .records import AudioBuffer, Metrics, StreamEvent, TaskRequest, TaskResult, VoiceReference, WordTiming
 from .registry import detect_family, families, get_family
 from .tasks import Mode, Task
 
@@ -26,6 +26,7 @@ __all__ = [
     "TaskResult",
     "UsageError",
     "VoiceReference",
+    "WordTiming",
     "detect_family",
     "download",
     "families",

@@ -1,4 +1,4 @@
-"""Path checks that never raise.
+"""Path checks that never raise, and an atomic text write.
 
 In Python 3.10/3.11 ``Path.exists()``, ``is_file()`` and ``is_dir()`` raise ``OSError`` for a
 name the system refuses (a component over 255 bytes: ENAMETOOLONG; a folder that may not be
@@ -9,6 +9,7 @@ caller's "does not exist" message follows.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -36,3 +37,23 @@ def is_dir(path: str | os.PathLike[str]) -> bool:
 
 
 __all__ = ["Path", "exists", "is_dir", "is_file"]
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """``text`` (UTF-8) becomes ``path`` whole or not at all: written beside it, then renamed over it."""
+    import tempfile
+
+    target = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(target))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

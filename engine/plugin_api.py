@@ -28,8 +28,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "batching.ops": ("Op", "relay"),
     "progress": ("Progress",),
     # records shared by families, the CLI and the Python API
-    "records": ("AudioBuffer", "Metrics", "ModelInfo", "StreamEvent", "TaskRequest", "TaskResult",
-                "VoicePrompt", "VoiceReference"),
+    "records": ("AudioBuffer", "AudioPiece", "Metrics", "ModelInfo", "StreamEvent", "TaskRequest", "TaskResult",
+                "VoicePrompt", "VoiceReference", "WordTiming"),
     "voice_prompt": ("CodecPrompt",),
     "tasks": ("Mode", "Task"),
     # errors and warnings
@@ -57,13 +57,13 @@ _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = [
     "CANONICAL_REQUEST_OPTIONS", "PLUGIN_API_VERSION",
-    "AudioBuffer", "AudioError", "AudiocppError", "AudiocppWarning", "Cast", "CodecPrompt", "Drop",
+    "AudioBuffer", "AudioError", "AudioPiece", "AudiocppError", "AudiocppWarning", "Cast", "CodecPrompt", "Drop",
     "Evidence", "FamilyPlugin", "FamilyUnavailableError", "FoldWeightNorm", "Fuse", "Keep", "LoadedModel",
     "Metrics", "Mode", "ModelError", "ModelInfo", "ModelSpec", "Op", "OptionSpec", "PackagePlan", "PathFacts",
     "PerDtype", "Permute", "PreparedRequest", "Progress", "Rename", "Reshape", "ResolvedWeights", "Session",
     "SpecError", "Split", "StreamEvent", "Synthesis", "Synthesize", "Task", "TaskRequest", "TaskResult",
     "TensorInfo", "TensorSource", "Transform", "Transpose", "UsageError", "VoicePrompt", "VoiceReference",
-    "adapt", "build_on_meta", "cache_dir", "chunk_text", "load_module_weights", "load_on_meta",
+    "WordTiming", "adapt", "build_on_meta", "cache_dir", "chunk_text", "load_module_weights", "load_on_meta",
     "open_weights", "relay", "resolve_weights", "torch_dtype",
 ]
 assert sorted(__all__) == sorted([*_WHERE, "PLUGIN_API_VERSION"])
@@ -96,6 +96,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names above 
     from .progress import Progress
     from .records import (
         AudioBuffer,
+        AudioPiece,
         Metrics,
         ModelInfo,
         StreamEvent,
@@ -103,6 +104,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names above 
         TaskResult,
         VoicePrompt,
         VoiceReference,
+        WordTiming,
     )
     from .session import PreparedRequest, Session, Synthesis
     from .spec.canonical import CANONICAL_REQUEST_OPTIONS

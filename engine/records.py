@@ -56,6 +56,36 @@ class AudioBuffer:
         return digest.hexdigest()
 
 
+@dataclass(frozen=True)
+class WordTiming:
+    """One spoken word and where it lies in the request's audio, in seconds (the family's alignment:
+    Kokoro's predicted durations). ``text`` is the word as the input wrote it; ``phonemes`` what was
+    spoken for it, where the family knows."""
+
+    text: str
+    start: float
+    end: float
+    phonemes: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"word": self.text, "start": round(self.start, 3), "end": round(self.end, 3)}
+        if self.phonemes:
+            out["phonemes"] = self.phonemes
+        return out
+
+    def shifted(self, seconds: float) -> WordTiming:
+        return WordTiming(self.text, self.start + seconds, self.end + seconds, self.phonemes)
+
+
+@dataclass
+class AudioPiece:
+    """A streamed piece of audio with the words it speaks (times from the start of the request's
+    audio): what a row program yields instead of a bare AudioBuffer when it knows its words."""
+
+    audio: AudioBuffer
+    words: list[WordTiming] = field(default_factory=list)
+
+
 @dataclass
 class VoiceReference:
     """Reference audio for cloning: a file path, or audio already in memory."""
@@ -182,6 +212,9 @@ class TaskResult:
     voice_prompt: VoicePrompt | None = None
     details: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    #: each spoken word with its start and end in ``audio``, where the family aligns words (Kokoro);
+    #: empty otherwise
+    words: list[WordTiming] = field(default_factory=list)
 
     def __repr__(self) -> str:
         m = self.metrics
@@ -201,6 +234,9 @@ class StreamEvent:
     audio: AudioBuffer | None = None
     name: str = ""
     result: TaskResult | None = None
+    #: the words this audio piece speaks (times from the start of the request's audio), where the
+    #: family aligns words
+    words: list[WordTiming] = field(default_factory=list)
 
     @property
     def is_final(self) -> bool:
@@ -275,3 +311,5 @@ class Synthesis:
     chunks: list[AudioBuffer] = field(default_factory=list)
     voice_prompt: VoicePrompt | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    #: word timings over ``audio`` (``TaskResult.words``), for families that align words
+    words: list[WordTiming] = field(default_factory=list)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import AudiocppWarning
 from ..metrics import Stopwatch, peak_rss_mb
 from ..nn.cpu_isa import level as cpu_level
-from ..records import AudioBuffer, Metrics, PreparedRequest, StreamEvent, Synthesis, TaskResult
+from ..records import AudioBuffer, AudioPiece, Metrics, PreparedRequest, StreamEvent, Synthesis, TaskResult
 from .ops import Op
 
 if TYPE_CHECKING:
@@ -150,6 +150,9 @@ class BatchLoop:
         if isinstance(item, Op):
             row.pending = item
             return
+        words = []
+        if isinstance(item, AudioPiece):
+            item, words = item.audio, item.words
         if not isinstance(item, AudioBuffer):
             yield self._drop(row, TypeError(f"{type(row.session).__name__}._synthesize yielded "
                                             f"{type(item).__name__}; it yields AudioBuffer pieces and Ops"))
@@ -158,7 +161,8 @@ class BatchLoop:
             row.first_audio = row.clock.elapsed()
         index = row.pieces
         row.pieces += 1
-        yield RowEvent(row.key, StreamEvent(kind="audio", index=index, audio=item, name=f"chunk_{index}"))
+        yield RowEvent(row.key, StreamEvent(kind="audio", index=index, audio=item, name=f"chunk_{index}",
+                                            words=list(words)))
 
     @staticmethod
     def _prepare(row: _Row) -> PreparedRequest:
@@ -231,6 +235,6 @@ class BatchLoop:
         session = row.session
         result = TaskResult(audio=synthesis.audio, task=session.task, mode=session.mode,
                             chunks=synthesis.chunks, metrics=metrics, voice_prompt=synthesis.voice_prompt,
-                            details=synthesis.details, warnings=row.warnings)
+                            details=synthesis.details, warnings=row.warnings, words=list(synthesis.words))
         return RowEvent(row.key, StreamEvent(kind="final", index=row.pieces, audio=synthesis.audio,
                                              name="final", result=result))

@@ -41,6 +41,8 @@ CANONICAL_REQUEST_OPTIONS: dict[str, CanonicalOption] = {
         "reference_text": ("string", "transcript of the reference audio (--reference-text)"),
         "max_reference_seconds": ("float", "cap on reference audio in seconds, 0: no cap; the engine cuts "
                                            "or refuses longer references (--voice-ref)"),
+        "voice": ("string", "a named voice of the model, or a mix of them ('a(2)+b(1)') (--voice)"),
+        "phonemes": ("bool", "the text is a phoneme string: no text-to-phoneme step (--phonemes)"),
     }),
     **_rows("sampling", {
         "temperature": ("float", "sampling temperature"),

@@ -74,3 +74,53 @@ class KokoroParts:
     voices: Any  # voices.VoiceBank
     source_id: str
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+
+def folder_voices(folder: Path) -> dict[str, torch.Tensor]:
+    """hexgrad's ``voices/*.pt``, else a voices archive beside the weights (``voices-v1.0.bin``,
+    ``voices*.npz``)."""
+    from .voices import read_voice_files
+
+    found = sorted((folder / "voices").glob("*.pt")) if (folder / "voices").is_dir() else []
+    if not found:
+        found = sorted(p for p in folder.iterdir() if p.is_file() and p.name.startswith("voices")
+                       and p.suffix in (".bin", ".npz"))
+    return read_voice_files(found)
+
+
+def namespace_voices(source: TensorSource) -> dict[str, torch.Tensor]:
+    return {name: source.get(name, torch.float32) for name in source.names()}
+
+
+def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: Any) -> KokoroParts:
+    """Resolve ``path`` (hexgrad's folder or our package), read the config, load ``KModel`` strictly in
+    float32 and the voices. kokoro-onnx's ONNX files are converted into a package first (``onnx_package``)."""
+    from audiocpp.engine.device import device_of
+    from audiocpp.engine.nn.build import build_on_meta, load_on_meta
+    from audiocpp.engine.weights.resolve import resolve_weights
+
+    from .voices import VoiceBank
+
+    path = Path(path)
+    if path.suffix.lower() == ".onnx":
+        from .onnx_package import onnx_package
+
+        path = onnx_package(path)
+    weights = resolve_weights(spec, path)
+    cfg = read_config(weights.file("config"))
+    device = device_of(options)
+    meta = build_on_meta(lambda: KModel(cfg))
+    model = load_on_meta(lambda: KModel(cfg), hexgrad_source(weights.namespace("weights"), meta),
+                         what="Kokoro", device=device).eval()
+    if "voices" in weights.namespaces:
+        packs = namespace_voices(weights.namespaces["voices"])
+    elif weights.layout == "folder":
+        packs = folder_voices(weights.path)
+    else:
+        packs = {}
+    voices = VoiceBank(packs, origin=str(path))
+    bad = [n for n in voices.names if voices.pack(n).shape[-1] != 2 * cfg.style_dim]
+    if bad:
+        raise ModelError(f"voice {bad[0]!r} of {path} has style width {voices.pack(bad[0]).shape[-1]}; this "
+                         f"model needs {2 * cfg.style_dim}", hint="use the voices made for this model")
+    return KokoroParts(cfg, model, voices, weights.source_id, device)
