@@ -141,7 +141,8 @@ def synthesize(
     args = RunArgs(
         family=family, task=task, model=model, codec=codec, text=text, text_file=text_file,
         voice_ref=voice_ref, reference_text=reference_text, instruct=instruct, language=language,
-        voice=voice, phonemes=phonemes, speed=speed, captions=captions, timestamps=timestamps, seed=seed, mode=mode, out=out, out_dir=out_dir, fmt=fmt, voice_prompt=voice_prompt,
+        voice=voice, phonemes=phonemes, speed=speed, captions=captions, timestamps=timestamps, seed=seed,
+        mode=mode, out=out, out_dir=out_dir, fmt=fmt, voice_prompt=voice_prompt,
         voice_prompt_out=voice_prompt_out, request_options=request_option or [],
         session_options=session_option or [], load_options=load_option or [], metrics=metrics,
         progress=progress, revision=revision, cache_dir=cache_dir, sample_rate=sample_rate, srt=srt,

@@ -108,13 +108,15 @@ def read_text(args: RunArgs) -> str:
 def build_request(args: RunArgs, text: str, request_options: dict[str, Any]) -> TaskRequest:
     """The request the flags describe (``TaskRequest.from_inputs``, as ``audiocpp batch`` builds its
     items)."""
-    flags = {"voice": args.voice, "speed": args.speed, "phonemes": True if args.phonemes is not None else None}
+    flags = {"voice": args.voice, "speed": args.speed,
+             "phonemes": True if args.phonemes is not None else None}
     for name, value in flags.items():
         if value is None:
             continue
         given = request_options.get(name)
         if given is not None and str(given).lower() != str(value).lower():
-            raise UsageError(f"option {name!r} is given twice with different values ({given!r} and {value!r})",
+            raise UsageError(f"option {name!r} is given twice with different values ({given!r} and "
+                             f"{value!r})",
                              hint=f"drop --request-option {name}=...")
         request_options = {**request_options, name: value}
     return TaskRequest.from_inputs(text, voice_ref=args.voice_ref, reference_text=args.reference_text,
@@ -170,7 +172,8 @@ def _check_inputs(args: RunArgs, task: Task) -> None:
         check_input_file(args.voice_prompt, "--voice-prompt")
     check_voice_inputs(task, voice=args.voice_ref is not None, voice_prompt=args.voice_prompt is not None,
                        reference_text=bool((args.reference_text or "").strip()))
-    if args.srt is not None and (args.text is not None or args.text_file is not None or args.phonemes is not None):
+    if args.srt is not None and (args.text is not None or args.text_file is not None
+                                 or args.phonemes is not None):
         raise UsageError("--srt gives the text (its cues), and --text / --text-file give it too",
                          hint="drop --text / --text-file, or --srt")
 

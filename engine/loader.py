@@ -68,8 +68,7 @@ class LoadPlan:
         """What to tell the user about the demo model, or None."""
         if not self.demo:
             return None
-        return (f"no --model given; using the {self.family} demo model (random weights: the audio is not "
-                "speech)")
+        return f"no --model given; using the {self.family} {self.plugin.demo_description}"
 
 
 def plan_load(ref: ModelRef, load_options: dict[str, Any] | None = None, *,
@@ -79,7 +78,7 @@ def plan_load(ref: ModelRef, load_options: dict[str, Any] | None = None, *,
     from .hub import resolve_model
     from .registry import resolve_family
 
-    if ref.model is None and ref.family is None and not ref.default_demo:
+    if ref.model is None and ref.family is None and not ref.default_demo and speaking_family(need) is None:
         raise UsageError("no model given",
                          hint="pass --model PATH (or a name: org/name), or --family NAME to use its demo "
                          "model")
@@ -154,14 +153,30 @@ def load(path: str | Path | None = None, *, family: str | None = None,
         raise python_wording(error) from None
 
 
+def speaking_family(need: Callable[[FamilyPlugin], str | None] | None = None) -> FamilyPlugin | None:
+    """The installed family whose demo model is a real model that speaks and is installed here (Kokoro),
+    with ``need`` met: the default model when none is named."""
+    from .registry import families
+
+    for _, plugin in sorted(families().items()):
+        if (plugin.demo_speaks and plugin.spec.runnable and plugin.demo_unavailable() is None
+                and (need is None or not need(plugin))):
+            return plugin
+    return None
+
+
 def demo_family(need: Callable[[FamilyPlugin], str | None] | None = None) -> FamilyPlugin:
-    """The one runnable installed family with a demo model (and ``need`` met)."""
+    """The family whose model is used when none is named: one whose demo model speaks (Kokoro's real
+    weights) where it is installed, else the first runnable family with a demo model (and ``need`` met)."""
     from .plugin import FamilyPlugin
     from .registry import families
 
+    speaking = speaking_family(need)
+    if speaking is not None:
+        return speaking
     found = [p for _, p in sorted(families().items())
              if p.spec.runnable and type(p).demo_model_path is not FamilyPlugin.demo_model_path
-             and (need is None or not need(p))]
+             and p.demo_unavailable() is None and (need is None or not need(p))]
     if not found:
         raise UsageError("no model given, and no installed family has a demo model",
                          hint="pass --model PATH")

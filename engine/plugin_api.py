@@ -28,7 +28,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "batching.ops": ("Op", "relay"),
     "progress": ("Progress",),
     # records shared by families, the CLI and the Python API
-    "records": ("AudioBuffer", "AudioPiece", "Metrics", "ModelInfo", "StreamEvent", "TaskRequest", "TaskResult",
+    "records": ("AudioBuffer", "AudioPiece", "Metrics", "ModelInfo", "StreamEvent", "TaskRequest",
+                "TaskResult",
                 "VoicePrompt", "VoiceReference", "WordTiming"),
     "voice_prompt": ("CodecPrompt",),
     "tasks": ("Mode", "Task"),
@@ -57,7 +58,8 @@ _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = [
     "CANONICAL_REQUEST_OPTIONS", "PLUGIN_API_VERSION",
-    "AudioBuffer", "AudioError", "AudioPiece", "AudiocppError", "AudiocppWarning", "Cast", "CodecPrompt", "Drop",
+    "AudioBuffer", "AudioError", "AudioPiece", "AudiocppError", "AudiocppWarning", "Cast", "CodecPrompt",
+    "Drop",
     "Evidence", "FamilyPlugin", "FamilyUnavailableError", "FoldWeightNorm", "Fuse", "Keep", "LoadedModel",
     "Metrics", "Mode", "ModelError", "ModelInfo", "ModelSpec", "Op", "OptionSpec", "PackagePlan", "PathFacts",
     "PerDtype", "Permute", "PreparedRequest", "Progress", "Rename", "Reshape", "ResolvedWeights", "Session",

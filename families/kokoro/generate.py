@@ -39,5 +39,6 @@ class ForwardOp(Op):
         device = next(self.net.parameters()).device
         with torch.inference_mode():
             ids = torch.tensor([[0, *self.ids, 0]], dtype=torch.long, device=device)
-            audio, pred_dur = self.net.forward_with_tokens(ids, self.ref_s.to(device), self.speed, self.generator)
+            audio, pred_dur = self.net.forward_with_tokens(ids, self.ref_s.to(device), self.speed,
+                                                           self.generator)
         return audio.float().cpu(), pred_dur.cpu()

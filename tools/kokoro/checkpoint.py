@@ -61,7 +61,7 @@ def config_for(size: str) -> dict[str, Any]:
 
 def weight_normed(model: torch.nn.Module) -> set[str]:
     """The module names whose ``weight`` upstream wraps in ``weight_norm``."""
-    from audiocpp.families.kokoro.model.istftnet import AdaINResBlock1, AdainResBlk1d, Decoder, Generator
+    from audiocpp.families.kokoro.model.istftnet import AdainResBlk1d, AdaINResBlock1, Decoder, Generator
     from audiocpp.families.kokoro.model.prosody import TextEncoder
 
     names: set[str] = set()
@@ -87,7 +87,7 @@ def weight_normed(model: torch.nn.Module) -> set[str]:
 def _value(name: str, shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
     leaf = name.rsplit(".", 1)[-1]
     randn = torch.randn(shape, generator=gen)
-    if leaf in ("gamma",) or name.endswith(("LayerNorm.weight", "norm.weight", "full_layer_layer_norm.weight")):
+    if leaf == "gamma" or name.endswith(("LayerNorm.weight", "norm.weight")):
         return 1.0 + 0.1 * randn
     if leaf.startswith("alpha"):
         return 0.6 + 0.8 * torch.rand(shape, generator=gen)
@@ -134,7 +134,8 @@ def random_state(model: torch.nn.Module, gen: torch.Generator, *, instance_affin
     return state
 
 
-def write_checkpoint(out_dir: str | Path, size: str = "tiny", *, seed: int = 1234, instance_affine: bool = True,
+def write_checkpoint(out_dir: str | Path, size: str = "tiny", *, seed: int = 1234,
+                     instance_affine: bool = True,
                      prefix: str = "module.", voices: tuple[str, ...] = VOICES,
                      filename: str = "kokoro-v1_0.pth") -> Path:
     from audiocpp.families.kokoro.config import KokoroConfig
@@ -153,7 +154,8 @@ def write_checkpoint(out_dir: str | Path, size: str = "tiny", *, seed: int = 123
     (out / "config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
     (out / "voices").mkdir(exist_ok=True)
     for i, name in enumerate(voices):
-        pack = 0.3 * torch.randn((510, 1, 2 * cfg.style_dim), generator=torch.Generator().manual_seed(seed + i))
+        gen_voice = torch.Generator().manual_seed(seed + i)
+        pack = 0.3 * torch.randn((510, 1, 2 * cfg.style_dim), generator=gen_voice)
         torch.save(pack, out / "voices" / f"{name}.pt")
     return out
 

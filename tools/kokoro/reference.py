@@ -95,8 +95,8 @@ def main() -> None:
     for name, ckpt in spec["checkpoints"].items():
         models[name], summary["checked"][name] = _load(Path(ckpt))
     for case in spec["cases"]:
-        summary["cases"].append(run_case(models[case["checkpoint"]], Path(spec["checkpoints"][case["checkpoint"]]),
-                                         case, out))
+        ckpt = Path(spec["checkpoints"][case["checkpoint"]])
+        summary["cases"].append(run_case(models[case["checkpoint"]], ckpt, case, out))
     print(json.dumps(summary))
 
 
