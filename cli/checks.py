@@ -115,9 +115,6 @@ def check_session_prefixes(session_options: dict[str, str], family: str) -> None
 
 def check_supported(spec: ModelSpec, task: Task, mode: Mode) -> None:
     """The family offers ``task`` in ``mode`` (as ``create_session`` checks, before loading)."""
-    if task.value not in spec.tasks:
-        raise UsageError(f"{spec.family} does not support task {task.cli_name!r}",
-                         hint=f"{spec.family} supports: {', '.join(Task(t).cli_name for t in spec.tasks)}")
-    if mode.value not in spec.modes:
-        raise UsageError(f"{spec.family} does not support mode {mode.value!r}",
-                         hint=f"{spec.family} supports: {', '.join(spec.modes)}")
+    from audiocpp.engine.request_rules import check_task_and_mode
+
+    check_task_and_mode(spec, task, mode)

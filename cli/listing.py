@@ -126,3 +126,32 @@ def print_inspection(path: Path, family: str | None, as_json: bool) -> None:
         print("files:       " + ", ".join(data["embedded_files"]))
     for key, value in data["metadata"].items():
         print(f"meta:        {key} = {value}")
+
+
+def print_voices(model: str | None, family: str | None, as_json: bool) -> None:
+    """`audiocpp voices`: the named voices of a model (the default model when none is named)."""
+    import sys
+
+    from audiocpp.engine.loader import ModelRef, load_planned, plan_load
+
+    plan = plan_load(ModelRef(model, family))
+    if plan.note:
+        print(f"note: {plan.note}", file=sys.stderr)
+    loaded = load_planned(plan)
+    voices = loaded.named_voices()
+    default = loaded.default_voice() if voices else None
+    if as_json:
+        print(json.dumps({"family": plan.family, "model": str(plan.path), "default": default, "voices": voices},
+                         indent=2, ensure_ascii=False))
+        return
+    if not voices:
+        print(f"{plan.family} has no named voices: it speaks in the voice of a reference (--task clon "
+              "--voice-ref FILE) or designs one (--task design --instruct ...)")
+        return
+    width = max(len(v["name"]) for v in voices)
+    print(f"{'voice':<{width}}  language                 gender")
+    for v in voices:
+        lang = f"{v.get('language') or '?'} ({v.get('language_name') or 'unknown'})"
+        mark = "  (default)" if v["name"] == default else ""
+        print(f"{v['name']:<{width}}  {lang:<24} {v.get('gender') or '?'}{mark}")
+    print("mix voices as --voice 'a(2)+b(1)' (weights normalised); the server's \"voice\" field takes the same")

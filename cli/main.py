@@ -186,6 +186,19 @@ def options_cmd(
         print(format_options(spec))
 
 
+@app.command("voices")
+def voices_cmd(
+    model: Annotated[str | None, typer.Option(
+        "--model", "-m", help="Model path or name (default: the default model).")] = None,
+    family: Annotated[str | None, typer.Option("--family", "-f", help="Family (its default/demo model).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """List a model's named voices (--voice) with their languages; mixes: 'a(2)+b(1)'."""
+    from .listing import print_voices
+
+    print_voices(model, family, as_json)
+
+
 @app.command("inspect")
 def inspect_cmd(
     path: Annotated[Path, typer.Argument(help="A GGUF file or model folder.")],

@@ -77,18 +77,11 @@ class LoadedModel(ABC):
                       session_options: dict[str, Any] | None = None) -> tuple[Task, Mode, dict[str, Any]]:
         """The task, mode and typed session options a session would get, checked against the spec
         (what :meth:`create_session` checks before the family builds anything)."""
+        from .request_rules import check_task_and_mode
+
         task = parse_task(task)
         mode = parse_mode(mode)
-        if task.value not in self.spec.tasks:
-            raise UsageError(
-                f"{self.family} does not support task {task.cli_name!r}",
-                hint=f"{self.family} supports: {', '.join(Task(t).cli_name for t in self.spec.tasks)}",
-            )
-        if mode.value not in self.spec.modes:
-            raise UsageError(
-                f"{self.family} does not support mode {mode.value!r}",
-                hint=f"{self.family} supports: {', '.join(self.spec.modes)}",
-            )
+        check_task_and_mode(self.spec, task, mode)
         return task, mode, resolve_options(self.spec, "session", session_options)
 
     @abstractmethod
@@ -169,6 +162,21 @@ class LoadedModel(ABC):
                 return batcher
         batcher.configure(max_batch=max_batch, window_s=window_s)
         return batcher
+
+    def named_voices(self) -> list[dict[str, Any]]:
+        """The model's built-in voices (request option ``voice``): ``{"name", "language", "language_name",
+        "gender"}`` each; empty for families that clone instead (the default)."""
+        return []
+
+    def default_voice(self, language: str | None = None) -> str | None:
+        """The named voice a request without ``voice`` gets (for ``language`` where it matters), or None."""
+        return None
+
+    def phonemize(self, text: str, language: str | None = None) -> dict[str, Any]:
+        """The family's text front end alone: ``{"phonemes": str, "tokens": [ids], "language": code,
+        "guessed": bool}`` (families that speak from phonemes override it: Kokoro)."""
+        raise UsageError(f"{self.family} has no phoneme front end",
+                         hint="phonemes are what families that speak from phonemes (kokoro) take")
 
     @property
     def supports_voice_prompts(self) -> bool:

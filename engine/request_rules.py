@@ -135,3 +135,31 @@ def check_reference_length(duration: float, cap: float | None, *, transcript: bo
             f"--request-option {REFERENCE_CAP_OPTION}=N (0: no cap)",
         )
     return True
+
+
+def check_task_and_mode(spec: ModelSpec, task: Task, mode: Any) -> None:
+    """The family offers ``task`` in ``mode``; a task it lacks names the installed families that do it."""
+    if task.value not in spec.tasks:
+        offered = ", ".join(Task(t).cli_name for t in spec.tasks)
+        others = families_with_task(task)
+        hint = f"{spec.family} supports: {offered}"
+        if "built_in_voices" in (spec.capabilities.get("tts") or ()) and task is Task.CLONE:
+            hint += " (it speaks in its named voices: --voice; `audiocpp voices` lists them)"
+        if others:
+            hint += f"; task {task.cli_name!r} is done by {', '.join(others)} (pass --model or --family)"
+        raise UsageError(f"{spec.family} does not support task {task.cli_name!r}", hint=hint)
+    if mode.value not in spec.modes:
+        raise UsageError(f"{spec.family} does not support mode {mode.value!r}",
+                         hint=f"{spec.family} supports: {', '.join(spec.modes)}")
+
+
+def families_with_task(task: Task) -> list[str]:
+    """Installed, runnable families whose spec offers ``task`` (specs only, nothing imported)."""
+    from .registry import families
+
+    try:
+        found = families()
+    except Exception:  # noqa: BLE001 - a hint must never fail the error it decorates
+        return []
+    return sorted(name for name, plugin in found.items()
+                  if plugin.spec.runnable and task.value in plugin.spec.tasks)

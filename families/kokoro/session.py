@@ -25,7 +25,7 @@ from audiocpp.engine.tasks import Mode, Task
 
 from .config import KokoroConfig
 from .generate import ForwardOp
-from .prompt_layout import Chunk, TokenLike, make_chunk, phoneme_tokens, word_timings
+from .prompt_layout import Chunk, TokenLike, make_chunk, phoneme_tokens, tokens_to_phonemes, word_timings
 from .voices import VoiceBank, voice_language
 from .weights import KokoroParts
 
@@ -46,7 +46,10 @@ class KokoroLoadedModel(LoadedModel):
     def cfg(self) -> KokoroConfig:
         return self.parts.config
 
-    def default_voice(self, language: str | None) -> str:
+    def named_voices(self) -> list[dict[str, Any]]:
+        return self.voices.describe()
+
+    def default_voice(self, language: str | None = None) -> str:
         """The voice used when a request names none: af_heart for English where the model has it, else
         the first voice of the text's language, else the model's first voice."""
         names = self.voices.names
@@ -61,6 +64,16 @@ class KokoroLoadedModel(LoadedModel):
                 if lang and lang.split("-")[0] == language.split("-")[0]:
                     return name
         return names[0]
+
+    def phonemize(self, text: str, language: str | None = None) -> dict[str, Any]:
+        from .g2p import phonemize
+
+        if not text.strip():
+            raise UsageError("the text to phonemize is empty", hint="give some words")
+        result = phonemize(text, language)
+        phonemes = tokens_to_phonemes(result.tokens)
+        return {"phonemes": phonemes, "tokens": [self.cfg.vocab[p] for p in phonemes if p in self.cfg.vocab],
+                "language": result.language, "guessed": result.guessed, "reason": result.reason}
 
     def _create_session(self, task: Task, mode: Mode, options: dict[str, Any]) -> KokoroSession:
         return KokoroSession(self, task, mode, options)
