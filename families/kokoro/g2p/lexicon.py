@@ -1,0 +1,187 @@
+"""Word tables the normaliser reads: abbreviations, units, currencies, symbols, initialisms.
+
+English has the full set; Spanish, French, Italian, Portuguese and German have currency, symbol and
+web words; other languages fall back to English for the web words and read the rest with espeak-ng.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Abbreviation:
+    words: str
+    needs_period: bool = False  # only an abbreviation when written with its period ("No.", "Fig.")
+    needs_number: bool = False  # only before a number ("No. 5")
+    may_end: bool = False  # its period may also end a sentence ("... and so on, etc. Then")
+
+
+ENGLISH_ABBREVIATIONS: dict[str, Abbreviation] = {
+    "mr": Abbreviation("mister"),
+    "mrs": Abbreviation("missus"),
+    "ms": Abbreviation("miz"),
+    "dr": Abbreviation("doctor"),
+    "prof": Abbreviation("professor", needs_period=True),
+    "mt": Abbreviation("mount", needs_period=True),
+    "jr": Abbreviation("junior", may_end=True),
+    "sr": Abbreviation("senior", may_end=True),
+    "vs": Abbreviation("versus"),
+    "etc": Abbreviation("et cetera", may_end=True),
+    "e.g": Abbreviation("for example"),
+    "i.e": Abbreviation("that is"),
+    "approx": Abbreviation("approximately", may_end=True),
+    "no": Abbreviation("number", needs_period=True, needs_number=True),
+    "nos": Abbreviation("numbers", needs_period=True, needs_number=True),
+    "fig": Abbreviation("figure", needs_period=True),
+    "inc": Abbreviation("incorporated", needs_period=True, may_end=True),
+    "ltd": Abbreviation("limited", needs_period=True, may_end=True),
+    "corp": Abbreviation("corporation", needs_period=True, may_end=True),
+    "dept": Abbreviation("department", needs_period=True, may_end=True),
+    "govt": Abbreviation("government", may_end=True),
+    "ave": Abbreviation("avenue", needs_period=True),
+    "blvd": Abbreviation("boulevard"),
+    "rd": Abbreviation("road", needs_period=True),
+    "vol": Abbreviation("volume", needs_period=True),
+    "ch": Abbreviation("chapter", needs_period=True, needs_number=True),
+    "p": Abbreviation("page", needs_period=True, needs_number=True),
+    "pp": Abbreviation("pages", needs_period=True, needs_number=True),
+    "ph.d": Abbreviation("P H D"),
+    "a.m": Abbreviation("A M"),
+    "p.m": Abbreviation("P M"),
+    "jan": Abbreviation("January", needs_period=True),
+    "feb": Abbreviation("February", needs_period=True),
+    "mar": Abbreviation("March", needs_period=True),
+    "apr": Abbreviation("April", needs_period=True),
+    "jun": Abbreviation("June", needs_period=True),
+    "jul": Abbreviation("July", needs_period=True),
+    "aug": Abbreviation("August", needs_period=True),
+    "sep": Abbreviation("September", needs_period=True),
+    "sept": Abbreviation("September", needs_period=True),
+    "oct": Abbreviation("October", needs_period=True),
+    "nov": Abbreviation("November", needs_period=True),
+    "dec": Abbreviation("December", needs_period=True),
+}
+
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+          "October", "November", "December")
+#: Written month names (and their short forms) after or before which a day number is an ordinal.
+MONTH_WORDS = frozenset([m for m in MONTHS] + [m[:3] for m in MONTHS] + ["Sept"])
+
+#: unit -> (singular, plural), English; matched case-sensitively right after a number.
+ENGLISH_UNITS: dict[str, tuple[str, str]] = {
+    "km/h": ("kilometer per hour", "kilometers per hour"), "kph": ("kilometer per hour", "kilometers per hour"),
+    "mph": ("mile per hour", "miles per hour"), "m/s": ("meter per second", "meters per second"),
+    "km": ("kilometer", "kilometers"), "cm": ("centimeter", "centimeters"), "mm": ("millimeter", "millimeters"),
+    "µm": ("micrometer", "micrometers"), "nm": ("nanometer", "nanometers"), "m": ("meter", "meters"),
+    "mi": ("mile", "miles"), "ft": ("foot", "feet"), "yd": ("yard", "yards"),
+    "kg": ("kilogram", "kilograms"), "mg": ("milligram", "milligrams"), "g": ("gram", "grams"),
+    "lbs": ("pound", "pounds"), "lb": ("pound", "pounds"), "oz": ("ounce", "ounces"),
+    "ml": ("milliliter", "milliliters"), "mL": ("milliliter", "milliliters"), "l": ("liter", "liters"),
+    "L": ("liter", "liters"), "gal": ("gallon", "gallons"),
+    "°C": ("degree Celsius", "degrees Celsius"), "°F": ("degree Fahrenheit", "degrees Fahrenheit"),
+    "℃": ("degree Celsius", "degrees Celsius"), "℉": ("degree Fahrenheit", "degrees Fahrenheit"),
+    "°": ("degree", "degrees"),
+    "Hz": ("hertz", "hertz"), "kHz": ("kilohertz", "kilohertz"), "MHz": ("megahertz", "megahertz"),
+    "GHz": ("gigahertz", "gigahertz"),
+    "KB": ("kilobyte", "kilobytes"), "kB": ("kilobyte", "kilobytes"), "MB": ("megabyte", "megabytes"),
+    "GB": ("gigabyte", "gigabytes"), "TB": ("terabyte", "terabytes"),
+    "Mbps": ("megabit per second", "megabits per second"), "Gbps": ("gigabit per second", "gigabits per second"),
+    "ms": ("millisecond", "milliseconds"), "sec": ("second", "seconds"), "secs": ("second", "seconds"),
+    "min": ("minute", "minutes"), "mins": ("minute", "minutes"), "hr": ("hour", "hours"),
+    "hrs": ("hour", "hours"), "h": ("hour", "hours"),
+    "kWh": ("kilowatt hour", "kilowatt hours"), "kW": ("kilowatt", "kilowatts"), "W": ("watt", "watts"),
+    "V": ("volt", "volts"), "mAh": ("milliamp hour", "milliamp hours"), "dB": ("decibel", "decibels"),
+    "px": ("pixel", "pixels"), "fps": ("frame per second", "frames per second"),
+    "rpm": ("revolution per minute", "revolutions per minute"), "x": ("times", "times"),
+}
+#: Longest first, so that "km/h" wins over "km" and "kWh" over "kW".
+ENGLISH_UNIT_ORDER = tuple(sorted(ENGLISH_UNITS, key=len, reverse=True))
+_BRITISH = (("meter", "metre"), ("liter", "litre"))
+
+
+def british(words: str) -> str:
+    for us, gb in _BRITISH:
+        words = words.replace(us, gb)
+    return words
+
+
+@dataclass(frozen=True)
+class Currency:
+    one: str
+    many: str
+    sub_one: str | None  # the hundredth (cent, penny); None when not spoken (yen)
+    sub_many: str | None
+
+
+CURRENCIES: dict[str, dict[str, Currency]] = {
+    "en": {"$": Currency("dollar", "dollars", "cent", "cents"), "€": Currency("euro", "euros", "cent", "cents"),
+           "£": Currency("pound", "pounds", "penny", "pence"), "¥": Currency("yen", "yen", None, None),
+           "₹": Currency("rupee", "rupees", "paisa", "paise")},
+    "es": {"$": Currency("dólar", "dólares", "centavo", "centavos"),
+           "€": Currency("euro", "euros", "céntimo", "céntimos"),
+           "£": Currency("libra", "libras", "penique", "peniques"), "¥": Currency("yen", "yenes", None, None)},
+    "fr": {"$": Currency("dollar", "dollars", "cent", "cents"),
+           "€": Currency("euro", "euros", "centime", "centimes"),
+           "£": Currency("livre", "livres", "penny", "pence"), "¥": Currency("yen", "yens", None, None)},
+    "it": {"$": Currency("dollaro", "dollari", "centesimo", "centesimi"),
+           "€": Currency("euro", "euro", "centesimo", "centesimi"),
+           "£": Currency("sterlina", "sterline", "penny", "pence"), "¥": Currency("yen", "yen", None, None)},
+    "pt": {"$": Currency("dólar", "dólares", "centavo", "centavos"),
+           "€": Currency("euro", "euros", "cêntimo", "cêntimos"),
+           "£": Currency("libra", "libras", "pêni", "pence"), "¥": Currency("iene", "ienes", None, None),
+           "R$": Currency("real", "reais", "centavo", "centavos")},
+    "de": {"$": Currency("Dollar", "Dollar", "Cent", "Cent"), "€": Currency("Euro", "Euro", "Cent", "Cent"),
+           "£": Currency("Pfund", "Pfund", "Penny", "Pence"), "¥": Currency("Yen", "Yen", None, None)},
+}
+CURRENCY_SCALES = {"k": "thousand", "K": "thousand", "m": "million", "M": "million", "bn": "billion",
+                   "b": "billion", "B": "billion", "thousand": "thousand", "million": "million",
+                   "billion": "billion", "trillion": "trillion"}
+
+
+@dataclass(frozen=True)
+class WebWords:
+    dot: str
+    at: str
+    slash: str
+    dash: str
+    underscore: str
+    plus: str
+
+
+WEB_WORDS: dict[str, WebWords] = {
+    "en": WebWords("dot", "at", "slash", "dash", "underscore", "plus"),
+    "es": WebWords("punto", "arroba", "barra", "guion", "guion bajo", "más"),
+    "fr": WebWords("point", "arobase", "slash", "tiret", "tiret bas", "plus"),
+    "it": WebWords("punto", "chiocciola", "slash", "trattino", "trattino basso", "più"),
+    "pt": WebWords("ponto", "arroba", "barra", "hífen", "sublinhado", "mais"),
+    "de": WebWords("Punkt", "at", "Schrägstrich", "Bindestrich", "Unterstrich", "plus"),
+}
+
+#: Symbols read as words (when not part of a number, URL or e-mail address).
+SYMBOL_WORDS: dict[str, dict[str, str]] = {
+    "en": {"&": "and", "+": "plus", "@": "at", "=": "equals", "%": "percent", "°": "degrees",
+           "×": "times", "±": "plus or minus", "#": "number", "$": "dollars", "€": "euros", "£": "pounds"},
+    "es": {"&": "y", "+": "más", "@": "arroba", "=": "igual a", "%": "por ciento", "×": "por"},
+    "fr": {"&": "et", "+": "plus", "@": "arobase", "=": "égale", "%": "pour cent", "×": "fois"},
+    "it": {"&": "e", "+": "più", "@": "chiocciola", "=": "uguale", "%": "per cento", "×": "per"},
+    "pt": {"&": "e", "+": "mais", "@": "arroba", "=": "igual a", "%": "por cento", "×": "vezes"},
+    "de": {"&": "und", "+": "plus", "@": "at", "=": "gleich", "%": "Prozent", "×": "mal"},
+}
+
+#: All-capital words of four letters or more spelled even though they have vowels (shorter ones and
+#: ones without vowels are spelled anyway, unless listed in :data:`WORD_ACRONYMS`).
+INITIALISMS = frozenset("HTTP HTTPS HDMI IEEE UEFI USAF NYPD LAPD".split())
+#: Initialisms still spelled in text written all in capitals (where other capital words are words).
+COMMON_INITIALISMS = frozenset("""
+AI API CPU GPU TPU TTS ASR LLM NLP CLI SDK IDE URL USB HTTP HTTPS HTML XML CSS SQL PDF CSV FAQ CEO CTO CFO
+BBC CNN FBI CIA NSA NBA NFL DNA RNA USA UK EU UN TV PC SSD HDD TCP UDP DNS VPN SSH FTP AWS IBM AMD
+UFO ATM DIY RSVP FYI BTW OMG MP3 MP4 UTF
+""".split())
+#: All-capital words of three letters or fewer read as words (not spelled).
+WORD_ACRONYMS = frozenset("RAM ROM PIN LAN WAN SIM GIF LOL WAV OK ZIP JAR GUI".split())
+#: Interjections without vowels that espeak reads as they are (not spelled).
+INTERJECTIONS = frozenset("hmm hm hmmm mm mhm mmm shh sh ssh psst pst brr grr pfft tsk nth zzz".split())
+#: Letter-heavy endings of technical names spelled after the word before them ("audiocpp" ->
+#: "audio C P P", "nodejs" -> "node J S").
+TECH_SUFFIXES = ("cpp", "js", "db", "sql", "xml", "css", "html", "tts", "llm", "nlp", "sdk", "gpu", "cpu")
