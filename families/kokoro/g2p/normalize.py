@@ -67,10 +67,31 @@ CLOSING = frozenset(",.;:!?…)”")
 _TRANSLATE = str.maketrans({"。": ".", "、": ",", "！": "!", "？": "?", "，": ",", "：": ":", "；": ";",
                             "（": "(", "）": ")", "「": "“", "」": "”", "『": "“", "』": "”", "〜": "—",
                             "～": "—", "‒": "—", "―": "—", "−": "-", "\u00a0": " ", "\u202f": " ",
-                            "\u2009": " ", "\u3000": " "})
+                            "\u2009": " ", "\u3000": " ", "।": ".", "॥": ".",
+                            "؟": "?", "،": ",", "؛": ";"})
 
-_WORD = r"[^\W_](?:[\w'’]*[^\W_])?"
-_COMPOUND = rf"{_WORD}(?:[-./]{_WORD})*"
+
+
+@lru_cache(maxsize=1)
+def _marks() -> str:
+    """A regex class body of the combining marks of the BMP (Devanagari vowel signs, accents...),
+    which ``\\w`` does not match but which belong to words."""
+    ranges: list[str] = []
+    start = None
+    for cp in range(0x10001):
+        is_mark = cp < 0x10000 and unicodedata.category(chr(cp)).startswith("M")
+        if is_mark and start is None:
+            start = cp
+        elif not is_mark and start is not None:
+            ranges.append(f"\\u{start:04x}-\\u{cp - 1:04x}" if cp - 1 > start else f"\\u{start:04x}")
+            start = None
+    return "".join(ranges)
+
+
+def _compound() -> str:
+    inner = rf"[\w'’{_marks()}]"
+    word = rf"[^\W_](?:{inner}*(?:[^\W_]|[{_marks()}]))?"
+    return rf"{word}(?:[-./]{word})*"
 
 
 def _number_parts(decimal_comma: bool) -> tuple[str, str]:
@@ -106,7 +127,7 @@ def _pattern(decimal_comma: bool) -> re.Pattern[str]:
     |(?P<frac>(?P<fa>\d{{1,3}})/(?P<fb>\d{{1,3}}))(?![\d/])
     |(?P<num>(?P<sign>(?<![\w.,])[-−])?(?P<int>{integer})(?:{frac})?)
     |(?P<decade>['’](?P<dd>\d0)s)\b
-    |(?P<word>{_COMPOUND})
+    |(?P<word>{_compound()})
     |(?P<ellipsis>\.{{2,}}|…+|(?:\.\s){{2,}}\.)
     |(?P<punct>[!?]+|[.,;:]|—+|–|-{{2,}}|(?<=\s)-(?=\s))
     |(?P<quote>["“”«»„‟])
