@@ -118,9 +118,9 @@ def _only(consumers: dict, tensor: str, op: str):  # noqa: ANN202
     return users[0]
 
 
-def _rescaled_output(consumers: dict, node) -> tuple[str, str | None, str]:  # noqa: ANN001
-    """Follow an integer op to the ``Mul`` that rescales it: (float output, quantized-bias Add's
-    bias chain or None, the ``Mul`` input holding act_scale * w_scale)."""
+def _rescaled_output(consumers: dict, node) -> tuple[str, str | None, str, str]:  # noqa: ANN001
+    """Follow an integer op to the ``Mul`` that rescales it: (float output, the quantized-bias ``Add``'s
+    name or None, the ``Mul`` input holding act_scale * w_scale, the ``Mul``'s name)."""
     tensor, bias_add = node.output[0], None
     user = consumers[tensor][0]
     if user.op_type == "Add":
@@ -131,7 +131,7 @@ def _rescaled_output(consumers: dict, node) -> tuple[str, str | None, str]:  # n
         raise ValueError(f"{node.name}: unexpected {user.op_type} after the integer op")
     mul = _only(consumers, user.output[0], "Mul")
     scales = [i for i in mul.input if i != user.output[0]][0]
-    return mul.output[0], (bias_add.name if bias_add is not None else None), scales
+    return mul.output[0], (bias_add.name if bias_add is not None else None), scales, mul.name
 
 
 def _weight_scale(producer: dict, scales: str, act_scale: str) -> str:
@@ -142,17 +142,18 @@ def _weight_scale(producer: dict, scales: str, act_scale: str) -> str:
     return rest[0]
 
 
-def _bias_of(producer: dict, graph, add_name: str) -> str:  # noqa: ANN001
+def _bias_of(producer: dict, graph, add_name: str, integer_output: str) -> str:  # noqa: ANN001
     """The float bias behind onnxruntime's quantized-bias chain (Div -> Floor -> Cast -> Reshape -> Add)."""
     add = next(n for n in graph.node if n.name == add_name)
     names = {i.name for i in graph.initializer}
-    for start in add.input:
-        node = producer.get(start)
-        while node is not None:
-            floats = [i for i in node.input if i in names and node.op_type == "Div"]
-            if floats:
-                return floats[0]
-            node = producer.get(node.input[0])
+    start = [i for i in add.input if i != integer_output][0]
+    node = producer.get(start)
+    for _ in range(6):
+        if node is None:
+            break
+        if node.op_type == "Div" and node.input[0] in names:
+            return node.input[0]
+        node = producer.get(node.input[0])
     raise ValueError(f"{add_name}: no float bias found")
 
 
@@ -177,7 +178,8 @@ def float_graph(int8_path: Path, out_path: Path) -> Path:
         if node.op_type in ("MatMulInteger", "ConvInteger"):
             dql = producer[node.input[0]]
             assert dql.op_type == "DynamicQuantizeLinear"
-            out, bias_add, scales = _rescaled_output(consumers, node)
+            out, bias_add, scales, rescale = _rescaled_output(consumers, node)
+            replace[rescale] = []  # its output is the float op's now
             w_scale = init[_weight_scale(producer, scales, dql.output[1])]
             q = init[node.input[1]]
             zp = init[node.input[3]] if len(node.input) > 3 and node.input[3] else None
@@ -194,7 +196,7 @@ def float_graph(int8_path: Path, out_path: Path) -> Path:
                 new_inits[name] = weight
                 inputs = [dql.input[0], name]
                 if bias_add is not None:
-                    inputs.append(_bias_of(producer, graph, bias_add))
+                    inputs.append(_bias_of(producer, graph, bias_add, node.output[0]))
                 attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
                 replace[node.name] = [helper.make_node("Conv", inputs, [out], name=node.name, **attrs)]
         elif node.op_type == "DynamicQuantizeLSTM":
@@ -212,7 +214,8 @@ def float_graph(int8_path: Path, out_path: Path) -> Path:
             inputs = [ins[0], weights[0], weights[1], *ins[3:8]]
             while inputs and not inputs[-1]:
                 inputs.pop()
-            replace[node.name] = [helper.make_node("LSTM", inputs, list(node.output), name=node.name, **attrs)]
+            lstm = helper.make_node("LSTM", inputs, list(node.output), name=node.name, **attrs)
+            replace[node.name] = [lstm]
         elif node.op_type == "DequantizeLinear":
             gather = producer[node.input[0]]
             assert gather.op_type == "Gather"
@@ -262,8 +265,8 @@ def with_durations(path: Path, out_path: Path) -> Path:
         users = [u for u in consumers.get(tensor, []) if u.op_type == op]
         if users:
             tensor = users[0].output[0]
-    graph.output.append(helper.make_tensor_value_info(tensor, TensorProto.INT64 if tensor != rounds[0].output[0]
-                                                      else TensorProto.FLOAT, None))
+    kind = TensorProto.INT64 if tensor != rounds[0].output[0] else TensorProto.FLOAT
+    graph.output.append(helper.make_tensor_value_info(tensor, kind, None))
     onnx.save(model, str(out_path))
     return out_path
 
@@ -277,35 +280,71 @@ class Agreement:
     samples_ort: int
     samples_ours: int
     durations_equal: bool
-    frames_differing: int  # tokens whose durations differ
-    cosine: float
-    max_abs_diff: float
-    snr_db: float
+    tokens_differing: int  # tokens whose durations differ
+    cosine: float  # of the waveforms over their common length (gain-invariant)
+    gain: float  # least-squares factor from ours to onnxruntime's (the export's iSTFT writes 1.5x)
+    max_abs_diff: float  # after the gain
+    snr_db: float  # onnxruntime's audio against the difference, after the gain
+    spectral_cosine: float  # of the STFT magnitudes (1024-point, hop 256): insensitive to phase drift
 
     def line(self) -> str:
-        return (f"{self.label:16s} tokens {self.tokens:3d}  samples ort {self.samples_ort:6d} ours "
-                f"{self.samples_ours:6d}  durations {'equal' if self.durations_equal else 'DIFFER'}"
-                f"{'' if self.durations_equal else f' ({self.frames_differing} tokens)'}  cosine "
-                f"{self.cosine:.6f}  max|diff| {self.max_abs_diff:.5f}  SNR {self.snr_db:6.2f} dB")
+        durations = "equal" if self.durations_equal else f"DIFFER ({self.tokens_differing} tokens)"
+        return (f"{self.label:16s} tokens {self.tokens:3d}  "
+                f"samples {self.samples_ort:6d}/{self.samples_ours:6d}  "
+                f"durations {durations}  cosine {self.cosine:.6f}  gain {self.gain:.4f}  "
+                f"max|diff| {self.max_abs_diff:.5f}  SNR {self.snr_db:6.2f} dB  spectral cosine "
+                f"{self.spectral_cosine:.5f}")
 
 
-def compare_audio(ours: np.ndarray, theirs: np.ndarray) -> tuple[float, float, float]:
-    """(cosine, max |difference|, SNR in dB of ``theirs`` against the difference) over the common length."""
+def _magnitudes(x: np.ndarray, n_fft: int = 1024, hop: int = 256) -> np.ndarray:
+    window = np.hanning(n_fft)
+    frames = [x[i:i + n_fft] * window for i in range(0, max(len(x) - n_fft, 0) + 1, hop)]
+    return np.abs(np.fft.rfft(np.stack(frames), axis=-1)) if frames else np.zeros((0, n_fft // 2 + 1))
+
+
+def compare_audio(ours: np.ndarray, theirs: np.ndarray) -> dict[str, float]:
+    """Cosine, least-squares gain (ours -> theirs), max |difference| and SNR (dB) after the gain, and the
+    cosine of the STFT magnitudes, over the common length."""
     n = min(len(ours), len(theirs))
     a, b = ours[:n].astype(np.float64), theirs[:n].astype(np.float64)
-    diff = a - b
-    cosine = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
-    snr = float(10 * np.log10((b @ b) / max(diff @ diff, 1e-30)))
-    return cosine, float(np.abs(diff).max(initial=0.0)), snr
+    norm = np.linalg.norm(a) * np.linalg.norm(b)
+    gain = float(a @ b / (a @ a)) if a @ a > 0 else 1.0
+    diff = gain * a - b
+    ma, mb = _magnitudes(a).ravel(), _magnitudes(b).ravel()
+    return {
+        "cosine": float(a @ b / norm) if norm > 0 else 0.0,
+        "gain": gain,
+        "max_abs_diff": float(np.abs(diff).max(initial=0.0)),
+        "snr_db": float(10 * np.log10((b @ b) / max(diff @ diff, 1e-30))),
+        "spectral_cosine": float(ma @ mb / (np.linalg.norm(ma) * np.linalg.norm(mb) + 1e-30)),
+    }
+
+
+def harmonic_tensor(graph_path: Path) -> str:
+    """The graph's name for the harmonic source's spectrogram (magnitudes then phases, ``[1, 22, frames]``):
+    the float input of ``noise_convs.0`` (before the int8 graph quantizes it)."""
+    import onnx
+
+    graph = onnx.load(str(graph_path), load_external_data=False).graph
+    producer, _ = _index(graph)
+    for node in graph.node:
+        if node.name.startswith("/decoder/decoder/generator/noise_convs.0/"):
+            tensor = node.input[0]
+            source = producer.get(tensor)
+            quantized = source is not None and source.op_type == "DynamicQuantizeLinear"
+            return source.input[0] if quantized else tensor
+    raise ValueError(f"{graph_path}: no noise_convs.0 node")
 
 
 class Runner:
-    """onnxruntime on one graph (with the durations exposed) and our KModel from one ONNX file."""
+    """onnxruntime on one graph (durations and the harmonic source exposed) and our KModel from one file."""
 
     def __init__(self, graph_path: Path, weights_path: Path, *, threads: int = 2,
                  work: Path | None = None) -> None:
+        import onnx
         import onnxruntime as ort
         import torch
+        from onnx import TensorProto, helper
 
         from audiocpp.engine.nn.build import load_on_meta
         from audiocpp.families.kokoro.config import V1_0, KokoroConfig
@@ -314,7 +353,11 @@ class Runner:
 
         self.vocab, self.voices = voice_data()
         work = work or Path(tempfile.mkdtemp(prefix="kokoro-onnx-"))
-        exposed = with_durations(graph_path, work / (graph_path.stem + ".durations.onnx"))
+        exposed = with_durations(graph_path, work / (graph_path.stem + ".exposed.onnx"))
+        self.har_name = harmonic_tensor(graph_path)
+        model = onnx.load(str(exposed))
+        model.graph.output.append(helper.make_tensor_value_info(self.har_name, TensorProto.FLOAT, None))
+        onnx.save(model, str(exposed))
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -323,28 +366,49 @@ class Runner:
         cfg = KokoroConfig.from_dict({**V1_0, "vocab": self.vocab})
         self.model = load_on_meta(lambda: KModel(cfg), onnx_tensor_source(weights_path), what="Kokoro").eval()
 
-    def compare(self, label: str, phonemes: str, voice: str = VOICE, speed: float = 1.0) -> Agreement:
+    def run_ort(self, tokens: np.ndarray, style: np.ndarray, speed: float) -> tuple[np.ndarray, ...]:
+        """(audio, durations, harmonic spectrogram) from onnxruntime."""
+        audio, durations, har = self.session.run(None, {"tokens": tokens, "style": style,
+                                                        "speed": np.array([speed], np.float32)})
+        return audio.reshape(-1), np.asarray(durations).reshape(-1).astype(np.int64), har
+
+    def compare(self, label: str, phonemes: str, voice: str = VOICE, speed: float = 1.0, *,
+                graph_source: bool = False) -> Agreement:
+        """One phrase. ``graph_source``: our decoder takes the graph's own harmonic-source spectrogram
+        instead of computing it (the export computes the source's STFT with ONNX's STFT and an atan-based
+        angle, which differs from ``torch.angle`` by 2 pi wraps and in silent frames; substituting it
+        leaves the weights as the only difference)."""
         import torch
 
         ids = token_ids(phonemes, self.vocab)
         style = self.voices[voice][len(ids) - 1].astype(np.float32)  # [1, 256]
         tokens = np.array([[0, *ids, 0]], dtype=np.int64)
-        audio_ort, dur_ort = self.session.run(None, {"tokens": tokens, "style": style,
-                                                     "speed": np.array([speed], np.float32)})
-        audio, dur = self.model.forward_with_tokens(torch.from_numpy(tokens), torch.from_numpy(style), speed,
-                                                    generator=None)
-        theirs, ours = audio_ort.reshape(-1), audio.numpy()
-        dur_ort = np.asarray(dur_ort).reshape(-1).astype(np.int64)
-        dur_ours = dur.numpy().astype(np.int64)
+        theirs, dur_ort, har = self.run_ort(tokens, style, speed)
+        generator = self.model.decoder.generator
+        if graph_source:
+            lengths = self.model.durations(torch.from_numpy(tokens), torch.tensor([tokens.shape[1]]),
+                                           torch.from_numpy(style), [speed])[1][0].numpy()
+            if lengths.shape != dur_ort.shape or (lengths != dur_ort).any():
+                nan = float("nan")  # the graph's source has another length: nothing to substitute
+                return Agreement(label, len(ids), len(theirs), int(lengths.sum()) * 600, False,
+                                 int((lengths != dur_ort).sum()), nan, nan, nan, nan, nan)
+            generator.harmonic_source = lambda f0, gen: torch.from_numpy(har)  # instance attribute
+        try:
+            audio, dur = self.model.forward_with_tokens(torch.from_numpy(tokens), torch.from_numpy(style),
+                                                        speed, generator=None)
+        finally:
+            generator.__dict__.pop("harmonic_source", None)
+        ours, dur_ours = audio.numpy(), dur.numpy().astype(np.int64)
         same = dur_ort.shape == dur_ours.shape and bool((dur_ort == dur_ours).all())
         differing = int((dur_ort != dur_ours).sum()) if dur_ort.shape == dur_ours.shape else len(dur_ours)
-        cosine, max_diff, snr = compare_audio(ours, theirs)
-        return Agreement(label, len(ids), len(theirs), len(ours), same, differing, cosine, max_diff, snr)
+        metrics = compare_audio(ours, theirs)
+        return Agreement(label, len(ids), len(theirs), len(ours), same, differing, **metrics)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("file", nargs="?", type=Path, help="an ONNX export (default: the assembled int8 file)")
+    parser.add_argument("file", nargs="?", type=Path,
+                        help="an ONNX export (default: the assembled int8 file)")
     parser.add_argument("--float-graph", action="store_true",
                         help="compare with onnxruntime on the float32 twin of the int8 graph")
     parser.add_argument("--threads", type=int, default=2)
@@ -354,8 +418,10 @@ def main(argv: list[str] | None = None) -> int:
     graph = float_graph(path, work / "float.onnx") if args.float_graph else path
     runner = Runner(graph, path, threads=args.threads, work=work)
     print(f"onnxruntime on {graph.name} against KModel from {path.name} (float32, deterministic source)")
-    for label, phonemes in PHRASES:
-        print(runner.compare(label, phonemes).line(), flush=True)
+    for graph_source in (False, True):
+        print("our harmonic source" if not graph_source else "the graph's harmonic source (weights alone)")
+        for label, phonemes in PHRASES:
+            print(runner.compare(label, phonemes, graph_source=graph_source).line(), flush=True)
     return 0
 
 

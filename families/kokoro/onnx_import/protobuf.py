@@ -185,8 +185,9 @@ class Tensor:
     def dtype(self) -> np.dtype:
         known = DATA_TYPES.get(self.data_type)
         if known is None:
+            supported = ", ".join(v[0] for v in DATA_TYPES.values())
             raise ModelError(f"ONNX tensor {self.name!r} has data type {self.type_name}, which this reader "
-                             "does not convert", hint="supported: " + ", ".join(v[0] for v in DATA_TYPES.values()))
+                             "does not convert", hint=f"supported: {supported}")
         return np.dtype(known[1])
 
     def array(self) -> np.ndarray:
@@ -195,7 +196,8 @@ class Tensor:
         if self.external:
             raise ModelError(f"ONNX tensor {self.name!r} keeps its data in an external file, which this "
                              "reader does not follow",
-                             hint="export the model as one file (onnx.save(..., save_as_external_data=False))")
+                             hint="save the model as one file "
+                             "(onnx.save(..., save_as_external_data=False))")
         if self.raw is not None:
             if len(self.raw) != count * dtype.itemsize:
                 raise ModelError(f"ONNX tensor {self.name!r} claims {count} values of {self.type_name} "
@@ -211,7 +213,8 @@ class Tensor:
             values = np.zeros(0, dtype=dtype)
         if values.size != count:
             raise ModelError(f"ONNX tensor {self.name!r} holds {values.size} values but its dims "
-                             f"{list(self.dims)} need {count}: the file is not a readable ONNX model", hint=_HINT)
+                             f"{list(self.dims)} need {count}: the file is not a readable ONNX model",
+                             hint=_HINT)
         if self.data_type == 10:  # float16 bit patterns in int32_data
             return values.astype(np.uint16).view(np.float16).reshape(self.dims)
         return values.astype(dtype).reshape(self.dims)
