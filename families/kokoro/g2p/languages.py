@@ -143,21 +143,37 @@ _SCRIPTS: tuple[tuple[str, str, str], ...] = (
 )
 _SCRIPT_RES = tuple((re.compile(f"[{chars}]"), name, lang) for chars, name, lang in _SCRIPTS)
 
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 #: Frequent short words, a few distinctive letters: enough to tell these languages apart in a
 #: sentence or two. Scores are counts of such words (letters count double).
 _STOPWORDS: dict[str, frozenset[str]] = {
-    "en-us": frozenset("the and is are was were of to in that it you he she they we with for on this "
-                       "have has not be at by from or but what which there their an will would can".split()),
-    "fr-fr": frozenset("le la les des est et un une du je vous il elle nous pas que qui dans pour avec ce "
-                       "c'est sur au aux mais ou où sont été être cette ces mon ton son très bien".split()),
-    "es": frozenset("el la los las es y de que en un una por para con no se del está son al lo como "
-                    "pero más muy yo tú él ella su sus hay fue ser estar este esta".split()),
-    "it": frozenset("il lo la gli le è e di che un una per non con sono del della nel nella mi ti ci "
-                    "come ma più molto io tu lui lei questo questa anche".split()),
-    "pt-br": frozenset("o a os as é e de que um uma não com para do da em no na são você eu ele ela "
-                       "mas mais muito como isso este esta foi ser estar pelo pela".split()),
-    "de": frozenset("der die das und ist ein eine nicht ich zu mit den auf für sie es dem des im sind "
-                    "war auch aber wie noch nur wir ihr er hat haben".split()),
+    "en-us": _words(
+        "the and is are was were of to in that it you he she they we with for on this have has "
+        "not be at by from or but what which there their an will would can"
+    ),
+    "fr-fr": _words(
+        "le la les des est et un une du je vous il elle nous pas que qui dans pour avec ce c'est "
+        "sur au aux mais ou où sont été être cette ces mon ton son très bien"
+    ),
+    "es": _words(
+        "el la los las es y de que en un una por para con no se del está son al lo como pero más "
+        "muy yo tú él ella su sus hay fue ser estar este esta"
+    ),
+    "it": _words(
+        "il lo la gli le è e di che un una per non con sono del della nel nella mi ti ci come ma "
+        "più molto io tu lui lei questo questa anche"
+    ),
+    "pt-br": _words(
+        "o a os as é e de que um uma não com para do da em no na são você eu ele ela mas mais "
+        "muito como isso este esta foi ser estar pelo pela"
+    ),
+    "de": _words(
+        "der die das und ist ein eine nicht ich zu mit den auf für sie es dem des im sind war "
+        "auch aber wie noch nur wir ihr er hat haben"
+    ),
 }
 _LETTERS: dict[str, str] = {
     "fr-fr": "œçêîûëïèàù",
@@ -168,11 +184,11 @@ _LETTERS: dict[str, str] = {
 }
 _NAMES = {"en-us": "English", "fr-fr": "French", "es": "Spanish", "it": "Italian", "pt-br": "Portuguese",
           "de": "German"}
-_WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
+_WORD_RE = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
 
 
 def _guess_latin(text: str) -> tuple[str, str]:
-    words = [w.lower() for w in _WORD.findall(text.replace("’", "'"))]
+    words = [w.lower() for w in _WORD_RE.findall(text.replace("’", "'"))]
     lowered = text.lower()
     scores: Counter[str] = Counter()
     evidence: dict[str, list[str]] = {lang: [] for lang in _STOPWORDS}

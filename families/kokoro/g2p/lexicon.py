@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 @dataclass(frozen=True)
 class Abbreviation:
     words: str
@@ -70,26 +74,25 @@ MONTH_WORDS = frozenset([m for m in MONTHS] + [m[:3] for m in MONTHS] + ["Sept"]
 
 #: unit -> (singular, plural), English; matched case-sensitively right after a number.
 ENGLISH_UNITS: dict[str, tuple[str, str]] = {
-    "km/h": ("kilometer per hour", "kilometers per hour"), "kph": ("kilometer per hour", "kilometers per hour"),
-    "mph": ("mile per hour", "miles per hour"), "m/s": ("meter per second", "meters per second"),
-    "km": ("kilometer", "kilometers"), "cm": ("centimeter", "centimeters"), "mm": ("millimeter", "millimeters"),
+    "km/h": ("kilometer per hour", "kilometers per hour"),
+    "kph": ("kilometer per hour", "kilometers per hour"), "mph": ("mile per hour", "miles per hour"),
+    "m/s": ("meter per second", "meters per second"), "km": ("kilometer", "kilometers"),
+    "cm": ("centimeter", "centimeters"), "mm": ("millimeter", "millimeters"),
     "µm": ("micrometer", "micrometers"), "nm": ("nanometer", "nanometers"), "m": ("meter", "meters"),
-    "mi": ("mile", "miles"), "ft": ("foot", "feet"), "yd": ("yard", "yards"),
-    "kg": ("kilogram", "kilograms"), "mg": ("milligram", "milligrams"), "g": ("gram", "grams"),
-    "lbs": ("pound", "pounds"), "lb": ("pound", "pounds"), "oz": ("ounce", "ounces"),
-    "ml": ("milliliter", "milliliters"), "mL": ("milliliter", "milliliters"), "l": ("liter", "liters"),
-    "L": ("liter", "liters"), "gal": ("gallon", "gallons"),
-    "°C": ("degree Celsius", "degrees Celsius"), "°F": ("degree Fahrenheit", "degrees Fahrenheit"),
-    "℃": ("degree Celsius", "degrees Celsius"), "℉": ("degree Fahrenheit", "degrees Fahrenheit"),
-    "°": ("degree", "degrees"),
-    "Hz": ("hertz", "hertz"), "kHz": ("kilohertz", "kilohertz"), "MHz": ("megahertz", "megahertz"),
-    "GHz": ("gigahertz", "gigahertz"),
+    "mi": ("mile", "miles"), "ft": ("foot", "feet"), "yd": ("yard", "yards"), "kg": ("kilogram", "kilograms"),
+    "mg": ("milligram", "milligrams"), "g": ("gram", "grams"), "lbs": ("pound", "pounds"),
+    "lb": ("pound", "pounds"), "oz": ("ounce", "ounces"), "ml": ("milliliter", "milliliters"),
+    "mL": ("milliliter", "milliliters"), "l": ("liter", "liters"), "L": ("liter", "liters"),
+    "gal": ("gallon", "gallons"), "°C": ("degree Celsius", "degrees Celsius"),
+    "°F": ("degree Fahrenheit", "degrees Fahrenheit"), "℃": ("degree Celsius", "degrees Celsius"),
+    "℉": ("degree Fahrenheit", "degrees Fahrenheit"), "°": ("degree", "degrees"), "Hz": ("hertz", "hertz"),
+    "kHz": ("kilohertz", "kilohertz"), "MHz": ("megahertz", "megahertz"), "GHz": ("gigahertz", "gigahertz"),
     "KB": ("kilobyte", "kilobytes"), "kB": ("kilobyte", "kilobytes"), "MB": ("megabyte", "megabytes"),
     "GB": ("gigabyte", "gigabytes"), "TB": ("terabyte", "terabytes"),
-    "Mbps": ("megabit per second", "megabits per second"), "Gbps": ("gigabit per second", "gigabits per second"),
-    "ms": ("millisecond", "milliseconds"), "sec": ("second", "seconds"), "secs": ("second", "seconds"),
-    "min": ("minute", "minutes"), "mins": ("minute", "minutes"), "hr": ("hour", "hours"),
-    "hrs": ("hour", "hours"), "h": ("hour", "hours"),
+    "Mbps": ("megabit per second", "megabits per second"),
+    "Gbps": ("gigabit per second", "gigabits per second"), "ms": ("millisecond", "milliseconds"),
+    "sec": ("second", "seconds"), "secs": ("second", "seconds"), "min": ("minute", "minutes"),
+    "mins": ("minute", "minutes"), "hr": ("hour", "hours"), "hrs": ("hour", "hours"), "h": ("hour", "hours"),
     "kWh": ("kilowatt hour", "kilowatt hours"), "kW": ("kilowatt", "kilowatts"), "W": ("watt", "watts"),
     "V": ("volt", "volts"), "mAh": ("milliamp hour", "milliamp hours"), "dB": ("decibel", "decibels"),
     "px": ("pixel", "pixels"), "fps": ("frame per second", "frames per second"),
@@ -115,12 +118,14 @@ class Currency:
 
 
 CURRENCIES: dict[str, dict[str, Currency]] = {
-    "en": {"$": Currency("dollar", "dollars", "cent", "cents"), "€": Currency("euro", "euros", "cent", "cents"),
+    "en": {"$": Currency("dollar", "dollars", "cent", "cents"),
+           "€": Currency("euro", "euros", "cent", "cents"),
            "£": Currency("pound", "pounds", "penny", "pence"), "¥": Currency("yen", "yen", None, None),
            "₹": Currency("rupee", "rupees", "paisa", "paise")},
     "es": {"$": Currency("dólar", "dólares", "centavo", "centavos"),
            "€": Currency("euro", "euros", "céntimo", "céntimos"),
-           "£": Currency("libra", "libras", "penique", "peniques"), "¥": Currency("yen", "yenes", None, None)},
+           "£": Currency("libra", "libras", "penique", "peniques"),
+           "¥": Currency("yen", "yenes", None, None)},
     "fr": {"$": Currency("dollar", "dollars", "cent", "cents"),
            "€": Currency("euro", "euros", "centime", "centimes"),
            "£": Currency("livre", "livres", "penny", "pence"), "¥": Currency("yen", "yens", None, None)},
@@ -171,17 +176,23 @@ SYMBOL_WORDS: dict[str, dict[str, str]] = {
 
 #: All-capital words of four letters or more spelled even though they have vowels (shorter ones and
 #: ones without vowels are spelled anyway, unless listed in :data:`WORD_ACRONYMS`).
-INITIALISMS = frozenset("HTTP HTTPS HDMI IEEE UEFI USAF NYPD LAPD".split())
+INITIALISMS = _words(
+    "HTTP HTTPS HDMI IEEE UEFI USAF NYPD LAPD"
+)
 #: Initialisms still spelled in text written all in capitals (where other capital words are words).
-COMMON_INITIALISMS = frozenset("""
-AI API CPU GPU TPU TTS ASR LLM NLP CLI SDK IDE URL USB HTTP HTTPS HTML XML CSS SQL PDF CSV FAQ CEO CTO CFO
-BBC CNN FBI CIA NSA NBA NFL DNA RNA USA UK EU UN TV PC SSD HDD TCP UDP DNS VPN SSH FTP AWS IBM AMD
-UFO ATM DIY RSVP FYI BTW OMG MP3 MP4 UTF
-""".split())
+COMMON_INITIALISMS = _words(
+    "AI API CPU GPU TPU TTS ASR LLM NLP CLI SDK IDE URL USB HTTP HTTPS HTML XML CSS SQL PDF CSV "
+    "FAQ CEO CTO CFO BBC CNN FBI CIA NSA NBA NFL DNA RNA USA UK EU UN TV PC SSD HDD TCP UDP DNS "
+    "VPN SSH FTP AWS IBM AMD UFO ATM DIY RSVP FYI BTW OMG MP3 MP4 UTF"
+)
 #: All-capital words of three letters or fewer read as words (not spelled).
-WORD_ACRONYMS = frozenset("RAM ROM PIN LAN WAN SIM GIF LOL WAV OK ZIP JAR GUI".split())
+WORD_ACRONYMS = _words(
+    "RAM ROM PIN LAN WAN SIM GIF LOL WAV OK ZIP JAR GUI"
+)
 #: Interjections without vowels that espeak reads as they are (not spelled).
-INTERJECTIONS = frozenset("hmm hm hmmm mm mhm mmm shh sh ssh psst pst brr grr pfft tsk nth zzz".split())
+INTERJECTIONS = _words(
+    "hmm hm hmmm mm mhm mmm shh sh ssh psst pst brr grr pfft tsk nth zzz"
+)
 #: Letter-heavy endings of technical names spelled after the word before them ("audiocpp" ->
 #: "audio C P P", "nodejs" -> "node J S").
 TECH_SUFFIXES = ("cpp", "js", "db", "sql", "xml", "css", "html", "tts", "llm", "nlp", "sdk", "gpu", "cpu")

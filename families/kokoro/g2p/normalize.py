@@ -142,6 +142,9 @@ _ORDINAL_EN = re.compile(r"(?i)(st|nd|rd|th)\b")
 _ORDINAL_ROMANCE = re.compile(r"(?:\.?[ºª°])|(?:er|re|ère|e|ème|eme)\b")
 
 
+_UNIT = re.compile(r"(\s?)(" + "|".join(re.escape(u) for u in ENGLISH_UNIT_ORDER) + r")(?![\w/])")
+
+
 def _lang2(language: str) -> str:
     return language.split("-")[0]
 
@@ -427,7 +430,7 @@ class Scanner:
                 return end + sm.end()
         # units
         if self.english:
-            um = re.match(r"(\s?)(" + "|".join(re.escape(u) for u in ENGLISH_UNIT_ORDER) + r")(?![\w/])", rest)
+            um = _UNIT.match(rest)
             if um and not (um.group(1) and um.group(2) in ("x", "h", "m", "g", "l", "L", "V", "W")):
                 one, many = ENGLISH_UNITS[um.group(2)]
                 words = one if (n == 1 and not fraction) else many
