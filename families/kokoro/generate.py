@@ -33,7 +33,27 @@ class ForwardOp(Op):
 
     @classmethod
     def run_group(cls, ops: Sequence[ForwardOp]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        return [op.run() for op in ops]
+        """Alone: upstream's forward. Together: one padded durations step (PL-BERT with the padded keys
+        masked, packed LSTMs), then each row's acoustics and decoder on its own frames."""
+        if len(ops) == 1:
+            return [ops[0].run()]
+        net = ops[0].net
+        device = next(net.parameters()).device
+        width = max(len(op.ids) for op in ops) + 2
+        ids = torch.zeros((len(ops), width), dtype=torch.long, device=device)
+        for i, op in enumerate(ops):
+            ids[i, 1:len(op.ids) + 1] = torch.tensor(op.ids, dtype=torch.long)
+        lengths = torch.tensor([len(op.ids) + 2 for op in ops], dtype=torch.long)
+        ref_s = torch.cat([op.ref_s.reshape(1, -1) for op in ops]).to(device)
+        out = []
+        with torch.inference_mode():
+            d, pred_dur = net.durations(ids, lengths, ref_s, [op.speed for op in ops])
+            for i, op in enumerate(ops):
+                n = int(lengths[i])
+                asr, f0, nn = net.acoustics(ids[i:i + 1, :n], d[i:i + 1, :n], pred_dur[i, :n], ref_s[i:i + 1])
+                audio = net.decode(asr, f0, nn, ref_s[i:i + 1], op.generator)[0]
+                out.append((audio.float().cpu(), pred_dur[i, :n].cpu()))
+        return out
 
     def run(self) -> tuple[Any, Any]:
         device = next(self.net.parameters()).device

@@ -24,20 +24,24 @@ def checkpoint_tool():
 
 
 @pytest.fixture(scope="session")
-def checkpoints(tmp_path_factory: pytest.TempPathFactory, checkpoint_tool) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("kokoro-ckpt")
-    return {
-        "tiny": checkpoint_tool.write_checkpoint(root / "tiny", "tiny", seed=1234),
-        # the released file's quirks the other way round: no instance-norm affine, no "module." prefix
-        "tiny_plain": checkpoint_tool.write_checkpoint(root / "tiny_plain", "tiny", seed=99,
-                                                       instance_affine=False, prefix=""),
-        "real": checkpoint_tool.write_checkpoint(root / "real", "real", seed=5),
-    }
+def ckpt_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("kokoro-ckpt")
 
 
 @pytest.fixture(scope="session")
-def tiny_ckpt(checkpoints: dict[str, Path]) -> Path:
-    return checkpoints["tiny"]
+def tiny_ckpt(ckpt_root: Path, checkpoint_tool) -> Path:
+    return checkpoint_tool.write_checkpoint(ckpt_root / "tiny", "tiny", seed=1234)
+
+
+@pytest.fixture(scope="session")
+def checkpoints(ckpt_root: Path, checkpoint_tool, tiny_ckpt: Path) -> dict[str, Path]:
+    return {
+        "tiny": tiny_ckpt,
+        # the released file's quirks the other way round: no instance-norm affine, no "module." prefix
+        "tiny_plain": checkpoint_tool.write_checkpoint(ckpt_root / "tiny_plain", "tiny", seed=99,
+                                                       instance_affine=False, prefix=""),
+        "real": checkpoint_tool.write_checkpoint(ckpt_root / "real", "real", seed=5),
+    }
 
 
 @pytest.fixture(scope="session")

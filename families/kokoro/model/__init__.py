@@ -19,7 +19,7 @@ from torch import nn
 from ..config import KokoroConfig
 from .albert import CustomAlbert
 from .istftnet import Decoder
-from .prosody import ProsodyPredictor, TextEncoder
+from .prosody import ProsodyPredictor, TextEncoder, packed_lstm
 
 
 def padding_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
@@ -50,7 +50,11 @@ class KModel(nn.Module):
         d_en = self.bert_encoder(bert_dur).transpose(-1, -2)
         s = ref_s[:, self.cfg.style_dim:]
         d = self.predictor.text_encoder(d_en, s, lengths, text_mask)
-        x, _ = self.predictor.lstm(d)
+        if bool((lengths < input_ids.shape[1]).any()):  # padded rows: each row's LSTM sees only its own
+            x = packed_lstm(self.predictor.lstm, d, lengths)
+            x = torch.nn.functional.pad(x, (0, 0, 0, input_ids.shape[1] - x.shape[1]))
+        else:
+            x, _ = self.predictor.lstm(d)
         duration = self.predictor.duration_proj(x)
         duration = torch.sigmoid(duration).sum(dim=-1)
         # Each row divided by its speed as a Python number, as upstream divides its one row.
