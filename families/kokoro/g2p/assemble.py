@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from . import espeak
 from .normalize import CLOSING, OPENING, Piece
 from .tokens import Token
+from .words import Unit
 
 _STRESS = str.maketrans("", "", "ˈˌ ")
 
@@ -62,26 +63,40 @@ def align(said: Sequence[str], alone: Sequence[str]) -> list[str] | None:
 
 
 def _runs(pieces: Sequence[Piece]) -> list[list[tuple[int, int]]]:
-    """The (piece, unit) indices of the ``say`` units, grouped in runs that go to espeak as one line:
-    a run ends at punctuation and at a spelled unit."""
+    """The (piece, unit) indices of the units that go to espeak as one line: a clause (a run ends at
+    punctuation and at literal phonemes). Spelled units go too, as their capital letters, so that
+    the words around them keep their context ("a PhD": the article, not the letter A); their
+    phonemes are then composed from the letter names."""
     runs: list[list[tuple[int, int]]] = [[]]
     for pi, piece in enumerate(pieces):
         if piece.punct:
             runs.append([])
             continue
         for ui, unit in enumerate(piece.units):
-            if unit.kind == "say":
-                runs[-1].append((pi, ui))
-            else:
+            if unit.kind == "ps":
                 runs.append([])
+            else:
+                runs[-1].append((pi, ui))
     return [r for r in runs if r]
 
 
+def _line_word(unit: Unit) -> str:
+    return unit.text.upper() if unit.kind == "spell" else unit.text
+
+
+def _alone(language: str, units: list[Unit]) -> list[str]:
+    """Each unit phonemized by itself (a lone English "a" is the article, not the letter)."""
+    out = espeak.phonemize_lines(language, [_line_word(u) for u in units])
+    if language.startswith("en"):
+        out = ["ə" if u.kind == "say" and u.text in ("a", "A") else ps for u, ps in zip(units, out)]
+    return out
+
+
 def phonemize_pieces(pieces: Sequence[Piece], language: str) -> list[list[str]]:
-    """The phonemes of every unit of every piece (punctuation pieces: their mark)."""
+    """The phonemes of every unit of every piece (punctuation pieces: none)."""
     result: list[list[str]] = [[""] * len(p.units) for p in pieces]
     runs = _runs(pieces)
-    lines = [" ".join(pieces[pi].units[ui].text for pi, ui in run) for run in runs]
+    lines = [" ".join(_line_word(pieces[pi].units[ui]) for pi, ui in run) for run in runs]
     said = espeak.phonemize_lines(language, lines)
     redo: list[int] = []
     for k, (run, line) in enumerate(zip(runs, said)):
@@ -92,8 +107,8 @@ def phonemize_pieces(pieces: Sequence[Piece], language: str) -> list[list[str]]:
         else:
             redo.append(k)
     if redo:
-        singles = [pieces[pi].units[ui].text for k in redo for pi, ui in runs[k]]
-        alone_all = espeak.phonemize_lines(language, singles)
+        units = [pieces[pi].units[ui] for k in redo for pi, ui in runs[k]]
+        alone_all = _alone(language, units)
         pos = 0
         for k in redo:
             run = runs[k]
@@ -106,6 +121,8 @@ def phonemize_pieces(pieces: Sequence[Piece], language: str) -> list[list[str]]:
         for ui, unit in enumerate(piece.units):
             if unit.kind == "spell":
                 result[pi][ui] = espeak.spell(language, unit.text) + unit.suffix
+            elif unit.kind == "ps":
+                result[pi][ui] = unit.text
     return result
 
 

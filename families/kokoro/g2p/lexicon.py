@@ -189,10 +189,12 @@ COMMON_INITIALISMS = _words(
 WORD_ACRONYMS = _words(
     "RAM ROM PIN LAN WAN SIM GIF LOL WAV OK ZIP JAR GUI"
 )
-#: Interjections without vowels that espeak reads as they are (not spelled).
-INTERJECTIONS = _words(
-    "hmm hm hmmm mm mhm mmm shh sh ssh psst pst brr grr pfft tsk nth zzz"
-)
+#: Interjections without vowels, which espeak-ng would spell, as phonemes (American and British alike).
+INTERJECTIONS: dict[str, str] = {
+    "hmm": "hˈəm", "hm": "hˈəm", "hmmm": "hˈəm", "mm": "ˈəm", "mmm": "ˈəm", "mhm": "əmhˈəm",
+    "shh": "ʃ", "sh": "ʃ", "ssh": "ʃ", "psst": "pst", "pst": "pst", "brr": "bɹ", "grr": "ɡɹ",
+    "pfft": "pft", "tsk": "tsk", "nth": "ˈɛnθ", "zzz": "z",
+}
 #: Letter-heavy endings of technical names spelled after the word before them ("audiocpp" ->
 #: "audio C P P", "nodejs" -> "node J S").
 TECH_SUFFIXES = ("cpp", "js", "db", "sql", "xml", "css", "html", "tts", "llm", "nlp", "sdk", "gpu", "cpu")

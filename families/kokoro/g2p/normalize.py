@@ -142,6 +142,7 @@ _ORDINAL_EN = re.compile(r"(?i)(st|nd|rd|th)\b")
 _ORDINAL_ROMANCE = re.compile(r"(?:\.?[ºª°])|(?:er|re|ère|e|ème|eme)\b")
 
 
+_DOTTED = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
 _UNIT = re.compile(r"(\s?)(" + "|".join(re.escape(u) for u in ENGLISH_UNIT_ORDER) + r")(?![\w/])")
 
 
@@ -479,6 +480,13 @@ class Scanner:
             done = self._abbreviation(word, start, end)
             if done is not None:
                 return done
+        if _DOTTED.fullmatch(word) and self.text[end:end + 1] == ".":
+            # "U.S.": the last period belongs to it; a full stop too only at the end of the text
+            self.add(start, end + 1, word_units(word, self.ctx))
+            if not self.text[end + 1:].strip():
+                self.add_punct(end, end + 1, ".")
+                self.pieces[-2].end = end
+            return end + 1
         self.add(start, end, word_units(word, self.ctx))
         return end
 

@@ -33,10 +33,11 @@ from .numbers import say_digits, say_int, words_for
 
 @dataclass(frozen=True)
 class Unit:
-    """Something said: ``say`` words for espeak-ng (one word, no spaces), or ``spell`` letters as one
-    spelled word, followed by the phonemes ``suffix`` (a plural's ``z``)."""
+    """Something said: ``say`` words for espeak-ng (one word, no spaces), ``spell`` letters as one
+    spelled word followed by the phonemes ``suffix`` (a plural's ``z``), or ``ps``: phonemes as they
+    are."""
 
-    kind: str  # "say" | "spell"
+    kind: str  # "say" | "spell" | "ps"
     text: str
     suffix: str = ""
 
@@ -71,9 +72,22 @@ def has_vowel(word: str) -> bool:
     return any(_is_vowel(c) for c in word if c.isalpha())
 
 
-_CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[^\W\d_]+")
 _RUNS = re.compile(r"\d+|[^\W\d_]+(?:'[^\W\d_]+)*")
 _CAPS_PLURAL = re.compile(r"([A-Z]{2,})('?s)")
+
+
+def camel_parts(word: str) -> list[str]:
+    """``word`` cut where a lower-case letter meets a capital, and before the last capital of a run
+    that a lower-case letter follows ("HTTPServer" -> HTTP, Server; "macOS" -> mac, OS)."""
+    parts: list[str] = []
+    start = 0
+    for i in range(1, len(word)):
+        prev, ch, nxt = word[i - 1], word[i], word[i + 1] if i + 1 < len(word) else ""
+        if (prev.islower() and ch.isupper()) or (prev.isupper() and ch.isupper() and nxt.islower()):
+            parts.append(word[start:i])
+            start = i
+    parts.append(word[start:])
+    return parts
 
 
 def _web(ctx: WordContext):  # noqa: ANN202 - a WebWords
@@ -157,10 +171,12 @@ def _letters(word: str, ctx: WordContext) -> list[Unit]:
         if letters in "aAI" or not letters.isascii() or _is_vowel(letters):
             return [Unit("say", word)]
         return spell(letters)
-    if ("'" not in word and not re.match(r"(Mc|Mac)[A-Z]", word)
-            and (re.search(r"[a-z][A-Z]", word) or re.match(r"[A-Z]{2,}[a-z]", word))):
-        return [u for part in _CAMEL.findall(word) for u in _letters(part, ctx)]
+    parts = camel_parts(word) if "'" not in word and not re.match(r"(Mc|Mac)[A-Z]", word) else [word]
+    if len(parts) > 1:
+        return [u for part in parts for u in _letters(part, ctx)]
     lower = letters.lower()
+    if lower in INTERJECTIONS and ctx.english:
+        return [Unit("ps", INTERJECTIONS[lower])]
     if not has_vowel(letters) and lower not in INTERJECTIONS:
         return spell(letters)
     if word.islower():
