@@ -230,6 +230,43 @@ def test_initializer_claiming_more_bytes_than_it_holds(int8_path: Path, work: Pa
     assert "is not a readable ONNX model" in str(error)
 
 
+def test_damaged_small_model_raises_only_model_errors(work: Path) -> None:
+    """Every truncation and a few thousand byte flips of a small model: parsed, or a ModelError."""
+    from audiocpp.families.kokoro.onnx_import.protobuf import Malformed, parse_model
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((3, 4)).astype(np.float32), "w"),
+             helper.make_tensor("t", onnx.TensorProto.INT64, [3], [1, -2, 3]),
+             helper.make_tensor("u", onnx.TensorProto.UINT64, [2], [1, 2**64 - 1])]
+    node = helper.make_node("MatMul", ["x", "w"], ["y"], name="/a/b/MatMul", alpha=0.5, axes=[1, 2])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, [1, 3])],
+                              [helper.make_tensor_value_info("y", 1, None)], initializer=inits)
+    data = helper.make_model(graph).SerializeToString()
+
+    def attempt(buf: bytes) -> None:
+        try:
+            model = parse_model(memoryview(buf))
+        except Malformed:
+            return
+        for tensor in model.graph.initializers.values():
+            try:
+                tensor.array()
+            except ModelError:
+                pass
+
+    for n in range(len(data)):
+        attempt(data[:n])
+    for _ in range(3000):
+        damaged = bytearray(data)
+        for _ in range(int(rng.integers(1, 4))):
+            damaged[int(rng.integers(len(damaged)))] = int(rng.integers(256))
+        attempt(bytes(damaged))
+    path = work / "small.onnx"
+    path.write_bytes(data[:-7])
+    with pytest.raises(ModelError, match="is not a readable ONNX model"):
+        read_model(path)
+
+
 def test_external_data_is_refused(work: Path) -> None:
     tensor = numpy_helper.from_array(np.zeros(4, np.float32), "w")
     tensor.ClearField("raw_data")

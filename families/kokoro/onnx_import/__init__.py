@@ -32,6 +32,8 @@ from .mapping import Found, Mapping, map_weights
 from .protobuf import Model, read_model
 from .values import QuantizedTensor
 
+_HINT = "give kokoro-onnx's kokoro-v1.0.onnx or kokoro-v1.0.int8.onnx (an export of Kokoro-82M v1.0)"
+
 __all__ = ["OnnxSource", "OnnxWeights", "QuantizedTensor", "onnx_tensor_source", "read_onnx_weights"]
 
 
@@ -127,6 +129,9 @@ def read_onnx_weights(path: str | Path, config: KokoroConfig | None = None) -> O
         mapping = map_weights(model.graph, network)
     except ModelError as exc:
         raise ModelError(f"{path}: {exc.message}", hint=exc.hint) from None
+    except (KeyError, IndexError, ValueError, TypeError) as exc:  # a graph unlike kokoro-onnx's
+        raise ModelError(f"{path} is not a Kokoro export this importer can map ({type(exc).__name__}: {exc})",
+                         hint=_HINT) from None
     return OnnxWeights(path, model, mapping)
 
 

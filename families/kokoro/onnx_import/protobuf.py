@@ -208,7 +208,12 @@ class Tensor:
             data = b"".join(bytes(c) for c in self.typed_fixed)
             values = np.frombuffer(data, dtype="<f8" if self.typed_field == 10 else "<f4")
         elif self.typed_field in (5, 7, 11):
-            values = np.asarray(self.typed_ints, dtype=np.int64)
+            values = np.asarray(self.typed_ints, dtype=np.uint64 if self.typed_field == 11 else np.int64)
+            bits = np.dtype(np.uint16) if self.data_type == 10 else dtype
+            if values.size and bits.kind in "iu" and (values.min() < np.iinfo(bits).min
+                                                      or values.max() > np.iinfo(bits).max):
+                raise ModelError(f"ONNX tensor {self.name!r} holds values outside {self.type_name}'s range: "
+                                 "the file is not a readable ONNX model", hint=_HINT)
         else:
             values = np.zeros(0, dtype=dtype)
         if values.size != count:
