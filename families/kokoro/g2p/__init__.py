@@ -56,11 +56,12 @@ def ensure_ready(language: str = "en-us") -> str:
         warm_up()
         return code
     from . import espeak
-    from .numbers import say_int
+    from .assemble import phonemize_pieces
+    from .normalize import scan
 
     espeak.backend(code)
     espeak.letter_phonemes(code, "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
-    say_int(1, code)
+    phonemize_pieces(scan("Ready 1.", code)[0], code)  # compiles the patterns, loads num2words
     return code
 
 

@@ -135,9 +135,9 @@ def phonemize_lines(language: str, lines: list[str]) -> list[str]:
     """Each line's phonemes (words separated by one space), in Kokoro's symbols."""
     if not lines:
         return []
+    engine = backend(language)
     from phonemizer.separator import Separator
 
-    engine = backend(language)
     with LOCK:
         raw = engine.phonemize(lines, separator=Separator(word=" ", phone="", syllable=""), strip=True,
                                njobs=1)

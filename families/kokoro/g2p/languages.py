@@ -100,15 +100,10 @@ def check_language(language: str) -> str:
     if not espeak:
         from .espeak import missing_espeak_error
 
-        try:
-            missing_espeak_error_check = missing_espeak_error()
-        except Exception:  # pragma: no cover - the error itself is what we want to show
-            missing_espeak_error_check = None
-        if missing_espeak_error_check is not None:
-            raise UsageError(
-                f"unknown language {language!r} (espeak-ng, which would know more languages, is not "
-                "available)", hint=f"use one of {', '.join(KOKORO_LANGUAGES)}; "
-                f"{missing_espeak_error_check.hint}")
+        missing = missing_espeak_error()
+        if missing is not None:
+            raise UsageError(f"unknown language {language!r} (espeak-ng, which knows more languages, is not "
+                             "available)", hint=f"use one of {', '.join(KOKORO_LANGUAGES)}; {missing.hint}")
     candidates = list(dict.fromkeys([*KOKORO_LANGUAGES, *ALIASES, *lowered, *names]))
     close = difflib.get_close_matches(code, candidates, n=1, cutoff=0.6)
     suggestion = f"did you mean {close[0]!r}? " if close else ""
