@@ -100,6 +100,11 @@ def test_hello_and_the_project_name() -> None:
     ("Mail bob@example.org today.", "bob@example.org", ["bˈɑb", "dˈɑt", "ˈɔɹɡ"]),
     ("It is OmniVoice.", "OmniVoice", ["vˈYs"]),
     ("Half is 1/2 here.", "1/2", ["hˈæf"]),
+    ("World War II ended.", "II", ["tˈu"]),
+    ("Henry VIII ruled.", "VIII", ["ˈAtθ"]),
+    ("We moved to the U.S. last year.", "U.S.", ["jˌuˈɛs"]),
+    ("Hmm, the nth time.", "Hmm", ["hˈəm"]),
+    ("A PhD in MP3 files.", "MP3", ["ˌɛmpˈi", "θɹˈi"]),
 ])
 def test_english_normalisation(text: str, written: str, expected: list[str]) -> None:
     r = en(text)
@@ -107,6 +112,11 @@ def test_english_normalisation(text: str, written: str, expected: list[str]) -> 
     ps = token_for(r, written)
     for part in expected:
         assert part in ps, (written, ps, part)
+
+
+def test_spelled_words_keep_the_article_before_them() -> None:
+    r = en("A CPU, an API and a GPU.")
+    assert r.phonemes.startswith("ə sˌipˌijˈu, ən ˌApˌiˈI ænd ə ʤˌipˌijˈu")
 
 
 def test_abbreviation_periods_end_sentences_only_where_they_can() -> None:

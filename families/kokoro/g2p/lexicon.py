@@ -195,6 +195,18 @@ INTERJECTIONS: dict[str, str] = {
     "shh": "ʃ", "sh": "ʃ", "ssh": "ʃ", "psst": "pst", "pst": "pst", "brr": "bɹ", "grr": "ɡɹ",
     "pfft": "pft", "tsk": "tsk", "nth": "ˈɛnθ", "zzz": "z",
 }
+#: Words after which a Roman numeral is a cardinal ("World War II", "Chapter IV").
+ROMAN_CARDINAL_AFTER = _words(
+    "Chapter Part Volume Vol Act Scene Book War Phase Level Section Article Type Class Stage Episode "
+    "Season Round Title Appendix Grade Tier Mark Apollo Gemini Vatican Super Bowl Rocky Fantasy"
+)
+#: Names after which a Roman numeral is a regnal ordinal ("Henry VIII": Henry the eighth).
+ROMAN_ORDINAL_AFTER = _words(
+    "Henry Edward George William Elizabeth Louis Charles Richard James John Paul Pius Benedict Leo "
+    "Gregory Peter Frederick Philip Alexander Nicholas Catherine Mary Ferdinand Francis Innocent "
+    "Clement Urban Boniface Alfonso Carl Gustav Ramesses Ptolemy Constantine Otto Wilhelm Napoleon "
+    "Ivan Harald Olaf Christian Frederik Sancho Pedro Juan Felipe Carlos Victor Umberto Rama"
+)
 #: Letter-heavy endings of technical names spelled after the word before them ("audiocpp" ->
 #: "audio C P P", "nodejs" -> "node J S").
 TECH_SUFFIXES = ("cpp", "js", "db", "sql", "xml", "css", "html", "tts", "llm", "nlp", "sdk", "gpu", "cpu")

@@ -43,6 +43,8 @@ from .lexicon import (
     ENGLISH_UNITS,
     MONTH_WORDS,
     MONTHS,
+    ROMAN_CARDINAL_AFTER,
+    ROMAN_ORDINAL_AFTER,
     SYMBOL_WORDS,
     WEB_WORDS,
     british,
@@ -140,6 +142,18 @@ def _pattern(decimal_comma: bool) -> re.Pattern[str]:
 _FRACTIONS = {2: ("half", "halves"), 3: ("third", "thirds"), 4: ("quarter", "quarters")}
 _ORDINAL_EN = re.compile(r"(?i)(st|nd|rd|th)\b")
 _ORDINAL_ROMANCE = re.compile(r"(?:\.?[ºª°])|(?:er|re|ère|e|ème|eme)\b")
+
+
+_ROMAN = re.compile(r"(?=[MDCLXVI])M{0,3}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})")
+_ROMAN_VALUES = {"M": 1000, "D": 500, "C": 100, "L": 50, "X": 10, "V": 5, "I": 1}
+
+
+def _roman_value(numeral: str) -> int:
+    total = 0
+    for ch, nxt in zip(numeral, [*numeral[1:], ""]):
+        value = _ROMAN_VALUES[ch]
+        total += -value if nxt and _ROMAN_VALUES[nxt] > value else value
+    return total
 
 
 _DOTTED = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
@@ -480,6 +494,11 @@ class Scanner:
             done = self._abbreviation(word, start, end)
             if done is not None:
                 return done
+        if self.english:
+            roman = self._roman(word)
+            if roman is not None:
+                self.add(start, end, say(roman))
+                return end
         if _DOTTED.fullmatch(word) and self.text[end:end + 1] == ".":
             # "U.S.": the last period belongs to it; a full stop too only at the end of the text
             self.add(start, end + 1, word_units(word, self.ctx))
@@ -489,6 +508,20 @@ class Scanner:
             return end + 1
         self.add(start, end, word_units(word, self.ctx))
         return end
+
+    def _roman(self, word: str) -> str | None:
+        """A Roman numeral after a name ("Henry VIII": the eighth) or a part word ("World War II":
+        two); None when ``word`` is not read so."""
+        if not _ROMAN.fullmatch(word) or word == "I":
+            return None
+        prev = self._prev_word()
+        value = _roman_value(word)
+        if prev in ROMAN_ORDINAL_AFTER:
+            ordinal = say_int(value, self.language, "ordinal")
+            return f"the {ordinal}" if ordinal else None
+        if prev in ROMAN_CARDINAL_AFTER:
+            return self.cardinal(value)
+        return None
 
     def _abbreviation(self, word: str, start: int, end: int) -> int | None:
         key = word.lower().replace("’", "'")
@@ -570,7 +603,7 @@ class Scanner:
 
     def _other(self, m: re.Match[str]) -> int:
         ch = m.group()
-        if ch in "¡¿'‘’`´":
+        if ch in "¡¿'‘’`´-":
             return m.end()
         if unicodedata.category(ch)[0] in "LM":  # a letter the word pattern did not take (combining)
             self.add(m.start(), m.end(), [Unit("say", ch)])
