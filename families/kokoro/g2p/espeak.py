@@ -78,6 +78,11 @@ def _configure() -> str:
 
 @lru_cache(maxsize=1)
 def _setup() -> str:
+    with LOCK:
+        return _load()
+
+
+def _load() -> str:
     try:
         import phonemizer.backend  # noqa: F401
     except ImportError as exc:

@@ -9,7 +9,10 @@ are character offsets into the text given to :func:`phonemize`, so ``text == sou
 ``KPipeline.en_tokenize`` does: when the next token would overflow, cut after the last sentence
 punctuation (``!.?…``), else after the last ``:;``, else after the last ``,—`` (a closing ``)`` or
 ``”`` right after the mark stays with it), else before the overflowing token. A word is never split;
-a single token longer than the limit is cut with a warning.
+a single token longer than the limit is cut with a warning. One difference: after a cut upstream
+counts the remainder without the space after its last token, one symbol short, so its chunks can reach
+511 symbols (which it then truncates); here the count is exact and every chunk fits. With that
+corrected, the cuts are upstream's (checked on thousands of random token lists).
 """
 
 from __future__ import annotations
