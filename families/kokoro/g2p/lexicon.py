@@ -187,7 +187,7 @@ COMMON_INITIALISMS = _words(
 )
 #: All-capital words of three letters or fewer read as words (not spelled).
 WORD_ACRONYMS = _words(
-    "RAM ROM PIN LAN WAN SIM GIF LOL WAV OK ZIP JAR GUI"
+    "ARM DOS NAT RAM ROM PIN LAN WAN SIM GIF LOL WAV OK ZIP JAR GUI"
 )
 #: Interjections without vowels, which espeak-ng would spell, as phonemes (American and British alike).
 INTERJECTIONS: dict[str, str] = {

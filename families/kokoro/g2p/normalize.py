@@ -563,7 +563,15 @@ class Scanner:
         return m.end()
 
     def _punct(self, m: re.Match[str]) -> int:
-        mark = m.group()
+        mark, start = m.group(), m.start()
+        before = self.text[start - 1] if start else " "
+        after = self.text[m.end():m.end() + 1]
+        glued = (before.isspace() or before in "([{“\"'") and after.isalpha()
+        if mark == "." and glued:  # ".venv", ".cache": the dot of a hidden file is said
+            self.add(start, m.end(), say(WEB_WORDS.get(self.lang, WEB_WORDS["en"]).dot))
+            return m.end()
+        if mark.startswith("-") and glued:  # "--model": a command-line flag's dashes are not read
+            return m.end()
         if mark[0] in "-–—":
             mark = "—"
         elif mark[0] in "!?":

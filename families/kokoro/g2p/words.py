@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .lexicon import COMMON_INITIALISMS, INITIALISMS, INTERJECTIONS, TECH_SUFFIXES, WEB_WORDS, WORD_ACRONYMS
 from .numbers import say_digits, say_int, words_for
@@ -54,6 +54,7 @@ def spell(letters: str, suffix: str = "") -> list[Unit]:
 class WordContext:
     language: str
     shouting: bool = False
+    part: bool = False  # a part of a compound ("setup.sh"): no interjections there
 
     @property
     def english(self) -> bool:
@@ -122,6 +123,8 @@ def number_run(digits: str, ctx: WordContext) -> list[Unit]:
 def word_units(word: str, ctx: WordContext) -> list[Unit]:
     """What is said for ``word`` (letters, digits, apostrophes, inner hyphens, dots and slashes)."""
     word = word.replace("’", "'")
+    if any(c in word.strip("-") for c in "/-."):
+        ctx = replace(ctx, part=True)
     if "/" in word:
         return [u for part in word.split("/") if part for u in word_units(part, ctx)]
     if "-" in word.strip("-"):
@@ -175,9 +178,9 @@ def _letters(word: str, ctx: WordContext) -> list[Unit]:
     if len(parts) > 1:
         return [u for part in parts for u in _letters(part, ctx)]
     lower = letters.lower()
-    if lower in INTERJECTIONS and ctx.english:
+    if lower in INTERJECTIONS and ctx.english and not ctx.part:
         return [Unit("ps", INTERJECTIONS[lower])]
-    if not has_vowel(letters) and lower not in INTERJECTIONS:
+    if not has_vowel(letters) and (ctx.part or lower not in INTERJECTIONS):
         return spell(letters)
     if word.islower():
         for suffix in TECH_SUFFIXES:
