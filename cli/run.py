@@ -198,7 +198,8 @@ def run_request(args: RunArgs) -> None:
     from .pipes import stdin_is_incremental
 
     cues = read_srt(args.srt) if args.srt is not None else None
-    incremental = cues is None and stdin_is_incremental(args.text, args.text_file, mode is Mode.STREAMING)
+    given = args.phonemes if args.phonemes is not None else args.text
+    incremental = cues is None and stdin_is_incremental(given, args.text_file, mode is Mode.STREAMING)
     if args.stream_by_line and not incremental:
         raise UsageError("--stream-by-line reads the text from stdin line by line",
                          hint="use it with --mode streaming and the text on stdin (--text - or a pipe)")

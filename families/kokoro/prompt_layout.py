@@ -23,6 +23,10 @@ from typing import Protocol
 from audiocpp.engine.records import WordTiming
 
 
+#: Vocabulary symbols that are punctuation: a chunk of nothing else has no sound to make.
+SILENT = frozenset(';:,.!?—…"()“” ')
+
+
 class TokenLike(Protocol):
     text: str
     phonemes: str
@@ -63,6 +67,11 @@ class Chunk:
     @property
     def style_index(self) -> int:
         return len(self.phonemes) - 1
+
+    @property
+    def speakable(self) -> bool:
+        """Whether a symbol of the vocabulary other than spaces and punctuation is left to speak."""
+        return any(p not in SILENT and not p.isspace() for p in self.phonemes if p not in self.dropped)
 
 
 def make_chunk(tokens: Sequence[TokenLike], vocab: dict[str, int]) -> Chunk:

@@ -136,7 +136,7 @@ class KokoroSession(Session):
             warnings.warn(f"{len(dropped)} symbol(s) are not in the Kokoro vocabulary and were dropped: "
                           f"{' '.join(repr(s) for s in dropped)}", AudiocppWarning, stacklevel=2)
             info["dropped_symbols"] = dropped
-        chunks = [c for c in chunks if c.ids]
+        chunks = [c for c in chunks if c.ids and c.speakable]
         if not chunks:
             raise UsageError("the text has nothing Kokoro can speak (no symbol of its phoneme vocabulary)",
                              hint="give words in a supported language, or phonemes with --phonemes")
