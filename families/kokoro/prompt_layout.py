@@ -22,7 +22,6 @@ from typing import Protocol
 
 from audiocpp.engine.records import WordTiming
 
-
 #: Vocabulary symbols that are punctuation: a chunk of nothing else has no sound to make.
 SILENT = frozenset(';:,.!?—…"()“” ')
 

@@ -18,10 +18,12 @@ from .cases import HELLO, JAPANESE, LONGER
 
 def requests() -> list[ac.TaskRequest]:
     rows = [(HELLO, "af_test", 1.0, 1, True), (LONGER, "jf_test", 1.2, 2, True),
-            (JAPANESE, "af_test", 0.9, 3, False), (f"{HELLO}\n{JAPANESE}", "jf_test(2)+af_test(1)", 1.0, 4, True),
+            (JAPANESE, "af_test", 0.9, 3, False),
+            (f"{HELLO}\n{JAPANESE}", "jf_test(2)+af_test(1)", 1.0, 4, True),
             ("ʃ", "af_test", 1.0, 5, True)]
     return [ac.TaskRequest(text=text, seed=seed,
-                           options={"phonemes": True, "voice": voice, "speed": speed, "kokoro.source_noise": noise})
+                           options={"phonemes": True, "voice": voice, "speed": speed,
+                                    "kokoro.source_noise": noise})
             for text, voice, speed, seed, noise in rows]
 
 

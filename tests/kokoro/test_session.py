@@ -20,8 +20,8 @@ def model(tiny_ckpt):
 
 
 def run(model, text: str, mode: str = "offline", **options) -> ac.TaskResult:
-    return model.session("tts", mode=mode).run(ac.TaskRequest(text=text, seed=3, options={"phonemes": True,
-                                                                                          **options}))
+    request = ac.TaskRequest(text=text, seed=3, options={"phonemes": True, **options})
+    return model.session("tts", mode=mode).run(request)
 
 
 def test_voices_are_listed_with_languages(model) -> None:
@@ -53,7 +53,8 @@ def test_bad_voices_are_refused_before_synthesis(model, voice: str, match: str) 
     with pytest.raises(UsageError, match=match) as info:
         run(model, HELLO, voice=voice)
     if "unknown" in match:
-        assert "af_test, jf_test" in info.value.message and "did you mean 'af_test'" in (info.value.hint or "")
+        assert "af_test, jf_test" in info.value.message
+        assert "did you mean 'af_test'" in (info.value.hint or "")
 
 
 def test_speed_shortens_the_audio(model) -> None:

@@ -1,5 +1,10 @@
 """Fixtures of the server tests: a real ``audiocpp serve`` subprocess on 127.0.0.1 and a free
-port, serving the demo model (built once into the session's cache folder).
+port, serving the OmniVoice demo model (built once into the session's cache folder).
+
+The default model. Without ``--model`` the server serves the default model (Kokoro's real weights, where
+they are installed), but the tests below were written for the OmniVoice demo (random weights, its
+options): a fixture server started without ``--model`` or ``--family`` is given ``--family omnivoice``
+(:data:`DEMO_FAMILY`). Kokoro's serving is tested on a tiny Kokoro checkpoint (``test_kokoro_*.py``).
 
 Keys. The session's ``server`` runs without keys (loopback, as before keys existed; with
 ``AUDIOCPP_TEST_SERVER_KEYS=1`` it runs with one, so that every test of it runs both ways); the other
@@ -72,6 +77,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+#: The family whose demo model a fixture server without ``--model`` serves (see the module's docstring).
+DEMO_FAMILY = ("--family", "omnivoice")
+
+
 class ServerProcess:
     """``audiocpp serve ARGS`` as a subprocess; ``url`` once ``/health`` answers.
 
@@ -81,6 +90,8 @@ class ServerProcess:
 
     def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None, *,
                  api_key: str | None = None, inject: bool = False, verify: str | None = None) -> None:
+        if not {"--model", "-m", "--family", "-f"} & set(args):
+            args = [*DEMO_FAMILY, *args]
         self.port = free_port()
         self.verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=verify) if verify else True
         self.url = f"{'https' if verify else 'http'}://127.0.0.1:{self.port}"
