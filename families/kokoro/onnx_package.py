@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from audiocpp.engine.errors import ModelError
@@ -89,8 +90,7 @@ def onnx_package(onnx: Path, *, voices: Path | None = None, key: str | None = No
             tensors[name] = value
         else:
             tensors[name + INT8_SUFFIX] = torch.from_numpy(q.values)
-            scale = torch.as_tensor(q.scale, dtype=torch.float32)
-            tensors[name + SCALE_SUFFIX] = scale.reshape(q.scale_shape)
+            tensors[name + SCALE_SUFFIX] = torch.from_numpy(np.array(q.scale, dtype=np.float32, copy=True))
     plugin = get_family("kokoro")
     metadata: dict[str, Any] = {"kokoro.onnx.kind": weights.kind, "kokoro.onnx.source": onnx.name,
                                 "kokoro.onnx.key": key}
