@@ -212,6 +212,21 @@ def test_other_languages_read_numbers_with_their_words() -> None:
     assert "tɾˈes" in token_for(r, "23") and "ðˈolaɾes" in token_for(r, "$5")
 
 
+def test_other_languages_abbreviations_and_dates() -> None:
+    r = phonemize("M. Dupont, le 21/03/2024.", "fr")
+    assert "məsjˈø" in token_for(r, "M.") and "mˈaʁs" in token_for(r, "21/03/2024")
+    r = phonemize("El Sr. García, el 2024-03-21.", "es")
+    assert "seɲˈoɾ" in token_for(r, "Sr.") and "mˈaɾθo" in token_for(r, "2024-03-21")
+
+
+def test_versions_ranges_and_dotted_dates_before_a_full_stop() -> None:
+    r = en("Version 1.2.3. Pages 10-20. On 21.03.2024.")
+    assert "pˈYnt tˈu pˈYnt θɹˈi" in token_for(r, "1.2.3")
+    assert "tˈɛn tə twˈɛnti" in token_for(r, "10-20")
+    assert "mˈɑɹʧ twˈɛntifˈɜɹst" in token_for(r, "21.03.2024")
+    assert [t.phonemes for t in r.tokens].count(".") == 3
+
+
 def test_british_english_keeps_length_and_its_vowels() -> None:
     r = phonemize("Go home, there is the water.", "en-gb")
     assert "hˈQm" in r.phonemes and "ðɛː" in r.phonemes and "wˈɔːtə" in r.phonemes

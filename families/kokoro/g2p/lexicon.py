@@ -67,6 +67,60 @@ ENGLISH_ABBREVIATIONS: dict[str, Abbreviation] = {
     "dec": Abbreviation("December", needs_period=True),
 }
 
+#: Other languages' abbreviations (their period is part of them unless it ends the text).
+ABBREVIATIONS: dict[str, dict[str, Abbreviation]] = {
+    "fr": {
+        "m": Abbreviation("monsieur", needs_period=True), "mm": Abbreviation("messieurs", needs_period=True),
+        "mme": Abbreviation("madame"), "mmes": Abbreviation("mesdames"), "mlle": Abbreviation("mademoiselle"),
+        "dr": Abbreviation("docteur"), "pr": Abbreviation("professeur", needs_period=True),
+        "etc": Abbreviation("et cetera", may_end=True), "cf": Abbreviation("confer", needs_period=True),
+        "n°": Abbreviation("numéro"), "av": Abbreviation("avenue", needs_period=True),
+        "bd": Abbreviation("boulevard", needs_period=True), "st": Abbreviation("saint", needs_period=True),
+        "ste": Abbreviation("sainte", needs_period=True),
+    },
+    "es": {
+        "sr": Abbreviation("señor"), "sra": Abbreviation("señora"), "srta": Abbreviation("señorita"),
+        "dr": Abbreviation("doctor"), "dra": Abbreviation("doctora"), "ud": Abbreviation("usted"),
+        "uds": Abbreviation("ustedes"), "etc": Abbreviation("etcétera", may_end=True),
+        "pág": Abbreviation("página", needs_period=True), "núm": Abbreviation("número", needs_period=True),
+        "avda": Abbreviation("avenida", needs_period=True),
+    },
+    "it": {
+        "sig": Abbreviation("signor", needs_period=True), "sigg": Abbreviation("signori", needs_period=True),
+        "dott": Abbreviation("dottor", needs_period=True),
+        "prof": Abbreviation("professor", needs_period=True), "ecc": Abbreviation("eccetera", may_end=True),
+        "pag": Abbreviation("pagina", needs_period=True),
+    },
+    "pt": {
+        "sr": Abbreviation("senhor"), "sra": Abbreviation("senhora"), "dr": Abbreviation("doutor"),
+        "dra": Abbreviation("doutora"), "etc": Abbreviation("et cetera", may_end=True),
+        "pág": Abbreviation("página", needs_period=True), "av": Abbreviation("avenida", needs_period=True),
+    },
+    "de": {
+        "hr": Abbreviation("Herr", needs_period=True), "fr": Abbreviation("Frau", needs_period=True),
+        "dr": Abbreviation("Doktor"), "prof": Abbreviation("Professor", needs_period=True),
+        "z.b": Abbreviation("zum Beispiel"), "usw": Abbreviation("und so weiter", may_end=True),
+        "bzw": Abbreviation("beziehungsweise", needs_period=True), "d.h": Abbreviation("das heißt"),
+        "ca": Abbreviation("circa", needs_period=True), "nr": Abbreviation("Nummer", needs_period=True),
+    },
+}
+#: Month names for dates written with digits, per language (English: :data:`MONTHS`).
+MONTH_NAMES: dict[str, tuple[str, ...]] = {
+    "fr": ("janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août", "septembre", "octobre",
+           "novembre", "décembre"),
+    "es": ("enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto", "septiembre", "octubre",
+           "noviembre", "diciembre"),
+    "it": ("gennaio", "febbraio", "marzo", "aprile", "maggio", "giugno", "luglio", "agosto", "settembre",
+           "ottobre", "novembre", "dicembre"),
+    "pt": ("janeiro", "fevereiro", "março", "abril", "maio", "junho", "julho", "agosto", "setembro",
+           "outubro", "novembro", "dezembro"),
+    "de": ("Januar", "Februar", "März", "April", "Mai", "Juni", "Juli", "August", "September", "Oktober",
+           "November", "Dezember"),
+}
+#: How a date is said: the day's words then the month (and the joiners), per language.
+DATE_JOINERS: dict[str, tuple[str, str]] = {"fr": ("", ""), "es": ("de", "de"), "it": ("", ""),
+                                            "pt": ("de", "de"), "de": ("", "")}
+
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
           "October", "November", "December")
 #: Written month names (and their short forms) after or before which a day number is an ordinal.

@@ -36,11 +36,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from .lexicon import (
+    ABBREVIATIONS,
     CURRENCIES,
     CURRENCY_SCALES,
+    DATE_JOINERS,
     ENGLISH_ABBREVIATIONS,
     ENGLISH_UNIT_ORDER,
     ENGLISH_UNITS,
+    MONTH_NAMES,
     MONTH_WORDS,
     MONTHS,
     ROMAN_CARDINAL_AFTER,
@@ -122,10 +125,11 @@ def _pattern(decimal_comma: bool) -> re.Pattern[str]:
         (?:\s?(?P<tap>[aApP])\.?\s?[mM]\b\.?)?)
     |(?P<hour>(?P<hh>\d{{1,2}})\s?(?P<hap>[aApP])\.?[mM]\b\.?)
     |(?P<iso>(?P<iy>\d{{4}})-(?P<imo>\d{{2}})-(?P<id>\d{{2}}))(?!\d)
-    |(?P<sdate>(?P<sa>\d{{1,2}})/(?P<sb>\d{{1,2}})/(?P<sc>\d{{4}}|\d{{2}}))(?![\d/])
-    |(?P<version>\d+(?:\.\d+){{2,}})(?![\d.])
+    |(?P<sdate>(?P<sa>\d{{1,2}})(?:/(?P<sb>\d{{1,2}})/(?P<sc>\d{{4}}|\d{{2}})(?![\d/])
+        |\.(?P<sb2>\d{{1,2}})\.(?P<sc2>\d{{4}})(?!\.?\d)))
+    |(?P<version>\d+(?:\.\d+){{2,}})(?!\.?\d)
     |(?P<phone>\d{{3}}[-.]\d{{3,4}}(?:[-.]\d{{4}})?)(?![\d])
-    |(?P<range>(?P<r1>\d+)\s?[-–]\s?(?P<r2>\d+))(?![\d.,-])
+    |(?P<range>(?P<r1>\d+)\s?[-–]\s?(?P<r2>\d+))(?![\d-]|[.,]\d)
     |(?P<frac>(?P<fa>\d{{1,3}})/(?P<fb>\d{{1,3}}))(?![\d/])
     |(?P<num>(?P<sign>(?<![\w.,])[-−])?(?P<int>{integer})(?:{frac})?)
     |(?P<decade>['’](?P<dd>\d0)s)\b
@@ -329,7 +333,17 @@ class Scanner:
         if not (1 <= month <= 12 and 1 <= day <= 31):
             return None
         if not self.english:
-            return None
+            names = MONTH_NAMES.get(self.lang)
+            ordinal = (day == 1 and self.lang == "fr") or self.lang == "de"  # le premier mai; am ersten Mai
+            day_words = say_int(day, self.language, "ordinal" if ordinal else "cardinal")
+            if names is None or day_words is None:
+                return None
+            before_month, before_year = DATE_JOINERS[self.lang]
+            words = " ".join(w for w in (day_words, before_month, names[month - 1]) if w)
+            if year is not None:
+                year_words = say_int(year, self.language, "year" if self.lang == "de" else "cardinal")
+                words = " ".join(w for w in (words, before_year, year_words or str(year)) if w)
+            return say(words)
         ordinal = say_int(day, self.language, "ordinal") or str(day)
         words = f"{MONTHS[month - 1]} {ordinal}" if self.language == "en-us" else \
             f"the {ordinal} of {MONTHS[month - 1]}"
@@ -346,9 +360,9 @@ class Scanner:
         return m.end()
 
     def _sdate(self, m: re.Match[str]) -> int:
-        a, b, c = int(m["sa"]), int(m["sb"]), m["sc"]
+        a, b, c = int(m["sa"]), int(m["sb"] or m["sb2"]), m["sc"] or m["sc2"]
         year = int(c) if len(c) == 4 else 2000 + int(c)
-        month, day = (a, b) if self.language == "en-us" else (b, a)
+        month, day = (a, b) if self.language == "en-us" and m["sb"] else (b, a)  # 21.03.2024: day first
         units = self._date_words(year, month, day)
         if units is None:
             return self._num_at(m.start())
@@ -490,7 +504,7 @@ class Scanner:
 
     def _word(self, m: re.Match[str]) -> int:
         word, start, end = m.group(), m.start(), m.end()
-        if self.english:
+        if self.english or self.lang in ABBREVIATIONS:
             done = self._abbreviation(word, start, end)
             if done is not None:
                 return done
@@ -529,18 +543,19 @@ class Scanner:
         after = self.text[end + 1 if period else end:]
         next_word = re.match(r"\s*(\S)", after)
         next_char = next_word.group(1) if next_word else ""
-        if key == "st" and (period or word == "St"):
+        if key == "st" and (period or word == "St") and self.english:
             title = next_char.isupper()
             expansion, may_end = ("Saint" if title else "Street"), not title
         else:
-            abbr = ENGLISH_ABBREVIATIONS.get(key)
+            table = ENGLISH_ABBREVIATIONS if self.english else ABBREVIATIONS[self.lang]
+            abbr = table.get(key)
             if abbr is None:
                 return None
             if abbr.needs_period and not period:
                 return None
             if abbr.needs_number and not next_char.isdigit():
                 return None
-            if key in ("no", "p", "ch") and word.islower() and key != "p":
+            if self.english and key in ("no", "ch") and word.islower():
                 return None
             expansion, may_end = abbr.words, abbr.may_end
         units = say(expansion)
