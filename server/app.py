@@ -119,7 +119,7 @@ def _error_response(error: ApiError, extra: dict[str, str] | None = None) -> JSO
     return JSONResponse(error.body(), status_code=error.status, headers={**error.headers, **(extra or {})})
 
 
-def _api_error(error: BaseException) -> ApiError:
+def api_error(error: BaseException) -> ApiError:
     if isinstance(error, ApiError):
         return error
     if isinstance(error, AudiocppError):
@@ -177,7 +177,7 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
                             lambda: {n: w.synthesizing for n, w in state.workers.items()})
 
     @app.exception_handler(ApiError)
-    async def _on_api_error(request: Request, error: ApiError) -> JSONResponse:
+    async def _onapi_error(request: Request, error: ApiError) -> JSONResponse:
         return _error_response(error)
 
     @app.exception_handler(RequestValidationError)
@@ -197,7 +197,7 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def _on_exception(request: Request, error: Exception) -> JSONResponse:
-        return _error_response(_api_error(error))
+        return _error_response(api_error(error))
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def playground() -> HTMLResponse:
@@ -243,20 +243,17 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
                 + [{"id": name, "name": f"{name} (= {first})"} for name in OPENAI_MODELS]}
 
     @app.get("/v1/audio/voices")
-    async def list_voices(request: Request) -> dict[str, Any]:
-        """The voices a request can use: ``default`` and each stored voice some served model clones with
-        (``models`` names them; a voice no model can use is not offered). A key sees its own voices and
-        the shared ones; an admin key every voice."""
+    async def list_voices(request: Request, legacy: bool = False) -> dict[str, Any]:
+        """The voices a request can use: ``default``, the named voices of the served models (Kokoro's,
+        with their languages) and each stored voice some served model clones with (``models`` names
+        them; a voice no model can use is not offered). A key sees its own voices and the shared ones;
+        an admin key every voice. ``?legacy=true``: Kokoro-FastAPI's old shape, the names alone."""
         view = state.view(_principal(request))
         stored = await run_in_threadpool(view.list)
-        builtin = [{"id": "default", "name": "default", "type": "builtin", "stored": False,
-                    "description": "the model family's own voice", "models": list(state.models)}]
-        usable = []
-        for voice in stored:
-            models = [name for name, served in state.models.items() if served.clones_with(voice.transcript)]
-            if models:
-                usable.append({**view.describe(voice), "models": models})
-        return {"voices": builtin + usable, "aliases": {name: "default" for name in OPENAI_VOICES}}
+        listed = voice_listing(state.models, stored, view)
+        if legacy:
+            return {"voices": [voice["id"] for voice in listed["voices"]]}
+        return listed
 
     @app.get("/v1/audio/voices/{name:path}")
     async def get_voice(name: str, request: Request) -> dict[str, Any]:
@@ -311,44 +308,18 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
 
     @app.post("/v1/audio/speech")
     async def speech(request: Request) -> Response:
-        try:
-            data = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise ApiError(400, "the request body is not valid JSON", code="invalid_json") from None
-        named = data.get("model") if isinstance(data, dict) else None
-        if named is None or (isinstance(named, str) and (named in state.models or named in OPENAI_MODELS)):
-            request.state.model = pick_model(state.models, named).name  # the metrics' label from here on
-        principal = _principal(request)
-        body = parse_body(data)
-        plan = await state.plan(lambda: plan_speech(body, state.models, state.view(principal),
-                                                    state.max_input_chars, principal))
-        request.state.model = plan.served.name
-        audit_state = _scope_state(request)
-        note(audit_state, voice=plan.voice_name, clone=plan.task is Task.CLONE, chars=len(plan.request.text),
-             audio_s=0.0, text=plan.request.text)
-        plan.account = state.account(plan, audit_state)
-        worker = state.workers[plan.served.name]
-        job = Job(asyncio.get_running_loop() if plan.stream_format else None)
-        future = as_asyncio(worker.submit_speech(plan, job, state.voices))
-        try:
-            first = await _wait(future, job, request, items=plan.stream_format is not None)
-        except ClientGone:
-            return Response(status_code=499)
-        if first is None:  # finished before any streamed piece: one complete response
-            try:
-                result, audio = future.result()
-            except Cancelled:
-                return Response(status_code=499)
-            except BaseException as error:  # noqa: BLE001 - reported as an OpenAI error
-                return _error_response(_api_error(error), job.headers)
-            if not plan.incremental:  # the whole file (also stream_format=audio for flac, mp3, opus)
-                observe(state.metrics, plan, result)
-                headers = result_headers(result, plan.served, plan.output_rate)
-                return Response(audio, media_type=plan.fmt.media_type, headers={**headers, **job.headers})
-        items = [] if first is None else [first]
+        data = await read_json(request)
+        plan = await plan_request(state, request, data, parse_body)
+        run = await run_speech(state, request, plan)
+        if isinstance(run, Response):
+            return run
+        if run.whole:  # the whole file (also stream_format=audio for flac, mp3, opus)
+            observe(state.metrics, plan, run.result)
+            headers = result_headers(run.result, plan.served, plan.output_rate)
+            return Response(run.audio, media_type=plan.fmt.media_type, headers={**headers, **run.job.headers})
         if plan.stream_format == "sse":
-            return _sse_response(state, plan, job, future, items)
-        return _audio_stream_response(state, plan, job, future, items)
+            return _sse_response(state, plan, run.job, run.future, run.first)
+        return _audio_stream_response(state, plan, run.job, run.future, run.first)
 
     @app.websocket("/v1/audio/speech/stream")
     async def speech_stream(websocket: WebSocket) -> None:
@@ -356,9 +327,113 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
 
         await run(websocket, state)
 
+    from .dev_routes import router as dev_router
+
+    app.include_router(dev_router)
     app.add_middleware(LimitAndCount, limit=state.max_body_bytes, metrics=state.metrics)
     app.add_middleware(Gate, state=state)  # outermost: who the request is, before anything else
     return app
+
+
+async def read_json(request: Request) -> Any:
+    """The request's body as JSON, or a 400."""
+    try:
+        return await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ApiError(400, "the request body is not valid JSON", code="invalid_json") from None
+
+
+async def plan_request(state: ServerState, request: Request, data: Any, parse: Any) -> SpeechPlan:
+    """A synthesis body (``parse(data)``: a SpeechBody) planned for the request's key, the model noted for
+    the metrics (from the body's ``model`` as soon as it names a served one) and the audit trail."""
+    named = data.get("model") if isinstance(data, dict) else None
+    if named is None or (isinstance(named, str) and (named in state.models or named in OPENAI_MODELS)):
+        request.state.model = pick_model(state.models, named).name  # the metrics' label from here on
+    principal = _principal(request)
+    body = parse(data)
+    plan = await state.plan(lambda: plan_speech(body, state.models, state.view(principal),
+                                                state.max_input_chars, principal))
+    request.state.model = plan.served.name
+    return plan
+
+
+@dataclass
+class SpeechRun:
+    """A synthesis under way or done: ``whole`` (its ``result`` and encoded ``audio``) or streaming (its
+    ``job``'s pieces, ``first`` of them already taken)."""
+
+    job: Job
+    future: asyncio.Future
+    first: list[Any] = field(default_factory=list)
+    result: Any = None
+    audio: bytes = b""
+
+    @property
+    def whole(self) -> bool:
+        return self.result is not None
+
+
+async def run_speech(state: ServerState, request: Request, plan: SpeechPlan) -> SpeechRun | Response:
+    """Queue a planned synthesis on its model (the audit record and the key's accounting with it) and
+    wait for its first piece, or its end: a :class:`SpeechRun`, or the Response of a failure (an
+    OpenAI error; 499 for a client that went away)."""
+    audit_state = _scope_state(request)
+    note(audit_state, voice=plan.voice_name, clone=plan.task is Task.CLONE, chars=len(plan.request.text),
+         audio_s=0.0, text=plan.request.text)
+    plan.account = state.account(plan, audit_state)
+    worker = state.workers[plan.served.name]
+    job = Job(asyncio.get_running_loop() if plan.stream_format else None)
+    future = as_asyncio(worker.submit_speech(plan, job, state.voices))
+    try:
+        first = await _wait(future, job, request, items=plan.stream_format is not None)
+    except ClientGone:
+        return Response(status_code=499)
+    if first is None:  # finished before any streamed piece: one complete response
+        try:
+            result, audio = future.result()
+        except Cancelled:
+            return Response(status_code=499)
+        except BaseException as error:  # noqa: BLE001 - reported as an OpenAI error
+            return _error_response(api_error(error), job.headers)
+        if not plan.incremental:
+            return SpeechRun(job, future, [], result, audio)
+    return SpeechRun(job, future, [] if first is None else [first])
+
+
+async def whole_response(state: ServerState, request: Request, plan: SpeechPlan) -> Response:
+    """A planned synthesis answered with its whole file (Kokoro-FastAPI's ``Content-Disposition`` on it)."""
+    run = await run_speech(state, request, plan)
+    if isinstance(run, Response):
+        return run
+    assert run.whole, "a plan without stream_format is answered whole"
+    observe(state.metrics, plan, run.result)
+    headers = {**result_headers(run.result, plan.served, plan.output_rate), **run.job.headers,
+               "Content-Disposition": f"attachment; filename=speech.{plan.fmt.name}"}
+    return Response(run.audio, media_type=plan.fmt.media_type, headers=headers)
+
+
+def voice_listing(models: dict[str, ServedModel], stored: list[Any], view: VoiceView) -> dict[str, Any]:
+    """``GET /v1/audio/voices``: ``default``, every served model's named voices (one entry per name, with
+    the models that have it) and the stored voices some model clones with; ``aliases``: what OpenAI's
+    voice names mean on the first model (``default``: the family's own voice)."""
+    from .named_voices import describe_named
+
+    voices: list[dict[str, Any]] = [{"id": "default", "name": "default", "type": "builtin", "stored": False,
+                                     "description": "the model's own (default) voice",
+                                     "models": list(models)}]
+    named: dict[str, dict[str, Any]] = {}
+    for name, served in models.items():
+        for voice in describe_named(served):
+            entry = named.setdefault(voice["id"], {**voice, "models": []})
+            entry["models"].append(name)
+    voices += named.values()
+    for voice in stored:
+        usable = [name for name, served in models.items() if served.clones_with(voice.transcript)]
+        if usable:
+            voices.append({**view.describe(voice), "models": usable})
+    first = next(iter(models.values()))
+    aliases = first.openai_voices() or {name: "default" for name in OPENAI_VOICES}
+    return {"voices": voices, "aliases": aliases}
 
 
 def _scope_state(request: Request) -> dict[str, Any]:
@@ -408,7 +483,7 @@ async def job_items(job: Job, future: asyncio.Future, first: list[Any] = ()) -> 
             getter.cancel()
 
 
-def _stream_headers(plan: SpeechPlan, job: Job) -> dict[str, str]:
+def stream_headers(plan: SpeechPlan, job: Job) -> dict[str, str]:
     return {"X-Request-Id": request_id(), "X-AudioCPP-Model": plan.served.name,
             "X-AudioCPP-Sample-Rate": str(plan.output_rate), "X-Accel-Buffering": "no",
             "Cache-Control": "no-cache", **job.headers}
@@ -419,13 +494,13 @@ def _audio_stream_response(state: ServerState, plan: SpeechPlan, job: Job, futur
     async def body() -> AsyncIterator[bytes]:
         if plan.fmt.name == "wav":
             yield wav_stream_header(plan.output_rate)
-        async for _kind, data, _n in job_items(job, future, first):
-            yield data
+        async for item in job_items(job, future, first):
+            yield item[1]
         result, _ = future.result()  # a failure after the first piece ends the stream abruptly
         observe(state.metrics, plan, result, sent_seconds(job, plan))
 
     return JobStreamingResponse(body(), job.cancel, media_type=plan.fmt.media_type,
-                                headers=_stream_headers(plan, job))
+                                headers=stream_headers(plan, job))
 
 
 def _sse_response(state: ServerState, plan: SpeechPlan, job: Job, future: asyncio.Future,
@@ -434,14 +509,17 @@ def _sse_response(state: ServerState, plan: SpeechPlan, job: Job, future: asynci
         return f"data: {json.dumps(payload)}\n\n".encode()
 
     async def body() -> AsyncIterator[bytes]:
-        async for _kind, data, _n in job_items(job, future, first):
-            yield event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+        async for item in job_items(job, future, first):
+            words = item[3] if len(item) > 3 else []
+            if plan.timestamps and words:  # before the audio that speaks them
+                yield event({"type": "speech.audio.timestamps", "words": [w.as_dict() for w in words]})
+            yield event({"type": "speech.audio.delta", "audio": base64.b64encode(item[1]).decode()})
         try:
             final, _ = future.result()
         except BaseException as error:  # noqa: BLE001 - told to the client as an event
             if isinstance(error, Cancelled):
                 return
-            yield event({"type": "speech.audio.error", **_api_error(error).body()})
+            yield event({"type": "speech.audio.error", **api_error(error).body()})
             return
         sent = sent_seconds(job, plan)  # the deltas' audio: pieces without the offline file's cross-fades
         observe(state.metrics, plan, final, sent)
@@ -451,7 +529,7 @@ def _sse_response(state: ServerState, plan: SpeechPlan, job: Job, future: asynci
                                round(sent, 3)}})
 
     return JobStreamingResponse(body(), job.cancel, media_type="text/event-stream",
-                                headers=_stream_headers(plan, job))
+                                headers=stream_headers(plan, job))
 
 
 __all__ = ["ServerState", "create_app"]

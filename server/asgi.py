@@ -15,7 +15,8 @@ from .errors import ApiError
 from .metrics import ServerMetrics
 
 #: Endpoints counted in the metrics (others, such as /health and /metrics, are not).
-COUNTED = ("/v1/audio/speech", "/v1/audio/voices", "/v1/audio/models", "/v1/models")
+COUNTED = ("/v1/audio/speech", "/v1/audio/voices", "/v1/audio/models", "/v1/models", "/dev/phonemize",
+           "/dev/generate_from_phonemes", "/dev/captioned_speech")
 
 
 class BodyTooLarge(ApiError):

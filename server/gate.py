@@ -1,11 +1,12 @@
 """The gate in front of every route (an ASGI middleware, outermost): who the request is, whether it may
 come in, and the audit line once it is answered.
 
-- ``/v1`` and everything under it, HTTP and WebSocket: with keys configured, a key
-  (``auth.bearer``; a WebSocket also ``?api_key=``) or 401 with OpenAI's ``invalid_api_key`` body and
-  ``WWW-Authenticate: Bearer``, before the route is even looked up (an unknown ``/v1`` route is a 401
-  too, so routes do not leak either); then the key's rate limit and, for synthesis, its audio limit
-  (429 with ``Retry-After``). The principal goes to the route as ``request.state.principal``.
+- ``/v1`` and everything under it, and ``/dev`` (Kokoro-FastAPI's routes), HTTP and WebSocket: with keys
+  configured, a key (``auth.bearer``; a WebSocket also ``?api_key=``) or 401 with OpenAI's
+  ``invalid_api_key`` body and ``WWW-Authenticate: Bearer``, before the route is even looked up (an
+  unknown ``/v1`` or ``/dev`` route is a 401 too, so routes do not leak either); then the key's rate
+  limit and, for synthesis, its audio limit (429 with ``Retry-After``). The principal goes to the route
+  as ``request.state.principal``.
 - ``/health`` and ``/`` (the playground) are open; ``/metrics`` is open to this machine (a loopback
   client), to an admin key, or to everyone with ``--metrics-public``, else 403.
 - Every request, refused or not, is counted (``audiocpp_key_requests_total`` by the key's label,
@@ -34,11 +35,14 @@ if TYPE_CHECKING:
     from .app import ServerState
 
 #: Routes that synthesize (the audio limit applies before they start).
-SYNTHESIS = ("/v1/audio/speech", "/v1/audio/speech/stream")
+SYNTHESIS = ("/v1/audio/speech", "/v1/audio/speech/stream", "/dev/captioned_speech",
+             "/dev/generate_from_phonemes")
+#: The path prefixes behind keys: OpenAI's API and Kokoro-FastAPI's /dev routes.
+PROTECTED = ("/v1", "/dev")
 
 
 def protected(path: str) -> bool:
-    return path == "/v1" or path.startswith("/v1/")
+    return any(path == prefix or path.startswith(prefix + "/") for prefix in PROTECTED)
 
 
 class Gate:

@@ -57,6 +57,8 @@ class ServedModel:
     session_options: dict[str, Any] = field(default_factory=dict)
     demo: bool = False
     _checker: Any = field(default=None, repr=False)  # a session that only checks requests
+    _named: list[dict[str, Any]] | None = field(default=None, repr=False)
+    _openai: dict[str, str] | None = field(default=None, repr=False)
 
     def languages(self) -> list[str]:
         """The model's languages, the most common first, without "auto"."""
@@ -73,12 +75,16 @@ class ServedModel:
         return "clone" in spec.tasks and (bool(transcript.strip()) or not needs_transcript(spec))
 
     def make_checker(self) -> None:
-        """The session :meth:`check_language` prepares requests with, made at start-up: making one
-        takes the model's guard, which a running batch holds (the event loop must not wait for it)."""
+        """The session :meth:`check_language` and :meth:`check_voice` prepare requests with, made at
+        start-up (with the named voices read once): making one takes the model's guard, which a running
+        batch holds (the event loop must not wait for it)."""
         from audiocpp.engine.tasks import Mode, Task
 
-        if self._checker is None and self.model.spec.option("request", "language") is not None:
+        spec = self.model.spec
+        if self._checker is None and (spec.option("request", "language") is not None
+                                      or spec.option("request", "voice") is not None):
             self._checker = self.model.create_session(Task.TTS, Mode.OFFLINE, self.session_options)
+        self.named_voices()
 
     def check_language(self, language: str) -> None:
         """The family's own check of a language (a name or an id), as a request's preparation makes it,
@@ -87,6 +93,55 @@ class ServedModel:
 
         self.make_checker()
         self._checker.prepare(TaskRequest(text="-", language=language))
+
+    def check_voice(self, voice: str) -> None:
+        """The family's own check of a named voice or mix (its syntax, weights, names), as a request's
+        preparation makes it, without queueing anything: a 400 on ``voice`` when it refuses."""
+        from audiocpp.engine.errors import AudiocppError
+        from audiocpp.engine.records import TaskRequest
+
+        from .errors import from_engine_error
+
+        self.make_checker()
+        if self._checker is None:
+            return
+        try:
+            self._checker.prepare(TaskRequest(text="-", options={"voice": voice}))
+        except AudiocppError as error:
+            raise from_engine_error(error, param="voice") from None
+
+    def named_voices(self) -> list[dict[str, Any]]:
+        """The model's built-in voices (``LoadedModel.named_voices``: name, language, language_name,
+        gender), read once; empty for families that clone instead."""
+        if self._named is None:
+            self._named = list(self.model.named_voices())
+        return self._named
+
+    def default_voice(self) -> str | None:
+        """The voice a request without one gets when its language does not pick another."""
+        return self.model.default_voice() if self.named_voices() else None
+
+    def openai_voices(self) -> dict[str, str]:
+        """OpenAI's voice names -> this model's named voices (``named_voices.openai_voice_map``)."""
+        from .named_voices import openai_voice_map
+
+        if self._openai is None:
+            self._openai = openai_voice_map(self.named_voices())
+        return self._openai
+
+    @property
+    def times_words(self) -> bool:
+        """Whether the family gives word timings (its spec's ``word_timestamps`` capability)."""
+        return "word_timestamps" in (self.model.spec.capabilities.get("tts") or [])
+
+    @property
+    def speaks_phonemes(self) -> bool:
+        """Whether the family takes phonemes for text (its spec's request option ``phonemes``)."""
+        return self.model.spec.option("request", "phonemes") is not None
+
+    def phonemize(self, text: str, language: str | None) -> dict[str, Any]:
+        """The family's text front end alone (``LoadedModel.phonemize``; raises the engine's UsageError)."""
+        return self.model.phonemize(text, language)
 
     @property
     def family(self) -> str:
@@ -120,6 +175,10 @@ class ServedModel:
             "sample_rate": self.model.sample_rate,
             "languages": self.languages(),  # the most common first; "auto" (inferred) left out
             "voice_prompts": "clone" in spec.tasks,
+            "voices": [v["name"] for v in self.named_voices()],  # named voices (Kokoro), GET /v1/audio/voices
+            "default_voice": self.default_voice(),
+            "openai_voices": self.openai_voices(),  # what OpenAI's voice names mean on this model
+            "word_timestamps": self.times_words,
             "request_options": [
                 {k: v for k, v in {
                     "name": row.name, "type": row.type, "description": row.description,
@@ -179,12 +238,21 @@ def plan_models(args: list[ModelArg], family: str | None, session_options: dict[
         resolve_options(plan.spec, "session", sess, fill_defaults=False)
         check_load_options(plan.plugin, load)
         plan.load_options = load
-        name = arg.name or (f"{plan.family}-demo" if plan.demo else _derived_name(arg.model or "", plan.path))
+        name = arg.name or default_name(plan, arg.model)
         if name in names:
             raise UsageError(f"two models are named {name!r}", hint="name them: --model NAME=PATH")
         names.add(name)
         planned.append((name, plan, sess))
     return planned
+
+
+def default_name(plan: Any, model: str | None) -> str:
+    """A model's name when ``--model`` gives none: the file or folder name; for the default model (no
+    ``--model``: one that speaks, Kokoro) the family's name (``kokoro``), for a demo of random weights
+    ``<family>-demo``."""
+    if plan.demo:
+        return plan.family if getattr(plan.plugin, "demo_speaks", False) else f"{plan.family}-demo"
+    return _derived_name(model or "", plan.path)
 
 
 def _check_local(model: str | None) -> None:

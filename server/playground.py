@@ -1,7 +1,8 @@
 """The playground page served at ``GET /``: one self-contained HTML file (no build step, no CDN).
 
 It reads ``/v1/models`` (option fields come from the model's spec rows) and
-``/v1/audio/voices``, sends ``/v1/audio/speech`` and plays the result in an ``<audio>``
+``/v1/audio/voices`` (the voice list shows the chosen model's voices: ``default``, its named voices
+with their languages, and the stored voices it clones with), sends ``/v1/audio/speech`` and plays the result in an ``<audio>``
 element with a download link. With "stream" on it asks for raw PCM (``stream_format=audio``),
 plays the pieces through Web Audio as they arrive, and puts the whole take in the audio
 element at the end.
@@ -59,6 +60,7 @@ PAGE = r"""<!doctype html>
 "use strict";
 const $ = (id) => document.getElementById(id);
 let models = [];
+let voices = [];
 
 function status(text, isError) {
   $("status").textContent = text;
@@ -143,10 +145,30 @@ function showOptions() {
   box.replaceChildren();
   const row = document.createElement("div");
   row.className = "row";
-  const skip = new Set(["seed"]);
+  const skip = new Set(["seed", "voice"]);
   for (const opt of (model ? model.request_options : [])) if (!skip.has(opt.name)) row.append(optionField(opt));
   box.append(row);
   $("stream").disabled = !(model && model.modes.includes("streaming"));
+  showVoices(model);
+}
+
+function voiceLabel(v) {
+  if (v.stored) return v.name + " (stored)";
+  if (v.type !== "named") return v.name;
+  const about = [v.language_name || v.language, v.gender].filter(Boolean).join(", ");
+  return v.name + (about ? " (" + about + ")" : "");
+}
+
+function showVoices(model) {
+  // the chosen model's voices: default, its named voices, the stored voices it clones with
+  const select = $("voice");
+  const kept = select.value;
+  select.replaceChildren();
+  for (const v of voices) {
+    if (model && v.models && !v.models.includes(model.id)) continue;
+    select.append(new Option(voiceLabel(v), v.name));
+  }
+  if ([...select.options].some((o) => o.value === kept)) select.value = kept;
 }
 
 function optionValues() {
@@ -166,8 +188,7 @@ async function init() {
     for (const m of models) $("model").append(new Option(m.id + " (" + m.family + ", " + m.sample_rate + " Hz)", m.id));
     for (const f of list.response_formats) $("format").append(new Option(f, f));
     $("served").textContent = models.length + " model(s)";
-    const voices = await getJSON("/v1/audio/voices");
-    for (const v of voices.voices) $("voice").append(new Option(v.name + (v.stored ? " (stored)" : ""), v.name));
+    voices = (await getJSON("/v1/audio/voices")).voices;
     showOptions();
     status("ready");
   } catch (e) {

@@ -445,6 +445,7 @@ class SpeechCall:
     reference_given: bool
     principal: Principal = ANONYMOUS
     keep_audio: bool = False  # send the result's audio back (the WebSocket carries a sentence's voice on)
+    gain: float = 1.0  # a factor on the samples (the captioned route's volume_multiplier)
 
 
 def call_of(plan: SpeechPlan, keep_audio: bool) -> SpeechCall:
@@ -456,7 +457,7 @@ def call_of(plan: SpeechPlan, keep_audio: bool) -> SpeechCall:
                       fmt=plan.fmt.name, stream_format=plan.stream_format, rate=plan.rate,
                       voice=plan.voice if isinstance(plan.voice, RemoteVoice) else None,
                       prompt_options=dict(plan.prompt_options), reference_given=plan.reference_given,
-                      principal=plan.principal, keep_audio=keep_audio)
+                      principal=plan.principal, keep_audio=keep_audio, gain=plan.gain)
 
 
 def _error_item(error: BaseException) -> tuple:
@@ -536,7 +537,8 @@ class ModelReplica:
                 "path": str(model.path) if model.path is not None else None,
                 "load_options": dict(model.load_options),
                 "session_options": dict(self.served.session_options), "demo": self.served.demo,
-                "max_batch": self.worker.max_batch, "capacity": self.worker.capacity, "replica": self.replica}
+                "max_batch": self.worker.max_batch, "capacity": self.worker.capacity, "replica": self.replica,
+                "named_voices": self.served.named_voices(), "default_voice": self.served.default_voice()}
 
     def check_language(self, value: str) -> tuple[str, str | None] | None:
         """The family's own check of a language, as a single server makes it: (message, hint) or None."""
@@ -545,6 +547,14 @@ class ModelReplica:
         except AudiocppError as error:
             return error.message, error.hint
         return None
+
+    def phonemize(self, text: str, language: str | None) -> tuple[str, Any, Any]:
+        """The family's text front end (``/dev/phonemize``): ("ok", result, None) or ("error", message,
+        hint)."""
+        try:
+            return "ok", self.served.phonemize(text, language), None
+        except AudiocppError as error:
+            return "error", error.message, error.hint
 
     def report(self) -> dict[str, Any]:
         """This replica's figures, for the ingress's /metrics and /health."""
@@ -571,7 +581,7 @@ class ModelReplica:
                 request.voice = VoiceReference(path=voice.reference)
         return SpeechPlan(served, Task(call.task), Mode(call.mode), request, check_format(call.fmt),
                           call.stream_format, voice, dict(call.prompt_options), rate=call.rate,
-                          principal=call.principal, reference_given=call.reference_given)
+                          principal=call.principal, reference_given=call.reference_given, gain=call.gain)
 
     async def speak(self, call: SpeechCall):
         """``("admitted", replica)``, the audio pieces ``("audio", bytes, samples)``, then
@@ -625,9 +635,17 @@ class RemoteModel:
         self.path = Path(info["path"]) if info["path"] else None
         self.load_options = dict(info["load_options"])
         self._max_batch = int(info["max_batch"])
+        self._named = list(info.get("named_voices") or [])
+        self._default_voice = info.get("default_voice")
 
     def default_max_batch(self) -> int:
         return self._max_batch
+
+    def named_voices(self) -> list[dict[str, Any]]:
+        return list(self._named)
+
+    def default_voice(self, language: str | None = None) -> str | None:
+        return self._default_voice
 
 
 @dataclasses.dataclass
@@ -643,6 +661,12 @@ class RemoteServedModel(ServedModel):
         failed = self.handle.check_language.remote(language).result(timeout_s=60)
         if failed is not None:
             raise UsageError(failed[0], hint=failed[1])
+
+    def phonemize(self, text: str, language: str | None) -> dict[str, Any]:
+        status, found, hint = self.handle.phonemize.remote(text, language).result(timeout_s=60)
+        if status != "ok":
+            raise UsageError(found, hint=hint)
+        return found
 
 
 def _replica_gone(error: BaseException) -> bool:

@@ -2,7 +2,8 @@
 
 The body is OpenAI's (``model``, ``input``, ``voice``, ``instructions``, ``response_format``,
 ``speed``, ``stream_format``; Kokoro-FastAPI's ``stream: true`` means ``stream_format: "audio"``) plus
-our extensions: ``language``, ``seed``, ``reference_text``,
+our extensions: ``language``, ``seed``, ``reference_text``, ``timestamps`` (word timings as SSE events,
+``speech.audio.timestamps``, on a model that times words),
 ``sample_rate`` (the output rate: a number, or ``"native"`` for the model's; by default ``pcm``
 and SSE deltas are 24 kHz, as OpenAI's are, and the other formats the model's rate), ``ref_audio``
 with ``ref_text`` (an inline reference to clone: base64 bytes or a ``data:audio/...;base64,`` URL,
@@ -27,6 +28,7 @@ from .auth import ANONYMOUS, Principal
 from .encoding import AudioFormat, check_format, encode, pcm16
 from .errors import ApiError, from_engine_error
 from .models import PATH_TYPES, ServedModel
+from .named_voices import choose_voice
 from .voices import BUILTIN_VOICES, StoredVoice, VoiceStore, VoiceView, shown
 
 if TYPE_CHECKING:
@@ -53,6 +55,7 @@ class SpeechBody(BaseModel):
     sample_rate: int | str | None = None  # Hz, or "native" (checked by output_rate)
     ref_audio: StrictStr | None = None
     ref_text: StrictStr | None = None
+    timestamps: StrictBool | None = None  # word timings as SSE events (stream_format sse)
     options: dict[str, Any] | None = None
 
 
@@ -74,13 +77,20 @@ class SpeechPlan:
     account: Callable[[float], None] | None = None
     #: the body gave reference_text for its stored voice (then no saved voice prompt is used)
     reference_given: bool = False
+    #: send the words' timings with the audio (SSE events, the WebSocket's, the captioned routes)
+    timestamps: bool = False
+    #: a factor on the samples before encoding (Kokoro-FastAPI's ``volume_multiplier``)
+    gain: float = 1.0
 
     @property
     def voice_name(self) -> str:
-        """The voice as the audit trail names it: a stored voice, ``ref_audio``, or the family's own."""
+        """The voice as the audit trail names it: a stored voice, ``ref_audio``, a named voice (or mix),
+        or the family's own."""
         if self.voice is not None:
             return self.voice.name
-        return "ref_audio" if self.request.voice is not None else "default"
+        if self.request.voice is not None:
+            return "ref_audio"
+        return str(self.request.options.get("voice") or "default")
 
     @property
     def output_rate(self) -> int:
@@ -102,7 +112,7 @@ FIELD_TYPES = {
     "stream_format": "\"audio\" or \"sse\"", "stream": "true or false", "language": "a string",
     "seed": "an integer", "reference_text": "a string",
     "sample_rate": "a number of Hz or \"native\"", "ref_audio": "a string (base64 audio or a data URL)",
-    "ref_text": "a string", "options": "a JSON object of request options",
+    "ref_text": "a string", "timestamps": "true or false", "options": "a JSON object of request options",
 }
 
 
@@ -180,17 +190,24 @@ def plan_speech(body: SpeechBody, models: dict[str, ServedModel], voices: VoiceS
     if stream_format is None and body.stream:
         stream_format = "audio"  # Kokoro-FastAPI's "stream": true
     fmt = check_format(response_format(body.response_format, stream_format))
-    voice = resolve_voice(body.voice, voices)
-    rate = output_rate(body, fmt, served.model.sample_rate, stream_format)
-    inline = inline_reference(body, voice)
-    language = request_language(served, body.language)
-
     options: dict[str, Any] = dict(body.options or {})
     for key, value in (body.model_extra or {}).items():
         if key in options and options[key] != value:
             raise ApiError(400, f"option {key!r} is given twice with different values", param=key,
                            code="invalid_value")
         options[key] = value
+    voice, named = choose_voice(served, _voice_field(body, options), voices)
+    if named is not None:
+        options["voice"] = named
+    rate = output_rate(body, fmt, served.model.sample_rate, stream_format)
+    inline = inline_reference(body, voice)
+    language = request_language(served, body.language)
+    if body.timestamps:
+        check_timestamps(served, "timestamps")
+        if stream_format != "sse":
+            raise ApiError(400, "timestamps come as events of stream_format sse (speech.audio.timestamps); "
+                           "for a whole file with its word timestamps use POST /dev/captioned_speech",
+                           param="timestamps", code="invalid_value")
     if body.speed is not None and body.speed != 1.0:
         if spec.option("request", "speed") is None:
             raise ApiError(400, f"{served.family} does not support speed; leave it at 1.0", param="speed",
@@ -239,13 +256,36 @@ def plan_speech(body: SpeechBody, models: dict[str, ServedModel], voices: VoiceS
     request = TaskRequest(text=body.input, instruct=body.instructions or None, language=language,
                           seed=body.seed, reference_text=body.reference_text, options=options)
     plan = SpeechPlan(served, task, mode, request, fmt, stream_format, voice, prompt_options={},
-                      rate=rate, principal=principal)
+                      rate=rate, principal=principal, timestamps=bool(body.timestamps))
     if voice is not None:
         _attach_voice(plan, voice, body)
     elif inline is not None:
         request.voice = VoiceReference(audio=inline)
         request.reference_text = body.ref_text.strip() if body.ref_text and body.ref_text.strip() else None
     return plan
+
+
+def _voice_field(body: SpeechBody, options: dict[str, Any]) -> str | dict[str, Any] | None:
+    """The request's voice: the body's ``voice``, or the request option ``voice`` given among the options
+    (the same value twice is fine; two different ones are a 400)."""
+    given = options.pop("voice", None)
+    if given is None:
+        return body.voice
+    if body.voice is not None and body.voice != given:
+        raise ApiError(400, "voice is given twice with different values (the field voice and the option "
+                       "voice)", param="voice", code="invalid_value")
+    if not isinstance(given, str):
+        raise ApiError(400, f"voice must be {FIELD_TYPES['voice']}, not {json_value(given)}", param="voice",
+                       code="invalid_value")
+    return given
+
+
+def check_timestamps(served: ServedModel, param: str) -> None:
+    """Word timings are asked of a model that gives them (its spec's ``word_timestamps``), else a 400."""
+    if not served.times_words:
+        raise ApiError(400, f"model {served.name!r} ({served.model.spec.display_name}) does not time its "
+                       "words; word timestamps come from families with the word_timestamps capability "
+                       "(`audiocpp families`)", param=param, code="unsupported_option")
 
 
 def response_format(name: str | None, stream_format: str | None) -> str:
@@ -363,7 +403,7 @@ def synthesize(plan: SpeechPlan, job: Job, worker: ModelWorker,
     served = plan.served
     result: TaskResult | None = None
     incremental = plan.incremental
-    pieces = PieceEncoder(served.model.sample_rate, plan.output_rate)
+    pieces = PieceEncoder(served.model.sample_rate, plan.output_rate, plan.gain)
     stream = worker.events(job, plan.request, plan.task, plan.mode, served.session_options)
     try:
         for event in stream:
@@ -371,21 +411,32 @@ def synthesize(plan: SpeechPlan, job: Job, worker: ModelWorker,
             if event.is_final:
                 result = event.result
             elif incremental and event.audio is not None:
-                job.emit(("audio", *pieces.push(event.audio)))
+                job.emit(("audio", *pieces.push(event.audio), list(event.words)))
     finally:
         stream.close()
     assert result is not None
     if incremental and result.mode is Mode.OFFLINE:  # a family without streaming: one piece
-        job.emit(("audio", *pieces.push(result.audio)))
+        job.emit(("audio", *pieces.push(result.audio), list(result.words)))
     if incremental:
         tail = pieces.finish()
         if tail[1]:
-            job.emit(("audio", *tail))
+            job.emit(("audio", *tail, []))
     if plan.voice is not None and result.voice_prompt is not None and plan.request.voice_prompt is None:
         voices.save_prompt(plan.voice, plan.voice.prompt_path(served.key, plan.prompt_options),
                            result.voice_prompt)
-    data = b"" if incremental else encode(resampled(result.audio, plan.output_rate), plan.fmt)
+    data = b""
+    if not incremental:
+        data = encode(resampled(scaled(result.audio, plan.gain), plan.output_rate), plan.fmt)
     return result, data
+
+
+def scaled(audio: AudioBuffer, gain: float) -> AudioBuffer:
+    """``audio`` times ``gain`` (1.0: itself)."""
+    if gain == 1.0:
+        return audio
+    import numpy as np
+
+    return AudioBuffer(np.asarray(audio.samples, dtype=np.float32) * np.float32(gain), audio.sample_rate)
 
 
 def sent_seconds(job: Job, plan: SpeechPlan) -> float:
@@ -414,10 +465,11 @@ def resampled(audio: AudioBuffer, rate: int) -> AudioBuffer:
 
 class PieceEncoder:
     """Streamed pieces as 16-bit PCM at the output rate (resampled as they come: equal to
-    resampling the whole, engine.audio.streaming)."""
+    resampling the whole, engine.audio.streaming), times ``gain``."""
 
-    def __init__(self, native: int, rate: int) -> None:
+    def __init__(self, native: int, rate: int, gain: float = 1.0) -> None:
         self.rate = rate
+        self.gain = gain
         self._resampler = None
         if native != rate:
             from audiocpp.engine.audio.streaming import StreamingResampler
@@ -426,6 +478,7 @@ class PieceEncoder:
 
     def push(self, audio: AudioBuffer) -> tuple[bytes, int]:
         """(PCM bytes, samples) of a piece."""
+        audio = scaled(audio, self.gain)
         if self._resampler is None:
             return pcm16(audio), audio.num_samples
         samples = self._resampler.push(audio.samples)
@@ -435,7 +488,7 @@ class PieceEncoder:
         if self._resampler is None:
             return b"", 0
         samples = self._resampler.finish()
-        return pcm16(AudioBuffer(samples, self.rate)), len(samples)
+        return pcm16(AudioBuffer(samples, self.rate)), len(samples)  # scaled as it was pushed
 
 
 def result_headers(result: TaskResult, served: ServedModel, rate: int | None = None) -> dict[str, str]:

@@ -22,7 +22,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from audiocpp.engine.records import AudioBuffer, TaskResult, VoiceReference
+from audiocpp.engine.records import AudioBuffer, TaskResult, VoiceReference, WordTiming
 from audiocpp.engine.tasks import Mode, Task
 from audiocpp.engine.text.stream import SentenceStream
 
@@ -122,11 +122,15 @@ def sentence_plan(plan: SpeechPlan) -> SpeechPlan:
                                mode=Mode.STREAMING if streaming else Mode.OFFLINE)
 
 
-async def speak(state: ServerState, plan: SpeechPlan,
-                send: Callable[[bytes], Awaitable[Any]]) -> tuple[TaskResult, float]:
+WordSink = Callable[[list[WordTiming]], Awaitable[Any]]
+
+
+async def speak(state: ServerState, plan: SpeechPlan, send: Callable[[bytes], Awaitable[Any]],
+                words: WordSink | None = None) -> tuple[TaskResult, float]:
     """Synthesize one planned sentence on the model's batch, sending its PCM pieces as they come
-    (``plan.output_rate``); returns its result and the seconds of audio sent (the pieces, without the
-    offline file's cross-fades). Raises ApiError (a full queue: 429), Cancelled."""
+    (``plan.output_rate``), each after ``words(...)`` of the words it speaks where the family times
+    them; returns its result and the seconds of audio sent (the pieces, without the offline file's
+    cross-fades). Raises ApiError (a full queue: 429), Cancelled."""
     worker = state.workers[plan.served.name]
     plan = sentence_plan(plan)
     loop = asyncio.get_running_loop()
@@ -143,11 +147,14 @@ async def speak(state: ServerState, plan: SpeechPlan,
             if getter not in done:
                 getter.cancel()
                 while not job.items.empty():  # pieces put before the end are already queued
-                    data = job.items.get_nowait()[1]
-                    await send(data)
-                    sent += len(data)
+                    item = job.items.get_nowait()
+                    await _words(words, item)
+                    await send(item[1])
+                    sent += len(item[1])
                 break
-            data = getter.result()[1]
+            item = getter.result()
+            data = item[1]
+            await _words(words, item)
             await _send_watched(send, data, lambda sent=sent: job.emitted_bytes - sent > limit)
             sent += len(data)
         result, _ = future.result()
@@ -160,6 +167,12 @@ async def speak(state: ServerState, plan: SpeechPlan,
     seconds = sent / 2 / plan.output_rate
     observe(state.metrics, plan, result, seconds)
     return result, seconds
+
+
+async def _words(words: WordSink | None, item: tuple) -> None:
+    """The words of a streamed piece (its fourth element), to ``words`` where there are some."""
+    if words is not None and len(item) > 3 and item[3]:
+        await words(item[3])
 
 
 async def _send_watched(send: Callable[[bytes], Awaitable[Any]], data: bytes,

@@ -4,15 +4,19 @@ sentence by sentence, in vLLM-Omni's message shapes.
 Client -> server (JSON text frames):
 
 - ``{"type": "session.config", "model", "voice", "response_format": "pcm"|"wav", "sample_rate",
-  "language", "instructions", "seed", "max_frame_bytes", ...request options}``: first, once; checked as
-  the body of ``POST /v1/audio/speech`` is (a bad one is an ``error`` event and the socket closes);
+  "language", "instructions", "seed", "max_frame_bytes", "timestamps", ...request options}``: first, once;
+  checked as the body of ``POST /v1/audio/speech`` is (a bad one is an ``error`` event and the socket
+  closes); ``timestamps`` (default: on where the model times its words) sends ``audio.word`` events;
 - ``{"type": "input.text", "text": "..."}``: a piece of the text (any size);
 - ``{"type": "input.done"}``: the end of the text.
 
 Server -> client, per sentence as soon as it is complete: ``{"type": "audio.start",
 "sentence_index", "sentence_text", "format", "sample_rate"}``, binary frames (16-bit mono PCM at that
 rate, each at most ``max_frame_bytes``, 64 KiB by default, so that a client's default message limit,
-websockets' 1 MiB, is never hit; ``wav``: a stream WAV header first), ``{"type": "audio.done",
+websockets' 1 MiB, is never hit; ``wav``: a stream WAV header first), where the model times its words
+``{"type": "audio.word", "sentence_index", "word", "start", "end", "phonemes"?}`` for each word just
+before the frames of the audio that speaks it (``start``/``end``: seconds from the start of the session's
+audio, every sentence's frames back to back as they were sent), ``{"type": "audio.done",
 "sentence_index", "timing"}`` (``first_audio_ms``: from the sentence's completion to its first audio
 frame); ``{"type": "error", "message", "code", "param", "sentence_index"?}`` for a sentence that failed
 (the others go on) or a bad message (a binary frame, bad JSON, an unknown type); at the end
@@ -48,10 +52,12 @@ from .auth import ANONYMOUS, Principal
 from .encoding import wav_stream_header
 from .errors import ApiError, from_engine_error
 from .scheduler import Cancelled
-from .speech import json_value, parse_body, plan_speech, timing
+from .speech import check_timestamps, json_value, parse_body, plan_speech, timing
 from .textstream import TextStream, speak
 
 if TYPE_CHECKING:
+    from audiocpp.engine.records import WordTiming
+
     from .app import ServerState
     from .speech import SpeechPlan
 
@@ -79,7 +85,7 @@ def _error(error: BaseException) -> dict[str, Any]:
 def plan_session(state: ServerState, config: dict[str, Any],
                  principal: Principal = ANONYMOUS) -> tuple[SpeechPlan, int]:
     """The session's plan from its ``session.config`` (a POST body without ``input``), and its frame size."""
-    body = {k: v for k, v in config.items() if k not in ("type", "max_frame_bytes")}
+    body = {k: v for k, v in config.items() if k not in ("type", "max_frame_bytes", "timestamps")}
     if "input" in body:
         raise ApiError(400, "session.config takes no input: send the text as input.text messages",
                        param="input", code="invalid_value")
@@ -96,6 +102,13 @@ def plan_session(state: ServerState, config: dict[str, Any],
                        f"{json_value(frame)}", param="max_frame_bytes", code="invalid_value")
     plan = plan_speech(parse_body({**body, "input": "-"}), state.models, state.view(principal),
                        state.max_input_chars, principal)
+    timestamps = config.get("timestamps")
+    if timestamps is not None and not isinstance(timestamps, bool):
+        raise ApiError(400, f"timestamps must be true or false, not {json_value(timestamps)}",
+                       param="timestamps", code="invalid_value")
+    if timestamps:
+        check_timestamps(plan.served, "timestamps")
+    plan.timestamps = plan.served.times_words if timestamps is None else timestamps
     return plan, frame - frame % 2  # whole 16-bit samples
 
 
@@ -118,7 +131,7 @@ async def speech_stream(websocket: WebSocket, state: ServerState) -> None:
     await websocket.accept()
     texts: asyncio.Queue[tuple[str, float] | None] = asyncio.Queue()
     reader: asyncio.Task | None = None
-    model, status, index = "", 200, 0
+    model, status, index, offset = "", 200, 0, 0.0
     scope_state = websocket.scope.setdefault("state", {})
     principal: Principal = scope_state.get("principal", ANONYMOUS)
     try:
@@ -150,7 +163,8 @@ async def speech_stream(websocket: WebSocket, state: ServerState) -> None:
             if _revoked(state, principal):
                 status = 401
                 break
-            await _speak_one(websocket, state, stream, sentence, completed, index, frame_bytes)
+            offset += await _speak_one(websocket, state, stream, sentence, completed, index, frame_bytes,
+                                       offset)
             index += 1
         await reader
         if _revoked(state, principal):
@@ -269,12 +283,14 @@ def _too_long(max_chars: int, dropped: int, *, later: bool) -> dict[str, Any]:
 
 
 async def _speak_one(websocket: WebSocket, state: ServerState, stream: TextStream, sentence: str,
-                     completed: float, index: int, frame_bytes: int) -> None:
+                     completed: float, index: int, frame_bytes: int, offset: float) -> float:
+    """Speak one sentence (its events and frames); the seconds of audio sent. ``offset``: the seconds the
+    session sent before it (where its words' times start)."""
     plan = stream.plan_for(sentence)
     over = state.limits.check_audio(plan.principal)
     if over is not None:  # this sentence is not spoken; the session goes on (the limit may reset)
         await websocket.send_json({**_error(over), "sentence_index": index, "retry_after": over.retry_after})
-        return
+        return 0.0
     scope_state = websocket.scope.setdefault("state", {})
     plan.account = state.account(plan, scope_state)
     note_text(scope_state, sentence)
@@ -292,16 +308,22 @@ async def _speak_one(websocket: WebSocket, state: ServerState, stream: TextStrea
             for start in range(0, len(data), frame_bytes):
                 await websocket.send_bytes(data[start:start + frame_bytes])
 
+    async def words(timed: list[WordTiming]) -> None:
+        for word in timed:
+            shifted = word.shifted(offset).as_dict()
+            await websocket.send_json({"type": "audio.word", "sentence_index": index, **shifted})
+
     try:
-        result, sent = await speak(state, plan, send)
+        result, sent = await speak(state, plan, send, words if plan.timestamps else None)
     except (WebSocketDisconnect, Cancelled, OSError):
         raise
     except BaseException as error:  # noqa: BLE001 - told to the client; the next sentences go on
         if isinstance(error, RuntimeError) and _gone(websocket):
             raise  # a send on a socket the client closed
         await websocket.send_json({**_error(error), "sentence_index": index})
-        return
+        return 0.0
     stream.spoke(sentence, result)
     done = {"type": "audio.done", "sentence_index": index, "timing": timing(result, rate, sent)}
     done["timing"]["first_audio_ms"] = round(first[0] * 1000, 1) if first else None
     await websocket.send_json(done)
+    return sent

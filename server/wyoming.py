@@ -20,9 +20,12 @@ admission limits and batcher. Per connection (the ``wyoming`` package's event ha
   ``audio-stop``, ``synthesize-stopped`` or a closed connection and ignores ``error``: it must never be
   left waiting.
 
-Voices are named ``default`` and the stored voices' names when one model is served, ``<model>`` and
-``<model>/<voice>`` when several are (a synthesize may name the model itself either way); a stored
-voice is offered for the models that can clone with it. Where the ``zeroconf`` package is installed
+Voices are named ``default``, the model's named voices (Kokoro's ``jf_alpha``..., each with its own
+language) and the stored voices' names when one model is served, ``<model>`` and ``<model>/<voice>`` when
+several are (a synthesize may name the model itself either way); a stored voice is offered for the
+models that can clone with it. A synthesize may also name what ``POST /v1/audio/speech`` takes as a voice
+of a model with named voices (a mix ``jf_alpha(2)+jm_kumo(1)``, OpenAI's names), as ``<model>/<voice>``
+when several models are served. Where the ``zeroconf`` package is installed
 and Wyoming listens on an address other machines reach, the service is advertised as
 ``_wyoming._tcp`` (Home Assistant discovers it). Nothing the client sends names a file.
 """
@@ -84,17 +87,19 @@ class Voices:
         return len(self.state.models) == 1
 
     def names(self, model: str) -> list[tuple[str, str | None]]:
-        """(Wyoming name, stored voice or None) of ``model``'s voices: its own voice, and the stored
-        voices it clones with."""
+        """(Wyoming name, the voice a request names or None) of ``model``'s voices: its own voice, its
+        named voices, and the stored voices it clones with."""
         served = self.state.models[model]
+        named = [str(v["name"]) for v in served.named_voices()]
         stored = [v.name for v in self.state.view(WYOMING).list() if served.clones_with(v.transcript)]
+        voices = named + [name for name in stored if name not in named]
         if self.single:
-            return [("default", None)] + [(name, name) for name in stored]
-        return [(model, None)] + [(f"{model}/{name}", name) for name in stored]
+            return [("default", None)] + [(name, name) for name in voices]
+        return [(model, None)] + [(f"{model}/{name}", name) for name in voices]
 
     def resolve(self, name: str | None, language: str | None) -> tuple[ServedModel, str | None]:
-        """The model and stored voice a ``synthesize`` names (no name: the first model that speaks
-        ``language``, else the first model's own voice)."""
+        """The model and voice (a named or stored voice's name, as a request's ``voice``) a ``synthesize``
+        names (no name: the first model that speaks ``language``, else the first model's own voice)."""
         models = self.state.models
         if not name:
             if language:
@@ -111,6 +116,12 @@ class Voices:
                     return models[model], stored
         if "/" not in name and name in models:  # the model's name, on a one-model server too
             return models[name], None
+        model, slash, voice = name.partition("/")
+        if slash and model in models and models[model].named_voices():
+            return models[model], voice  # a mix, an OpenAI name: checked as over HTTP
+        first = next(iter(models.values()))
+        if self.single and first.named_voices():
+            return first, name
         listed = [n for model in models for n, _ in self.names(model)]
         raise ApiError(400, f"voice {name!r} is not served here; its voices: {', '.join(listed)}",
                        param="voice", code="voice_not_found")
@@ -120,11 +131,18 @@ class Voices:
         for model, served in self.state.models.items():
             spec = served.model.spec
             languages = served.languages()
-            for name, stored in self.names(model):
-                what = f"stored voice {stored}" if stored else "its own voice"
+            named = {str(v["name"]): v for v in served.named_voices()}
+            for name, voice in self.names(model):
+                if voice in named:
+                    about = named[voice]
+                    what = ", ".join(str(about[k]) for k in ("language_name", "gender") if about.get(k))
+                    what = f"voice {voice}" + (f" ({what})" if what else "")
+                    spoken = [str(about["language"])] if about.get("language") else languages
+                else:
+                    what, spoken = (f"stored voice {voice}" if voice else "its own voice"), languages
                 voices.append(TtsVoice(name=name, attribution=ATTRIBUTION, installed=True, version=None,
                                        description=f"{spec.display_name} ({model}): {what}",
-                                       languages=languages))
+                                       languages=spoken))
         described = ", ".join(f"{name} ({served.model.spec.display_name})"
                               for name, served in self.state.models.items())
         program = TtsProgram(name=PROGRAM, attribution=ATTRIBUTION, installed=True,
@@ -250,12 +268,12 @@ class WyomingHandler(AsyncEventHandler):
             self._count(499)
 
     def _plan(self, name: str | None, language: str | None) -> SpeechPlan:
-        served, stored = self.voices.resolve(name, language)
+        served, voice = self.voices.resolve(name, language)
         self.model = served.name
         body: dict[str, Any] = {"model": served.name, "input": "-", "response_format": "pcm",
                                 "sample_rate": "native"}
-        if stored is not None:
-            body["voice"] = stored
+        if voice is not None:
+            body["voice"] = voice  # a named or stored voice: checked as over HTTP (named_voices)
         if self.state.wyoming_seed is not None:
             body["seed"] = self.state.wyoming_seed
         if language:
