@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import espeak
-from .normalize import CLOSING, OPENING, Piece
+from .readings import CLOSING, OPENING, Piece
 from .tokens import Token
 from .words import Unit
 

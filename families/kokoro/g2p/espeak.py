@@ -8,7 +8,9 @@ espeak's IPA is rewritten into the symbols Kokoro was trained with, as hexgrad's
 (``misaki.espeak``): English as its ``EspeakFallback`` (diphthongs as the single letters ``A I O W Y
 Q``, affricates ``ʤ ʧ``, ``ɚ`` as ``əɹ``, syllabic consonants with ``ᵊ``, American length marks
 dropped), the other languages as its ``EspeakG2P`` (tied diphthongs and affricates to one symbol,
-remaining ties and hyphens removed).
+remaining ties and hyphens removed). Added here: English ``ɹɹ`` (from ``ɚɹ`` and ``ʊ^ɹɹ``) is one
+``ɹ``, and British ``e^ə``/``i^ə``/``ə^ʊ`` are rewritten before the general map (upstream's order turns
+the ``e`` of ``e^ə`` into ``A`` first, so its ``ɛː`` rule never fires).
 """
 
 from __future__ import annotations
@@ -48,7 +50,6 @@ def postprocess(language: str, ps: str) -> str:
         british = language != "en-us" and not language.startswith("en-us")
         if british:  # before the general map, which would turn the "e" of "e^ə" into "A"
             ps = ps.replace("e^ə", "ɛː").replace("i^ə", "ɪə").replace("iə", "ɪə").replace("ə^ʊ", "Q")
-        ps = ps.replace("ɚɹ", "ɚ")  # "century" sˈɛnʧɚɹi: one ɹ once ɚ is written əɹ
         for old, new in _EN_MAP:
             ps = ps.replace(old, new)
         ps = _SYLLABIC.sub(r"ᵊ\1", ps).replace("\u0329", "")
@@ -56,7 +57,8 @@ def postprocess(language: str, ps: str) -> str:
             ps = ps.replace("o^ʊ", "O").replace("ɜːɹ", "ɜɹ").replace("ɜː", "ɜɹ").replace("ɪə", "iə")
             ps = ps.replace("ː", "")
         ps = ps.replace("o", "ɔ")  # a bare o is espeak < 1.52's spelling of ɔ
-        return ps.replace(TIE, "")
+        # "century" sˈɛntʃɚɹi, "euro" jˈʊ^ɹɹoʊ: one ɹ once ɚ is əɹ and the tie is gone (not upstream's)
+        return re.sub("ɹɹ+", "ɹ", ps.replace(TIE, ""))
     for old, new in _OTHER_MAP:
         ps = ps.replace(old, new)
     return ps.replace(TIE, "").replace("-", "")
