@@ -381,8 +381,10 @@ def _announce_wyoming(sock: socket.socket, state) -> None:
     one text-to-speech service it sees."""
     host, port = sock.getsockname()[:2]
     models = ", ".join(state.models)
-    how = ("its voice 'default'" if len(state.models) == 1
-           else f"a voice per model ({models}; MODEL/VOICE for stored voices)")
+    named = sum(len(served.named_voices()) for served in state.models.values())
+    voices = f" and {named} named voice{'s' if named != 1 else ''}" if named else ""
+    how = (f"its voice 'default'{voices}" if len(state.models) == 1
+           else f"a voice per model ({models}; MODEL/VOICE for named and stored voices){voices}")
     print(f"audiocpp serve: Wyoming on tcp://{host}:{port}: Home Assistant sees one text-to-speech service, "
           f"audiocpp, with {how}", file=sys.stderr)
 

@@ -2,10 +2,10 @@
 
 It reads ``/v1/models`` (option fields come from the model's spec rows) and
 ``/v1/audio/voices`` (the voice list shows the chosen model's voices: ``default``, its named voices
-with their languages, and the stored voices it clones with), sends ``/v1/audio/speech`` and plays the result in an ``<audio>``
-element with a download link. With "stream" on it asks for raw PCM (``stream_format=audio``),
-plays the pieces through Web Audio as they arrive, and puts the whole take in the audio
-element at the end.
+with their languages, and the stored voices it clones with), sends ``/v1/audio/speech`` and plays the
+result in an ``<audio>`` element with a download link. With "stream" on it asks for raw PCM
+(``stream_format=audio``), plays the pieces through Web Audio as they arrive, and puts the whole take in
+the audio element at the end.
 
 On a server with API keys, the first 401 shows a key field: the key is kept in the tab's session
 storage (gone when the tab closes, never in a cookie or the URL) and sent as ``Authorization: Bearer``
