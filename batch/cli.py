@@ -12,7 +12,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -53,8 +53,9 @@ class BatchArgs:
 
 
 @app.command(help="Synthesize every line of a JSONL manifest into --out-dir, on local worker processes "
-             "or on Ray. Lines: {\"id\", \"text\", and optionally task, voice_ref, reference_text, voice, "
-             "instruct, language, seed, options, out}; flags give the defaults. See docs/batch.md.")
+             "or on Ray. Lines: {\"id\", \"text\", and optionally task, voice_ref, reference_text, "
+             "voice_prompt, voice, speed, phonemes, instruct, language, seed, options, out}; flags give the "
+             "defaults. Without --model: the default model (Kokoro). See docs/batch.md.")
 def batch(
     manifest: Annotated[Path, typer.Argument(help="JSONL manifest, one utterance a line.")],
     out_dir: Annotated[Path | None, typer.Option(
@@ -64,8 +65,8 @@ def batch(
         "--family", "-f", help="Model family (auto-detected from --model when omitted).")] = None,
     model: Annotated[str | None, typer.Option(
         "--model", "-m",
-        help="Model path, or a name (Hugging Face repo id or package id) as for `audiocpp`; omit to use "
-        "the family's demo model.")] = None,
+        help="Model path, or a name (Hugging Face repo id or package id) as for `audiocpp`; omit for the "
+        "default model (Kokoro, as `audiocpp`), or with --family for that family's demo model.")] = None,
     revision: Annotated[str | None, typer.Option(
         "--revision", help="Branch, tag or commit of a --model name.")] = None,
     cache_dir: Annotated[Path | None, typer.Option(
@@ -78,7 +79,12 @@ def batch(
     reference_text: Annotated[str | None, typer.Option(
         "--reference-text", help="Default transcript of the reference.")] = None,
     voice_prompt: Annotated[Path | None, typer.Option(
-        "--voice-prompt", help="Default saved voice prompt (field voice).")] = None,
+        "--voice-prompt", help="Default saved voice prompt (field voice_prompt).")] = None,
+    voice: Annotated[str | None, typer.Option(
+        "--voice", help="Default named voice of the model, or a mix 'jf_alpha(2)+jm_kumo(1)' (field voice; "
+        "Kokoro: `audiocpp voices`).")] = None,
+    speed: Annotated[float | None, typer.Option(
+        "--speed", help="Default speaking rate, >1 faster (field speed; families with the option).")] = None,
     instruct: Annotated[str | None, typer.Option(
         "--instruct", help="Default voice design description.")] = None,
     language: Annotated[str | None, typer.Option("--language", help="Default language name or code.")] = None,
@@ -115,8 +121,9 @@ def batch(
         "1: one at a time; default: what batching gains for the family on its device (8; OmniVoice on "
         "the CPU 1, docs/batching.md).")] = None,
 ) -> None:
-    defaults = Defaults(task=task, voice_ref=voice_ref, reference_text=reference_text, voice=voice_prompt,
-                        instruct=instruct, language=language, seed=seed, fmt=fmt)
+    defaults = Defaults(task=task, voice_ref=voice_ref, reference_text=reference_text,
+                        voice_prompt=voice_prompt, voice=voice, speed=speed, instruct=instruct,
+                        language=language, seed=seed, fmt=fmt)
     args = BatchArgs(
         manifest=manifest, out_dir=out_dir, family=family, model=model, revision=revision,
         cache_dir=cache_dir, codec=codec, defaults=defaults,
@@ -159,8 +166,27 @@ def _check_flags(args: BatchArgs) -> None:
                          hint="pass --out-dir DIR (or --check to only check the manifest)")
     if args.defaults.voice_ref is not None and not args.defaults.voice_ref.is_file():
         raise UsageError(f"--voice-ref {str(args.defaults.voice_ref)!r} does not exist")
-    if args.defaults.voice is not None and not args.defaults.voice.is_file():
-        raise UsageError(f"--voice-prompt {str(args.defaults.voice)!r} does not exist")
+    if args.defaults.voice_prompt is not None and not args.defaults.voice_prompt.is_file():
+        raise UsageError(f"--voice-prompt {str(args.defaults.voice_prompt)!r} does not exist")
+
+
+def _check_option_flags(args: BatchArgs, spec: Any) -> None:
+    """--voice and --speed: options of the family, not given twice (with --request-option)."""
+    for name in ("voice", "speed"):
+        value = getattr(args.defaults, name)
+        if value is None:
+            continue
+        if spec.option("request", name) is None:
+            if name == "voice":
+                raise UsageError(f"{spec.family} has no named voices, so --voice has nothing to choose",
+                                 hint="a saved voice prompt is --voice-prompt FILE; `audiocpp voices` lists "
+                                 "the named voices of the models that have them (kokoro)")
+            raise UsageError(f"{spec.family} has no request option {name!r} (--{name})",
+                             hint=f"`audiocpp options --family {spec.family}` lists its options")
+        given = args.defaults.options.get(name)
+        if given is not None and str(given).lower() != str(value).lower():
+            raise UsageError(f"option {name!r} is given twice with different values ({given!r} and "
+                             f"{value!r})", hint=f"drop --request-option {name}=...")
 
 
 def run_batch(args: BatchArgs) -> None:
@@ -183,6 +209,7 @@ def run_batch(args: BatchArgs) -> None:
     plan = plan_load(ModelRef(args.model, args.family, args.revision, args.cache_dir, args.progress),
                      load_options)
     resolve_options(plan.spec, "session", session_options, fill_defaults=False)
+    _check_option_flags(args, plan.spec)
     items = read_manifest(args.manifest, plan.spec, args.defaults)
     if args.check:
         _report_check(items, args)
@@ -221,7 +248,7 @@ def run_batch(args: BatchArgs) -> None:
     rows_per_step: list[float] = []
 
     def record(item: Item, done: Done) -> None:
-        kept = out.record(item, done.row, done.audio)
+        kept = out.record(item, done.row, done.audio, done.words)
         prepared[done.worker] = max(prepared.get(done.worker, 0), done.voices_prepared)
         if done.audio is not None:
             rows_per_step.append(done.batch_rows)

@@ -1,8 +1,11 @@
 """The JSONL manifest: one utterance a line, every line checked before anything runs.
 
 A line is a JSON object with ``id`` and ``text`` and optionally ``task``, ``voice_ref``,
-``reference_text``, ``voice`` (a saved voice prompt), ``instruct``, ``language``, ``seed``,
-``options`` (any request option of the family's spec) and ``out`` (the output file name).
+``reference_text``, ``voice_prompt`` (a saved voice prompt), ``voice`` (a named voice of the model, or a
+mix: ``'jf_alpha(2)+jm_kumo(1)'``), ``speed``, ``phonemes``, ``instruct``, ``language``, ``seed``,
+``options`` (any request option of the family's spec) and ``out`` (the output file name). ``voice``,
+``speed`` and ``phonemes`` are request options of the families that have them (Kokoro), given as fields
+as ``audiocpp`` gives them as flags.
 Fields a line leaves out (or sets to null) take the command line's defaults. Relative paths
 in a line are relative to the manifest's folder; relative paths given on the command line are
 relative to the working directory, as for ``audiocpp``. Every problem is collected with its
@@ -25,9 +28,14 @@ from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.spec.options import resolve_options
 from audiocpp.engine.tasks import Task, parse_task
 
-FIELDS = ("id", "text", "task", "voice_ref", "reference_text", "voice", "instruct", "language", "seed",
-          "options", "out")
-_STRINGS = ("text", "task", "voice_ref", "reference_text", "voice", "instruct", "language", "out")
+FIELDS = ("id", "text", "task", "voice_ref", "reference_text", "voice_prompt", "voice", "speed", "phonemes",
+          "instruct", "language", "seed", "options", "out")
+_STRINGS = ("text", "task", "voice_ref", "reference_text", "voice_prompt", "voice", "instruct", "language",
+            "out")
+#: fields that are request options of the families that take them (``audiocpp``'s --voice, --speed,
+#: --phonemes); a family without the option refuses the field
+OPTION_FIELDS = ("voice", "speed", "phonemes")
+WORDS_SUFFIX = ".words.json"
 # File extension of each output format, and the format an extension implies.
 FORMAT_EXT = {"wav16": ".wav", "wav24": ".wav", "wav32": ".wav", "flac": ".flac", "ogg": ".ogg"}
 EXT_FORMAT = {".wav": "wav16", ".flac": "flac", ".ogg": "ogg"}
@@ -41,7 +49,8 @@ _LINE_WORDING: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), r
     (r"(?:--request-option|-r) (\w+)=", r'"options": {"\1": ...}: '),
     (r"--reference-text", "reference_text"),
     (r"--voice-ref(?: FILE| R)?", "voice_ref"),
-    (r"--voice-prompt(?: FILE)?", "voice"),
+    (r"--voice-prompt(?: FILE)?", "voice_prompt"),
+    (r"--voice\b(?!-)", "voice"),
     (r"--instruct", "instruct"),
     (r"--language", "language"),
     (r"--seed", "seed"),
@@ -63,7 +72,9 @@ class Defaults:
     task: str = "tts"
     voice_ref: Path | None = None
     reference_text: str | None = None
-    voice: Path | None = None
+    voice_prompt: Path | None = None
+    voice: str | None = None  # a named voice or mix (request option 'voice')
+    speed: float | None = None  # request option 'speed'
     instruct: str | None = None
     language: str | None = None
     seed: int | None = None
@@ -84,7 +95,7 @@ class Item:
     fmt: str
     voice_ref: str | None = None
     reference_text: str | None = None
-    voice: str | None = None
+    voice_prompt: str | None = None
     instruct: str | None = None
     language: str | None = None
     seed: int | None = None
@@ -98,9 +109,15 @@ class Item:
         return cls(**json.loads(text))
 
     @property
-    def voice_key(self) -> tuple[str, str, str]:
-        """Items with the same key share a prepared voice."""
-        return (self.voice or "", self.voice_ref or "", self.reference_text or "")
+    def voice_key(self) -> tuple[str, str, str, str]:
+        """Items with the same key share a prepared voice (a reference, a prompt or a named voice)."""
+        return (self.voice_prompt or "", self.voice_ref or "", self.reference_text or "",
+                str(self.options.get("voice") or ""))
+
+    @property
+    def words_out(self) -> str:
+        """The file of the item's word timings, beside its audio (families that time words)."""
+        return Path(self.out).stem + WORDS_SUFFIX
 
     def sort_key(self) -> tuple[Any, ...]:
         return (self.task, self.voice_key, len(self.text), self.index)
@@ -135,6 +152,26 @@ def _absolute_options(options: Mapping[str, Any], spec: ModelSpec, base: Path) -
     return fixed
 
 
+def times_words(spec: ModelSpec) -> bool:
+    """Whether the family times its words (its spec's ``word_timestamps`` capability)."""
+    return "word_timestamps" in (spec.capabilities.get("tts") or [])
+
+
+def _option_field(name: str, value: Any, spec: ModelSpec) -> Any:
+    """A line's ``voice``, ``speed`` or ``phonemes``: of its JSON type, and an option of the family."""
+    if name == "speed" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise ValueError(f"speed must be a number, got {json.dumps(value)}")
+    if name == "phonemes" and not isinstance(value, bool):
+        raise ValueError(f"phonemes must be true or false (true: the line's text is phonemes), got "
+                         f"{json.dumps(value)}")
+    if spec.option("request", name) is None:
+        if name == "voice":
+            raise ValueError(f"voice names one of the model's own voices, and {spec.family} has none "
+                             "(a saved voice prompt file is the field voice_prompt)")
+        raise ValueError(f"{spec.family} has no request option {name!r} (field {name})")
+    return value
+
+
 def output_format(out: str, fmt: str | None) -> str:
     """The format of a line's ``out``: its extension picks the container (the line's own choice
     wins over the --format default), and --format the sample type when it is that container."""
@@ -154,6 +191,8 @@ class _Checker:
         self.base = base
         self.ids: dict[str, int] = {}
         self.outs: dict[str, int] = {}
+        self.words_outs: dict[str, int] = {}  # the word-timing files of families that time words
+        self.times_words = times_words(spec)
         self.default_options = _absolute_options(defaults.options, spec, Path.cwd())
 
     def item(self, raw: Any, line: int, index: int) -> Item:
@@ -177,13 +216,13 @@ class _Checker:
         # The voice defaults (--voice-ref, --reference-text, --voice-prompt) are for clones only.
         clone = task is Task.CLONE
         voice_ref = self._file(given, "voice_ref", self.defaults.voice_ref if clone else None)
-        voice = self._file(given, "voice", self.defaults.voice if clone else None)
-        options = self._options(given.get("options", {}))
+        voice_prompt = self._file(given, "voice_prompt", self.defaults.voice_prompt if clone else None)
+        options = self._options(given.get("options", {}), given)
         item = Item(
             id=item_id, line=line, index=index, text=text, task=task.value, out="", fmt="",
             voice_ref=voice_ref,
             reference_text=given.get("reference_text", self.defaults.reference_text if clone else None),
-            voice=voice, instruct=given.get("instruct", self.defaults.instruct),
+            voice_prompt=voice_prompt, instruct=given.get("instruct", self.defaults.instruct),
             language=given.get("language", self.defaults.language), seed=seed, options=options,
         )
         options = self._check_options(item)
@@ -228,10 +267,28 @@ class _Checker:
                              + ("" if shown == str(path) else f" ({path})"))
         return str(path)
 
-    def _options(self, raw: Any) -> dict[str, Any]:
+    def _options(self, raw: Any, given: dict[str, Any]) -> dict[str, Any]:
+        """The item's request options: --request-option, then --voice / --speed, then the line's
+        ``options``, then its ``voice`` / ``speed`` / ``phonemes`` fields (which must agree with the
+        line's ``options`` where both give one)."""
         if not isinstance(raw, dict):
             raise ValueError(f"options must be a JSON object, got {json.dumps(raw)}")
-        return {**self.default_options, **_absolute_options(raw, self.spec, self.base)}
+        options = dict(self.default_options)
+        for name in OPTION_FIELDS:
+            flag = getattr(self.defaults, name, None)
+            if flag is not None:
+                options[name] = flag
+        line = _absolute_options(raw, self.spec, self.base)
+        options.update(line)
+        for name in OPTION_FIELDS:
+            if name not in given:
+                continue
+            value = _option_field(name, given[name], self.spec)
+            if name in line and str(line[name]).lower() != str(value).lower():
+                raise ValueError(f"{name} is given twice with different values ({line[name]!r} in options "
+                                 f"and {value!r})")
+            options[name] = value
+        return options
 
     def _check_options(self, item: Item) -> dict[str, Any]:
         """The checks Session.prepare makes on options, before any model is loaded; the typed options."""
@@ -262,7 +319,7 @@ class _Checker:
         )
 
         given = ReferenceInputs.of(self.spec, options, voice=item.voice_ref is not None,
-                                   voice_prompt=item.voice is not None)
+                                   voice_prompt=item.voice_prompt is not None)
         check_request(self.spec, task, given)
         if item.voice_ref is not None:
             duration = audio_duration(Path(item.voice_ref))
@@ -282,6 +339,12 @@ class _Checker:
             raise ValueError(f"out {out!r} is the batch's own manifest file")
         if out in self.outs:
             raise ValueError(f"out {out!r} is already written by line {self.outs[out]}")
+        if self.times_words:
+            words = Path(out).stem + WORDS_SUFFIX
+            if words in self.words_outs:
+                raise ValueError(f"out {out!r}: its word timings {words!r} are already written by line "
+                                 f"{self.words_outs[words]} (give the two outputs different names)")
+            self.words_outs[words] = line
         self.outs[out] = line
         return out, fmt
 

@@ -5,6 +5,10 @@ its row is appended (one line, flushed and synced), so after a crash or Ctrl-C a
 ``ok`` always has its whole file; a file without such a row is simply redone. Rows are appended
 while the job runs and the file is rewritten at the end (atomically) with one row per item,
 the last one, in the manifest's order.
+
+Where the family times its words (Kokoro), each item's words go to ``<stem>.words.json`` beside its
+audio (the JSON of ``audiocpp --timestamps``: ``sample_rate``, ``duration_s``, ``words``: ``word``,
+``start``, ``end`` in seconds, ``phonemes``), written before the row, which names it (``words``).
 """
 
 from __future__ import annotations
@@ -18,12 +22,12 @@ from typing import Any
 
 from audiocpp.engine.audio.io import write_audio
 from audiocpp.engine.errors import AudiocppError, UsageError
-from audiocpp.engine.records import AudioBuffer
+from audiocpp.engine.records import AudioBuffer, WordTiming
 
 from .manifest import MANIFEST_OUT, Item
 from .synth import describe, error_row
 
-ROW_KEYS = ("id", "status", "error", "output", "audio_s", "wall_s", "rtf", "seed")
+ROW_KEYS = ("id", "status", "error", "output", "audio_s", "wall_s", "rtf", "seed", "words")
 
 
 @dataclass
@@ -74,19 +78,26 @@ class OutputDir:
         """An earlier run wrote this item: its last row says ok, for this file, and the file exists."""
         row = self.rows.get(item.id)
         return (row is not None and row.get("status") == "ok" and row.get("output") == item.out
-                and (self.folder / item.out).is_file())
+                and (self.folder / item.out).is_file()
+                and (not row.get("words") or (self.folder / str(row["words"])).is_file()))
 
     def remove_stale_temporaries(self, items: list[Item]) -> None:
         """Temporary files a killed run left for these items' outputs (never a finished file)."""
         for item in items:
-            for tmp in self.folder.glob(f".{item.out}.*.tmp"):
-                tmp.unlink(missing_ok=True)
+            for name in (item.out, item.words_out):
+                for tmp in self.folder.glob(f".{name}.*.tmp"):
+                    tmp.unlink(missing_ok=True)
 
-    def record(self, item: Item, row: dict[str, Any], audio: AudioBuffer | None) -> dict[str, Any]:
-        """Write the item's audio (atomically), then append its row; returns the row kept."""
+    def record(self, item: Item, row: dict[str, Any], audio: AudioBuffer | None,
+               words: list[WordTiming] | None = None) -> dict[str, Any]:
+        """Write the item's audio and its words (atomically), then append its row; returns the row kept."""
+        row = {**row, "words": None}
         if row["status"] == "ok" and audio is not None:
             try:
                 write_audio(self.folder / item.out, audio, item.fmt)
+                if words:
+                    self.write_words(item, audio, words)
+                    row["words"] = item.words_out
             except AudiocppError as error:
                 row = {**error_row(item, describe(error), row.get("wall_s")), "seed": row.get("seed")}
         elif row["status"] == "ok":
@@ -99,6 +110,18 @@ class OutputDir:
             self.tally.failed += 1
             self.tally.failures.append((item.id, str(row["error"])))
         return row
+
+    def write_words(self, item: Item, audio: AudioBuffer, words: list[WordTiming]) -> None:
+        from audiocpp.engine.fs import write_text_atomic
+
+        body = {"sample_rate": audio.sample_rate, "duration_s": round(audio.duration, 4),
+                "words": [w.as_dict() for w in words]}
+        text = json.dumps(body, ensure_ascii=False, indent=1) + "\n"
+        try:
+            write_text_atomic(self.folder / item.words_out, text)
+        except OSError as error:
+            raise AudiocppError(f"cannot write {item.words_out!r}: {error.strerror or error}",
+                                hint="check the free space and permissions of --out-dir") from None
 
     def append(self, row: dict[str, Any]) -> None:
         line = json.dumps({key: row.get(key) for key in ROW_KEYS}, ensure_ascii=False) + "\n"

@@ -7,7 +7,8 @@ Each actor loads the model once (``ActorPoolStrategy(size=workers)``, ``num_cpus
 ``num_gpus`` per actor) and returns every item's row and its samples as bytes; the driver
 writes the files and the manifest as blocks come back, exactly as the local path does. So the
 model path, voice references and saved voices must be readable at the same paths on every
-node, and audiocpp must be installed there; the outputs land on the driver's machine.
+node, and audiocpp must be installed there; the outputs land on the driver's machine. An item's word
+timings (families that time words) come back with its row, as JSON.
 """
 
 from __future__ import annotations
@@ -24,7 +25,16 @@ from audiocpp.engine.ray_session import connect, disconnect
 from audiocpp.engine.records import AudioBuffer
 
 from .manifest import Item
-from .synth import Done, JobSpec, Synthesizer, load_failure, quiet_engine_warnings, raise_load_failure
+from .synth import (
+    Done,
+    JobSpec,
+    Synthesizer,
+    load_failure,
+    quiet_engine_warnings,
+    raise_load_failure,
+    words_from_json,
+    words_to_json,
+)
 
 Record = Callable[[Item, Done], None]
 
@@ -71,6 +81,7 @@ class SynthActor:
             "prepared": np.array([d.voices_prepared for d in done], dtype=np.int64),
             "warnings": np.array([json.dumps(d.warnings) for d in done], dtype=object),
             "batch_rows": np.array([d.batch_rows for d in done], dtype=np.float64),
+            "words": np.array([words_to_json(d.words) for d in done], dtype=object),
         }
 
 
@@ -125,7 +136,8 @@ def run_ray(job: JobSpec, items: list[Item], record: Record, on_ready: Callable[
             if result["rate"]:
                 audio = AudioBuffer(np.frombuffer(result["samples"], dtype=np.float32), int(result["rate"]))
             record(item, Done(row, audio, str(result["worker"]), int(result["prepared"]),
-                              json.loads(result["warnings"]), float(result["batch_rows"])))
+                              json.loads(result["warnings"]), float(result["batch_rows"]),
+                              words_from_json(str(result["words"]))))
     except AudiocppError:
         raise
     except Exception as error:

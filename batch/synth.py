@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from audiocpp.engine.errors import AudiocppError, AudiocppWarning
-from audiocpp.engine.records import AudioBuffer
+from audiocpp.engine.records import AudioBuffer, WordTiming
 
 from .manifest import Item
 
@@ -46,8 +46,9 @@ class JobSpec:
 @dataclass
 class Done:
     """What a worker reports for one item: its manifest row, its audio (None when it failed), the
-    worker's count of prepared voices so far, the engine's warnings (e.g. a reference cut) and how
-    many items it shared its batched steps with (not in the manifest: the summary's batch_rows)."""
+    worker's count of prepared voices so far, the engine's warnings (e.g. a reference cut), how
+    many items it shared its batched steps with (not in the manifest: the summary's batch_rows) and
+    the words it spoke with their times in its audio (families that time words; else empty)."""
 
     row: dict[str, Any]
     audio: AudioBuffer | None = None
@@ -55,6 +56,16 @@ class Done:
     voices_prepared: int = 0
     warnings: list[str] = field(default_factory=list)
     batch_rows: float = 1.0  # the mean number of items in the batched calls it took part in
+    words: list[WordTiming] = field(default_factory=list)
+
+
+def words_to_json(words: list[WordTiming]) -> str:
+    """Word timings as plain JSON (Ray sends them so), times unrounded."""
+    return json.dumps([[w.text, w.start, w.end, w.phonemes] for w in words], ensure_ascii=False)
+
+
+def words_from_json(text: str) -> list[WordTiming]:
+    return [WordTiming(str(t), float(a), float(b), str(p)) for t, a, b, p in json.loads(text or "[]")]
 
 
 def describe(error: BaseException) -> str:
@@ -130,7 +141,7 @@ class Synthesizer:
             request = TaskRequest.from_inputs(item.text, voice_ref=item.voice_ref or None,
                                               reference_text=item.reference_text, instruct=item.instruct,
                                               language=item.language, seed=item.seed,
-                                              voice_prompt=item.voice or None, options=item.options)
+                                              voice_prompt=item.voice_prompt or None, options=item.options)
             return Planned(item, start, session, request)
         except Exception as error:  # a failing item never stops the others
             return Planned(item, start, failed=error_row(item, describe(error), time.perf_counter() - start))
@@ -148,7 +159,7 @@ class Synthesizer:
                "audio_s": round(metrics.audio_s, 4), "wall_s": round(metrics.wall_s, 4),
                "rtf": round(metrics.rtf, 4) if metrics.audio_s > 0 else None, "seed": metrics.seed}
         return Done(row, result.audio, worker, self.voices_prepared, list(result.warnings),
-                    metrics.batch_rows)
+                    metrics.batch_rows, list(result.words))
 
     def run_many(self, items: list[Item], worker: str = "") -> list[Done]:
         """``items`` as rows of one batch (``batch_size`` at once, the next joining as one

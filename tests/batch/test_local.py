@@ -29,7 +29,7 @@ def test_rows_and_files(demo_run: Run) -> None:
     assert bad["status"] == "error" and "broken.wav" in bad["error"] and bad["output"] is None
     assert bad["seed"] == 41
     for row in rows.values():
-        assert set(row) == {"id", "status", "error", "output", "audio_s", "wall_s", "rtf", "seed"}
+        assert set(row) == {"id", "status", "error", "output", "audio_s", "wall_s", "rtf", "seed", "words"}
         assert row["status"] == "ok" and row["error"] is None
         audio, rate = read_wav(demo_run.out / row["output"])
         assert rate == 24000 and abs(len(audio) / rate - row["audio_s"]) < 1e-3

@@ -49,12 +49,12 @@ def test_every_bad_line_is_reported_with_its_number(tmp_path: Path) -> None:
         '{"id": "j", "text": "x", "seed": 3, "options": {"seed": 4}}',
         '{"id": "k", "text": "x", "seed": "7"}',
         '{"id": "l", "text": "x", "task": "sing"}',
-        '{"id": "m", "text": "x", "voice": "no-prompt.pt"}',
+        '{"id": "m", "text": "x", "voice_prompt": "no-prompt.pt"}',
         '{"id": "n", "text": "x", "out": "sub/n.wav"}',
         '{"id": "o", "text": "x", "out": "ok.wav"}',
         '[1, 2]',
         '{"id": "p", "text": "x", "voice_ref": "here.wav"}',
-        '{"id": "q", "text": "x", "task": "clon", "voice_ref": "here.wav", "voice": "here.wav"}',
+        '{"id": "q", "text": "x", "task": "clon", "voice_ref": "here.wav", "voice_prompt": "here.wav"}',
         '{"id": "r", "text": "x", "task": "design", "reference_text": "words"}',
         '{"id": "s", "text": "x", "task": "clon", "voice_ref": "long.wav", "reference_text": "words"}',
     ])
@@ -72,12 +72,12 @@ def test_every_bad_line_is_reported_with_its_number(tmp_path: Path) -> None:
         12: "seed is given twice with different values",
         13: "seed must be an integer",
         14: "unknown task 'sing'",
-        15: "voice 'no-prompt.pt' does not exist",
+        15: "voice_prompt 'no-prompt.pt' does not exist",
         16: "out 'sub/n.wav' must be a plain file name",
         17: "out 'ok.wav' is already written by line 1",
         18: "expected a JSON object",
         19: "task 'tts' takes no reference audio",
-        20: "give either voice_ref or voice, not both",
+        20: "give either voice_ref or voice_prompt, not both",
         21: "reference_text needs voice_ref",
         22: "the reference audio",
     }
@@ -87,6 +87,46 @@ def test_every_bad_line_is_reported_with_its_number(tmp_path: Path) -> None:
     for flag in ("--voice-ref", "--reference-text", "--voice-prompt", "--request-option", "--task"):
         assert flag not in message, (flag, message)  # a line's fields, not the command line's flags
     assert "line 1:" not in message and "line 5:" not in message
+
+
+def test_voice_speed_and_phonemes_fields(tmp_path: Path) -> None:
+    """voice (a named voice or mix), speed and phonemes are request options given as fields: a family
+    without them refuses them by name (the old prompt meaning of voice is voice_prompt now)."""
+    message = _problems(tmp_path, [
+        '{"id": "t", "text": "x", "voice": "my.prompt"}',
+        '{"id": "u", "text": "x", "phonemes": true}',
+        '{"id": "v", "text": "x", "speed": "fast"}',
+        '{"id": "w", "text": "x", "speed": 0}',
+        '{"id": "x", "text": "x", "speed": 1.5, "options": {"speed": 2}}',
+    ])
+    assert "has 5 bad lines" in message
+    for number, text in {
+        1: "voice names one of the model's own voices, and omnivoice has none (a saved voice prompt file is "
+           "the field voice_prompt)",
+        2: "omnivoice has no request option 'phonemes' (field phonemes)",
+        3: "speed must be a number",
+        4: "request option speed: 0.0 is below the minimum 0.05",
+        5: "speed is given twice with different values (2 in options and 1.5)",
+    }.items():
+        assert f"line {number}: {text}" in message, (number, message)
+    kokoro = get_family("kokoro").spec
+    path = write_manifest(tmp_path / "k.jsonl", [
+        {"id": "a", "text": "Hello.", "voice": "af_heart(2)+jf_alpha(1)", "speed": 1.25},
+        {"id": "b", "text": "həlˈO.", "phonemes": True, "options": {"voice": "jm_kumo"}},
+        {"id": "c", "text": "Hi."},
+    ])
+    a, b, c = read_manifest(path, kokoro, Defaults(voice="jf_alpha", speed=0.9))
+    assert a.options == {"voice": "af_heart(2)+jf_alpha(1)", "speed": 1.25}  # the line's fields win
+    assert b.options == {"voice": "jm_kumo", "speed": 0.9, "phonemes": True}
+    assert c.options == {"voice": "jf_alpha", "speed": 0.9} and c.voice_key[3] == "jf_alpha"
+    assert (a.words_out, c.words_out) == ("a.words.json", "c.words.json")
+    path.write_text('{"id": "a", "text": "x", "out": "same.wav"}\n{"id": "b", "text": "x", "out": "same.flac"}\n'
+                    '{"id": "c", "text": "x", "phonemes": "yes"}\n', encoding="utf-8")
+    with pytest.raises(UsageError) as caught:
+        read_manifest(path, kokoro, Defaults())
+    assert ("line 2: out 'same.flac': its word timings 'same.words.json' are already written by line 1"
+            in caught.value.message)
+    assert "line 3: phonemes must be true or false" in caught.value.message
 
 
 def test_defaults_fill_what_a_line_leaves_out(tmp_path: Path) -> None:
