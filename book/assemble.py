@@ -2,7 +2,9 @@
 cue of every sentence (start and end in samples, exact: each sentence is its own chunks).
 
 Each chunk is trimmed of the silence at its edges (frames 40 dB under its loudest, kept 30 ms
-around the speech) so that the pauses are the ones asked for. ``--master acx``: the chapter starts
+around the speech) so that the pauses are the ones asked for. Where the family times its words, each
+chunk's words are placed on the timeline with its audio (``words.place``) and found in the sentence's
+text (``words.align``): a cue's ``words``. ``--master acx``: the chapter starts
 with 0.75 s of room tone and ends with ``--pause-chapter`` seconds of it (held to ACX's 1-5 s), and
 every pause is room tone; ``--master none``: pauses are silence, the chapter ends with
 ``--pause-chapter`` seconds of it and starts at once.
@@ -18,6 +20,10 @@ import numpy as np
 
 from .master import HEAD_S, TAIL_RANGE_S, master
 from .plan import ChapterPlan
+from .words import SentenceWord, align, place
+
+#: a chunk's words: ``[text, start_s, end_s, ...]`` in its audio, or None (the family times none)
+ChunkWords = Callable[[str], "list[list[object]] | None"]
 
 
 @dataclass
@@ -32,6 +38,7 @@ class Cue:
     start: int  # samples from the chapter's start
     end: int
     text: str
+    words: list[SentenceWord] = field(default_factory=list)  # its words found in text, where timed
 
 
 @dataclass
@@ -47,20 +54,29 @@ class Assembled:
         return self.samples.size / self.rate
 
 
-def trim(samples: np.ndarray, rate: int, below_peak_db: float = 40.0, margin_s: float = 0.03) -> np.ndarray:
-    """``samples`` without the quiet head and tail (frames ``below_peak_db`` under the loudest)."""
+def trim_bounds(
+    samples: np.ndarray, rate: int, below_peak_db: float = 40.0, margin_s: float = 0.03
+) -> tuple[int, int]:
+    """Where ``samples`` start and end without the quiet head and tail (frames ``below_peak_db`` under
+    the loudest)."""
     frame = max(1, rate // 100)
     n = samples.size // frame
     if n < 3:
-        return samples
+        return 0, samples.size
     energy = np.mean(samples[: n * frame].astype(np.float64).reshape(n, frame) ** 2, axis=1)
     peak = float(energy.max())
     if peak <= 1e-12:
-        return samples
+        return 0, samples.size
     loud = np.flatnonzero(energy > peak * 10 ** (-below_peak_db / 10))
     margin = int(margin_s * rate)
     start = max(0, loud[0] * frame - margin)
     end = min(samples.size, (loud[-1] + 1) * frame + margin)
+    return int(start), int(end)
+
+
+def trim(samples: np.ndarray, rate: int, below_peak_db: float = 40.0, margin_s: float = 0.03) -> np.ndarray:
+    """``samples`` without the quiet head and tail (:func:`trim_bounds`)."""
+    start, end = trim_bounds(samples, rate, below_peak_db, margin_s)
     return samples[start:end]
 
 
@@ -71,8 +87,10 @@ def assemble(
     pauses: Pauses,
     *,
     mastering: str = "none",
+    words: ChunkWords | None = None,
 ) -> Assembled:
-    """Chapter ``plan`` from its chunks (``audio(key)``: samples at ``rate``)."""
+    """Chapter ``plan`` from its chunks (``audio(key)``: samples at ``rate``; ``words(key)``: their timed
+    words, where the family times them)."""
     acx = mastering == "acx"
     pieces: list[np.ndarray] = []
     gaps: list[np.ndarray] = []
@@ -100,11 +118,18 @@ def assemble(
         if previous_paragraph is not None:
             gap(pauses.sentence if sentence.paragraph == previous_paragraph else pauses.paragraph)
         start = position
+        placed = []
         for i, index in enumerate(sentence.units):
             if i:
                 gap(min(0.15, pauses.sentence))
-            speech(trim(audio(plan.units[index].key), rate))
-        cues.append(Cue(start, position, sentence.text))
+            key = plan.units[index].key
+            samples = audio(key)
+            head, tail = trim_bounds(samples, rate)
+            timed = words(key) if words is not None else None
+            if timed:
+                placed += place(timed, head=head, length=tail - head, position=position, rate=rate)
+            speech(samples[head:tail])
+        cues.append(Cue(start, position, sentence.text, align(sentence.text, placed)))
         previous_paragraph = sentence.paragraph
     tail = pauses.chapter
     if acx:

@@ -22,8 +22,8 @@ app = typer.Typer(
 
 @app.command(
     help="Turn an EPUB, Markdown, HTML or text file into a chaptered audiobook: an .m4b with chapter "
-    "marks (or one file per chapter), sentence captions, a read-along EPUB, ACX-ready loudness. "
-    "See docs/book.md."
+    "marks (or one file per chapter), sentence captions, a read-along EPUB (word by word where the model "
+    "times its words), ACX-ready loudness. Without --model: the default model (Kokoro). See docs/book.md."
 )
 def book(
     input: Annotated[
@@ -49,7 +49,10 @@ def book(
     model: Annotated[
         str | None,
         typer.Option(
-            "--model", "-m", help="Model path or name, as for `audiocpp`; omit for the family's demo model."
+            "--model",
+            "-m",
+            help="Model path or name, as for `audiocpp`; omit for the default model (Kokoro), or with "
+            "--family for that family's demo model.",
         ),
     ] = None,
     family: Annotated[
@@ -86,6 +89,15 @@ def book(
         str | None,
         typer.Option(
             "--instruct", help="Design the narrator from a description (families with voice design)."
+        ),
+    ] = None,
+    voice: Annotated[
+        str | None,
+        typer.Option(
+            "--voice",
+            help="The narrator: a named voice of the model (`audiocpp voices`), or a mix "
+            "'jf_alpha(2)+jm_kumo(1)' (families with named voices: Kokoro; default: the model's default "
+            "voice).",
         ),
     ] = None,
     language: Annotated[str | None, typer.Option("--language", help="Language name or code.")] = None,
@@ -207,6 +219,13 @@ def book(
             "--captions/--no-captions", help="Write .srt and .vtt sentence captions beside the audio."
         ),
     ] = True,
+    word_captions: Annotated[
+        bool,
+        typer.Option(
+            "--word-captions",
+            help="A caption cue per word instead of per sentence (families that time their words: Kokoro).",
+        ),
+    ] = False,
     read_along: Annotated[
         Path | None,
         typer.Option(
@@ -235,6 +254,7 @@ def book(
         fmt=fmt,
         read_along=read_along,
         captions=captions,
+        word_captions=word_captions,
         work_dir=work_dir,
         model=model,
         family=family,
@@ -246,6 +266,7 @@ def book(
         reference_text=reference_text,
         voice_prompt=voice_prompt,
         instruct=instruct,
+        voice=voice,
         language=language,
         seed=seed,
         voice_continuity=voice_continuity,

@@ -22,7 +22,7 @@ from .workdir import WorkDir, digest
 
 #: bump when what a chunk's key stands for changes (its audio would differ for the same key)
 CHUNK_VERSION = 1
-CHAPTER_VERSION = 1
+CHAPTER_VERSION = 2  # 2: a chapter's record holds its sentences' timed words
 
 
 @dataclass
@@ -38,6 +38,7 @@ class BookResult:
     work_dir: Path | None = None
     chapter_s: list[float] = field(default_factory=list)  # each chapter's length in the output, in order
     rate: int = 0  # the audiobook's sample rate
+    timed_words: int = 0  # words placed on the timeline (families that time words; else 0)
 
     def summary(self) -> dict[str, Any]:
         out = {
@@ -54,6 +55,7 @@ class BookResult:
             out["post_share"] = f"{post / synth:.3f}"
         out["chapter_s"] = ",".join(f"{d:.3f}" for d in self.chapter_s)
         out["rate"] = self.rate
+        out["timed_words"] = self.timed_words
         out["voice"] = self.narration
         out["work_dir"] = str(self.work_dir)
         out["outputs"] = ",".join(str(p) for p in self.outputs)
@@ -161,6 +163,7 @@ class _Job:
 
     # -- preparing -------------------------------------------------------------------------------------------
     def run(self) -> BookResult:
+        from audiocpp.batch.manifest import times_words
         from audiocpp.engine.loader import ModelRef, plan_load
         from audiocpp.engine.spec.options import resolve_options
 
@@ -196,7 +199,14 @@ class _Job:
             voice_prompt=s.voice_prompt is not None,
             instruct=s.instruct,
             continuity=s.voice_continuity,
+            voice=s.voice,
         )
+        if s.word_captions and not times_words(spec):
+            raise UsageError(
+                f"{spec.family} does not time its words, so --word-captions has nothing to write",
+                hint="drop --word-captions (the captions are per sentence); word timings come from "
+                "families with the word_timestamps capability (kokoro)",
+            )
         request = self._request_options(spec, narration)
         if plan.note:
             self.say(f"note: {plan.note}")
@@ -225,6 +235,7 @@ class _Job:
             "seed": s.seed,
             "reference_text": s.reference_text,
             "instruct": narration.instruct,
+            "voice": narration.voice,
         }
         merged = dict(s.request_options)
         for name, value in first_class.items():
@@ -388,7 +399,7 @@ class _Synthesis:
             task=n.task,
             voice_ref=str(s.voice_ref.resolve()) if s.voice_ref else None,
             reference_text=s.reference_text,
-            voice=str(s.voice_prompt.resolve()) if s.voice_prompt else None,
+            voice_prompt=str(s.voice_prompt.resolve()) if s.voice_prompt else None,
             instruct=n.instruct,
             **common,
         )
@@ -523,6 +534,7 @@ class _Synthesis:
             self.work.path,
             [self.chapter_files[c.number].duration for c in self.selected],
             self.out_rate,
+            sum(len(ws) for c in self.selected for ws in self.chapter_files[c.number].words),
         )
 
     def _write_voice(self, samples: Any, rate: int) -> None:
@@ -541,6 +553,8 @@ class _Synthesis:
         if done.row.get("status") != "ok" or done.audio is None:
             self.failures.append((item.text, str(done.row.get("error") or "no audio")))
             return
+        if done.words:  # before the audio: a chunk that is there has its words
+            self.work.write_words(key, [[w.text, w.start, w.end, w.phonemes] for w in done.words])
         self.work.write_chunk(key, done.audio.samples, done.audio.sample_rate)
         self.synthesized += 1
         progress.advance(len(item.text), done.audio.duration)
@@ -548,8 +562,12 @@ class _Synthesis:
 
     def _failed(self, total: int) -> AudiocppError:
         text, error = self.failures[0]
+        if len(self.failures) > 1 and len({e for _, e in self.failures}) == 1:
+            message = f"{len(self.failures)} of {total} chunks failed, all with: {error}"
+        else:
+            message = f"{len(self.failures)} of {total} chunks failed, e.g. {text[:60]!r}: {error}"
         return AudiocppError(
-            f"{len(self.failures)} of {total} chunks failed, e.g. {text[:60]!r}: {error}",
+            message,
             hint=f"the {self.synthesized} chunks made are kept in {str(self.work.path)!r}; fix the "
             "cause and rerun the same command to make only the missing ones",
         )
@@ -573,7 +591,8 @@ class _Synthesis:
             key = self.chapter_key(chapter)
             cached = self.work.read_chapter(key)
             if cached is not None:
-                self._keep(chapter, key, cached[0].size, cached[1], cached[2]["sentences"])
+                meta = cached[2]
+                self._keep(chapter, key, cached[0].size, cached[1], meta["sentences"], meta.get("words"))
                 continue
             if not all(self.work.has_chunk(k) for k in chapter.keys):
                 if final:
@@ -609,19 +628,29 @@ class _Synthesis:
             rate,
             Pauses(s.pause_sentence, s.pause_paragraph, s.pause_chapter),
             mastering=s.mastering,
+            words=self.work.read_words,
         )
         sentences = [
             (chapter.sentences[i].text, chapter.sentences[i].paragraph, c.start, c.end)
             for i, c in enumerate(built.cues)
         ]
+        words = [[list(w) for w in c.words] for c in built.cues]
         self.work.write_chapter(
-            key, built.samples, built.rate, {"sentences": sentences, "title": chapter.title}
+            key, built.samples, built.rate, {"sentences": sentences, "title": chapter.title, "words": words}
         )
         self.timings["master_s"] += built.master_s
         self.timings["assemble_s"] += time.perf_counter() - start - built.master_s
-        self._keep(chapter, key, built.samples.size, built.rate, sentences)
+        self._keep(chapter, key, built.samples.size, built.rate, sentences, words)
 
-    def _keep(self, chapter: ChapterPlan, key: str, samples: int, rate: int, sentences: list[Any]) -> None:
+    def _keep(
+        self,
+        chapter: ChapterPlan,
+        key: str,
+        samples: int,
+        rate: int,
+        sentences: list[Any],
+        words: list[Any] | None = None,
+    ) -> None:
         from .outputs import ChapterOut
 
         self.rate = self.rate or rate
@@ -632,6 +661,7 @@ class _Synthesis:
             rate,
             samples,
             [tuple(x) for x in sentences],
+            [[tuple(w) for w in ws] for ws in words] if words else [[] for _ in sentences],
         )
 
     # -- outputs ---------------------------------------------------------------------------------------------
@@ -688,6 +718,7 @@ class _Synthesis:
                     rate=rate,
                     bitrate=s.bitrate,
                     captions=s.captions,
+                    word_captions=s.word_captions,
                     scratch=scratch,
                     staged=staged,
                     acx=s.mastering == "acx",
@@ -701,6 +732,7 @@ class _Synthesis:
                     rate=rate,
                     bitrate=s.bitrate,
                     captions=s.captions,
+                    word_captions=s.word_captions,
                     scratch=scratch,
                     staged=staged,
                 )

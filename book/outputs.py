@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from audiocpp.engine.errors import AudiocppError
-
 from audiocpp.engine.text.captions import TimedCue, to_srt, to_vtt
+
 from .media import FORMATS, output_rate, write_m4b, write_track
 from .read_along import ReadAlongChapter, SpokenSentence, write_read_along
 from .text import Cover
@@ -27,6 +27,11 @@ class ChapterOut:
     rate: int
     samples: int
     sentences: list[tuple[str, int, int, int]]  # text, paragraph, start, end (samples)
+    #: per sentence, its timed words: (first char, end char) in its text, (start, end) in samples
+    words: list[list[tuple[int, int, int, int]]] = field(default_factory=list)
+
+    def sentence_words(self, index: int) -> list[tuple[int, int, int, int]]:
+        return self.words[index] if index < len(self.words) else []
 
     @property
     def duration(self) -> float:
@@ -92,11 +97,16 @@ def _tags(meta: BookMeta, **extra: str) -> dict[str, str]:
     return tags
 
 
-def _cues(chapter: ChapterOut, offset: float) -> list[TimedCue]:
-    return [
-        TimedCue(offset + start / chapter.rate, offset + end / chapter.rate, text)
-        for text, _, start, end in chapter.sentences
-    ]
+def _cues(chapter: ChapterOut, offset: float, by_word: bool = False) -> list[TimedCue]:
+    """A cue per sentence; ``by_word``: a cue per timed word (a sentence without any: one cue)."""
+    cues = []
+    for index, (text, _, start, end) in enumerate(chapter.sentences):
+        words = chapter.sentence_words(index) if by_word else []
+        if not words:
+            cues.append(TimedCue(offset + start / chapter.rate, offset + end / chapter.rate, text))
+        for first, last, a, b in words:
+            cues.append(TimedCue(offset + a / chapter.rate, offset + b / chapter.rate, text[first:last]))
+    return cues
 
 
 def estimate_bytes(chapters: list[ChapterOut], fmt_name: str, rate: int, bitrate: str | None) -> int:
@@ -136,12 +146,13 @@ def write_book(
     scratch: Path,
     staged: Staged,
     acx: bool,
+    word_captions: bool = False,
 ) -> list[Path]:
     """The .m4b (and its .srt and .vtt): one AAC file, a chapter mark per chapter."""
     marks, cues, offset = [], [], 0.0
     for chapter in chapters:
         marks.append((chapter.title or meta.title, offset, offset + chapter.duration))
-        cues += _cues(chapter, offset)
+        cues += _cues(chapter, offset, word_captions)
         offset += chapter.duration
     cover = _cover_file(meta.cover, scratch)
     tmp = staged.temp_for(out)
@@ -165,6 +176,7 @@ def write_tracks(
     captions: bool,
     scratch: Path,
     staged: Staged,
+    word_captions: bool = False,
 ) -> list[Path]:
     """One file per chapter (numbered, tagged), each with its captions, and an .m3u playlist."""
     fmt = FORMATS[fmt_name]
@@ -179,7 +191,7 @@ def write_tracks(
         write_track(staged.temp_for(dest), chapter.file, fmt, rate, bitrate, tags, cover)
         written.append(dest)
         if captions:
-            written += _captions(folder / stem, _cues(chapter, 0.0), staged)
+            written += _captions(folder / stem, _cues(chapter, 0.0, word_captions), staged)
         who = f"{meta.author} - " if meta.author else ""
         playlist += [f"#EXTINF:{round(chapter.duration)},{who}{chapter.title or meta.title}", dest.name]
     listing = folder / f"{safe_name(meta.title, 'book')}.m3u"
@@ -191,15 +203,23 @@ def write_tracks(
 def write_read_along_book(
     dest: Path, chapters: list[ChapterOut], meta: BookMeta, *, rate: int, scratch: Path, staged: Staged
 ) -> Path:
-    """The EPUB 3 with Media Overlays: each chapter's audio as AAC, each sentence a clip of it."""
+    """The EPUB 3 with Media Overlays: each chapter's audio as AAC, each sentence (each word, where the
+    family times words) a clip of it."""
     fmt = FORMATS["m4a"]
     parts = []
     for chapter in chapters:
         audio = scratch / f"c{chapter.number:04d}.m4a"
         write_track(audio, chapter.file, fmt, rate, None, {"title": chapter.title}, None)
+        rate = chapter.rate
         sentences = [
-            SpokenSentence(text, paragraph, start / chapter.rate, end / chapter.rate)
-            for text, paragraph, start, end in chapter.sentences
+            SpokenSentence(
+                text,
+                paragraph,
+                start / rate,
+                end / rate,
+                [(first, last, a / rate, b / rate) for first, last, a, b in chapter.sentence_words(index)],
+            )
+            for index, (text, paragraph, start, end) in enumerate(chapter.sentences)
         ]
         parts.append(ReadAlongChapter(chapter.number, chapter.title, sentences, chapter.duration, audio))
     write_read_along(

@@ -1,13 +1,16 @@
 """The read-along book: an EPUB 3 with Media Overlays (SMIL), so that a reader (Thorium, Apple Books,
-Readium-based apps) highlights each sentence while it is spoken.
+Readium-based apps) highlights each word (where the family times its words: Kokoro) or each sentence
+while it is spoken.
 
 The book is rebuilt from the text that was read: one XHTML document per chapter (its title a
-heading, its paragraphs with every sentence in a ``<span id>``), one SMIL file per chapter pairing
-each span with its clip (``clipBegin`` / ``clipEnd``, exact: the sentence's place in the chapter's
-audio), and the chapter's audio as AAC in MP4 (``audio/mp4``, a core media type of EPUB 3). The
-package carries the title, author, language, cover, narrator, each overlay's duration and the
-active class (``-epub-media-overlay-active``, styled in ``style.css``). Inline formatting and the
-source's images (other than the cover) are not carried over.
+heading, its paragraphs with every sentence in a ``<span id="cN-sM">``, and every timed word of it in a
+``<span id="cN-sM-wK">`` inside), one SMIL file per chapter with a ``<par>`` per timed word (a
+sentence whose words are not timed: one for the sentence) pairing its span with its clip
+(``clipBegin`` / ``clipEnd``: its place in the chapter's audio, in order, never overlapping, clips
+shorter than a millisecond left out), and the chapter's audio as AAC in MP4 (``audio/mp4``, a core
+media type of EPUB 3). The package carries the title, author, language, cover, narrator, each
+overlay's duration and the active class (``-epub-media-overlay-active``, styled in ``style.css``).
+Inline formatting and the source's images (other than the cover) are not carried over.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import datetime
 import uuid
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
@@ -35,6 +38,8 @@ class SpokenSentence:
     paragraph: int  # -1: the chapter title
     start: float  # seconds in the chapter's audio
     end: float
+    #: its timed words: (first char, end char) in ``text``, (start, end) in seconds; empty: not timed
+    words: list[tuple[int, int, float, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -79,9 +84,37 @@ def _xhtml(chapter: ReadAlongChapter, language: str) -> str:
         if sentence.paragraph != paragraph:
             close()
             paragraph = sentence.paragraph
-        spans.append(f'<span id="c{n}-s{index}">{escape(sentence.text)}</span>')
+        spans.append(f'<span id="c{n}-s{index}">{_words_html(sentence, f"c{n}-s{index}")}</span>')
     close()
     return head + "\n".join(body) + "\n</section>\n</body>\n</html>\n"
+
+
+def _words_html(sentence: SpokenSentence, sid: str) -> str:
+    """The sentence's text, each timed word in its own ``<span id>``."""
+    out, cursor = [], 0
+    for k, (first, last, _, _) in enumerate(sentence.words, start=1):
+        out.append(escape(sentence.text[cursor:first]))
+        out.append(f'<span id="{sid}-w{k}">{escape(sentence.text[first:last])}</span>')
+        cursor = last
+    out.append(escape(sentence.text[cursor:]))
+    return "".join(out)
+
+
+def clips(chapter: ReadAlongChapter) -> list[tuple[str, int, int]]:
+    """Every ``<par>`` of the chapter: (text fragment, clip begin, clip end in milliseconds), in order;
+    each begins where the one before it ended or later, and one that would last less than a millisecond
+    is left out (its text stays, unhighlighted)."""
+    n = chapter.number
+    out: list[tuple[str, int, int]] = []
+    last = 0
+    for i, sentence in enumerate(chapter.sentences, start=1):
+        spans = [(f"c{n}-s{i}-w{k}", a, b) for k, (_, _, a, b) in enumerate(sentence.words, start=1)]
+        for fragment, start, end in spans or [(f"c{n}-s{i}", sentence.start, sentence.end)]:
+            begin, stop = max(round(start * 1000), last), round(end * 1000)
+            if stop > begin:
+                out.append((fragment, begin, stop))
+                last = stop
+    return out
 
 
 def _smil(chapter: ReadAlongChapter) -> str:
@@ -89,9 +122,9 @@ def _smil(chapter: ReadAlongChapter) -> str:
     text = f"../text/c{n:04d}.xhtml"
     audio = f"../audio/c{n:04d}.m4a"
     pars = [
-        f'<par id="par-c{n}-s{i}"><text src="{text}#c{n}-s{i}"/>'
-        f'<audio src="{audio}" clipBegin="{s.start:.3f}s" clipEnd="{s.end:.3f}s"/></par>'
-        for i, s in enumerate(chapter.sentences, start=1)
+        f'<par id="par-{fragment}"><text src="{text}#{fragment}"/>'
+        f'<audio src="{audio}" clipBegin="{begin / 1000:.3f}s" clipEnd="{end / 1000:.3f}s"/></par>'
+        for fragment, begin, end in clips(chapter)
     ]
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'

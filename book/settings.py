@@ -28,6 +28,7 @@ class BookSettings:
     fmt: str | None = None  # with out_dir: mp3 (default), opus, flac, wav
     read_along: Path | None = None  # an EPUB 3 with Media Overlays
     captions: bool = True  # .srt and .vtt beside the audio
+    word_captions: bool = False  # a cue per word instead of per sentence (families that time words)
     work_dir: Path | None = None
     # the model and the voice (the main command's flags)
     model: str | None = None
@@ -40,6 +41,7 @@ class BookSettings:
     reference_text: str | None = None
     voice_prompt: Path | None = None
     instruct: str | None = None
+    voice: str | None = None  # a named voice of the model, or a mix (Kokoro)
     language: str | None = None
     seed: int | None = None
     voice_continuity: str = "auto"
@@ -132,6 +134,14 @@ def check_settings(s: BookSettings, *, listing: bool = False) -> None:
         raise UsageError("--num-cpus must be above 0 and --num-gpus at least 0")
     if not 20 <= s.max_chunk_chars <= 2000:
         raise UsageError(f"--max-chunk-chars {s.max_chunk_chars} must be between 20 and 2000")
+    if s.voice is not None and not s.voice.strip():
+        raise UsageError(
+            "--voice is empty", hint="name a voice (`audiocpp voices` lists them), or drop --voice"
+        )
+    if s.word_captions and not s.captions:
+        raise UsageError(
+            "--word-captions is for the captions, and --no-captions writes none", hint="drop one of the two"
+        )
     if s.reference_text is not None and s.voice_ref is None:
         raise UsageError(
             "--reference-text needs --voice-ref (the audio it transcribes)",

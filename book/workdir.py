@@ -81,6 +81,15 @@ def read_samples(path: Path) -> tuple[np.ndarray, int] | None:
     return None
 
 
+def _word_entry(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) >= 3
+        and isinstance(value[0], str)
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value[1:3])
+    )
+
+
 class WorkDir:
     """The work folder of one output (see the module docstring)."""
 
@@ -156,6 +165,36 @@ class WorkDir:
 
     def read_chunk(self, key: str) -> tuple[np.ndarray, int] | None:
         return read_samples(self.chunk(key))
+
+    def words(self, key: str) -> Path:
+        """A chunk's timed words (families that time words), written before its audio."""
+        return self.chunk(key).with_name(f"{key}.words.json")
+
+    def write_words(self, key: str, words: list[list[Any]]) -> None:
+        """``[[text, start_s, end_s, phonemes], ...]`` (seconds in the chunk's audio), atomically."""
+        dest = self.words(key)
+        dest.parent.mkdir(exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            tmp.write_text(json.dumps(words, ensure_ascii=False), encoding="utf-8")
+            os.replace(tmp, dest)
+        except OSError as error:
+            raise AudiocppError(
+                f"cannot write {str(dest)!r}: {error.strerror or error}",
+                hint="check the free space and permissions of the work folder",
+            ) from None
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def read_words(self, key: str) -> list[list[Any]] | None:
+        """A chunk's timed words, or None (none were timed, or the file is damaged)."""
+        try:
+            words = json.loads(self.words(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(words, list) or not all(_word_entry(w) for w in words):
+            return None
+        return words
 
     def voice(self, key: str) -> Path:
         """The narrator's reference audio (a float WAV the engine reads as --voice-ref)."""
