@@ -117,9 +117,13 @@ class ServedModel:
             self._named = list(self.model.named_voices())
         return self._named
 
-    def default_voice(self) -> str | None:
-        """The voice a request without one gets when its language does not pick another."""
-        return self.model.default_voice() if self.named_voices() else None
+    def default_voices(self) -> dict[str, str]:
+        """The voice ``default`` means for each of the model's languages (``LoadedModel.default_voice``;
+        empty for a model without named voices)."""
+        if not self.named_voices():
+            return {}
+        found = {lang: self.model.default_voice(lang) for lang in self.languages()}
+        return {lang: voice for lang, voice in found.items() if voice}
 
     def openai_voices(self) -> dict[str, str]:
         """OpenAI's voice names -> this model's named voices (``named_voices.openai_voice_map``)."""
@@ -176,7 +180,7 @@ class ServedModel:
             "languages": self.languages(),  # the most common first; "auto" (inferred) left out
             "voice_prompts": "clone" in spec.tasks,
             "voices": [v["name"] for v in self.named_voices()],  # named voices (Kokoro), GET /v1/audio/voices
-            "default_voice": self.default_voice(),
+            "default_voices": self.default_voices(),  # what "default" means, by the text's language
             "openai_voices": self.openai_voices(),  # what OpenAI's voice names mean on this model
             "word_timestamps": self.times_words,
             "request_options": [

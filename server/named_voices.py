@@ -81,10 +81,9 @@ def with_openai_names(value: str, mapping: dict[str, str]) -> str:
 
 def describe_named(served: ServedModel) -> list[dict[str, Any]]:
     """The model's named voices as ``GET /v1/audio/voices`` lists them."""
-    default = served.default_voice()
     return [{"id": v["name"], "name": v["name"], "type": "named", "stored": False,
              "language": v.get("language"), "language_name": v.get("language_name"),
-             "gender": v.get("gender"), "default": v["name"] == default} for v in served.named_voices()]
+             "gender": v.get("gender")} for v in served.named_voices()]
 
 
 def choose_voice(served: ServedModel, value: str | dict[str, Any] | None,

@@ -538,7 +538,7 @@ class ModelReplica:
                 "load_options": dict(model.load_options),
                 "session_options": dict(self.served.session_options), "demo": self.served.demo,
                 "max_batch": self.worker.max_batch, "capacity": self.worker.capacity, "replica": self.replica,
-                "named_voices": self.served.named_voices(), "default_voice": self.served.default_voice()}
+                "named_voices": self.served.named_voices(), "default_voices": self.served.default_voices()}
 
     def check_language(self, value: str) -> tuple[str, str | None] | None:
         """The family's own check of a language, as a single server makes it: (message, hint) or None."""
@@ -636,7 +636,7 @@ class RemoteModel:
         self.load_options = dict(info["load_options"])
         self._max_batch = int(info["max_batch"])
         self._named = list(info.get("named_voices") or [])
-        self._default_voice = info.get("default_voice")
+        self._defaults = dict(info.get("default_voices") or {})
 
     def default_max_batch(self) -> int:
         return self._max_batch
@@ -645,7 +645,7 @@ class RemoteModel:
         return list(self._named)
 
     def default_voice(self, language: str | None = None) -> str | None:
-        return self._default_voice
+        return self._defaults.get(language or "")
 
 
 @dataclasses.dataclass

@@ -114,7 +114,7 @@ def test_openai_names_map_by_one_rule() -> None:
         "alloy": "jf_alpha", "coral": "jf_gongitsune", "nova": "jf_nezumi", "sage": "jf_tebukuro",
         "shimmer": "jf_alpha", "marin": "jf_gongitsune", **dict.fromkeys(
             ("ash", "ballad", "echo", "fable", "onyx", "verse", "cedar"), "jm_kumo")}
-    hexgrad = [describe_voice(n) for n in sorted([  # hexgrad's English voices and two more
+    hexgrad = [describe_voice(n) for n in sorted([  # hexgrad's English voices and four more
         "af_alloy", "af_aoede", "af_bella", "af_heart", "af_jessica", "af_kore", "af_nicole", "af_nova",
         "af_river", "af_sarah", "af_sky", "am_adam", "am_echo", "am_eric", "am_fenrir", "am_liam",
         "am_michael", "am_onyx", "am_puck", "am_santa", "bf_alice", "bf_emma", "bf_isabella", "bf_lily",
@@ -150,7 +150,8 @@ def test_voices_are_listed_with_languages(kokoro_server: ServerProcess) -> None:
     assert legacy == {"voices": ["default", *VOICES]}  # Kokoro-FastAPI's old shape: names
     model = httpx.get(kokoro_server.url + "/v1/models/kokoro", timeout=30).json()
     assert model["voices"] == list(VOICES) and model["openai_voices"] == MAPPED
-    assert model["word_timestamps"] is True and model["default_voice"] == "af_test"
+    assert model["word_timestamps"] is True
+    assert model["default_voices"]["en"] == "af_test" and model["default_voices"]["ja"] == "jf_test"
 
 
 def test_named_voices_mixes_and_openai_names(kokoro_server: ServerProcess, engine) -> None:
@@ -227,6 +228,8 @@ def test_captioned_speech_whole(kokoro_server: ServerProcess, engine) -> None:
 
 
 def test_captioned_speech_streamed(kokoro_server: ServerProcess, engine) -> None:
+    from audiocpp.server.encoding import available
+
     body = {"input": TWO, "voice": "af_test", "response_format": "pcm", "seed": 3, "phonemes": True}
     with httpx.stream("POST", kokoro_server.url + "/dev/captioned_speech", json=body, timeout=120) as answer:
         assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
@@ -237,6 +240,13 @@ def test_captioned_speech_streamed(kokoro_server: ServerProcess, engine) -> None
     want_pcm, want_words, _ = reference(engine, TWO, voice="af_test", seed=3, streaming=True, phonemes=True)
     assert pcm == want_pcm
     assert stamps == [{"word": w["word"], "start_time": w["start"], "end_time": w["end"]} for w in want_words]
+    # Kokoro-FastAPI's defaults (stream, mp3): a format that comes whole is one line at the end
+    default = httpx.post(kokoro_server.url + "/dev/captioned_speech", timeout=120,
+                         json={"input": ONE, "voice": "af_test", "phonemes": True})
+    lines = [json.loads(line) for line in default.text.splitlines()]
+    media = "audio/mpeg" if available("mp3") else "audio/wav"  # mp3 where this machine writes it
+    assert len(lines) == 1 and lines[0]["audio_format"] == media, default.text[:300]
+    assert [w["word"] for w in lines[0]["timestamps"]] == ONE.split()
 
 
 def test_phonemize_then_generate_from_phonemes(kokoro_server: ServerProcess, engine) -> None:
