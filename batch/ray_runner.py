@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -85,6 +86,16 @@ class SynthActor:
         }
 
 
+def decode(result: Mapping[str, Any]) -> Done:
+    """One row of what :class:`SynthActor` returns, back into the item's Done (on the driver)."""
+    audio = None
+    if result["rate"]:
+        audio = AudioBuffer(np.frombuffer(result["samples"], dtype=np.float32), int(result["rate"]))
+    return Done(json.loads(result["row"]), audio, str(result["worker"]), int(result["prepared"]),
+                json.loads(result["warnings"]), float(result["batch_rows"]),
+                words_from_json(str(result["words"])))
+
+
 def blocks(items: list[Item], batch_size: int) -> list[list[Item]]:
     """Sorted items cut into runs of one task and voice, at most ``batch_size`` long."""
     out: list[list[Item]] = []
@@ -128,16 +139,10 @@ def run_ray(job: JobSpec, items: list[Item], record: Record, on_ready: Callable[
             if first:
                 on_ready()
                 first = False
-            row = json.loads(result["row"])
-            if "load_error" in row:
-                raise_load_failure(row["load_error"])
-            item = by_item[row["id"]]
-            audio = None
-            if result["rate"]:
-                audio = AudioBuffer(np.frombuffer(result["samples"], dtype=np.float32), int(result["rate"]))
-            record(item, Done(row, audio, str(result["worker"]), int(result["prepared"]),
-                              json.loads(result["warnings"]), float(result["batch_rows"]),
-                              words_from_json(str(result["words"]))))
+            done = decode(result)
+            if "load_error" in done.row:
+                raise_load_failure(done.row["load_error"])
+            record(by_item[done.row["id"]], done)
     except AudiocppError:
         raise
     except Exception as error:

@@ -569,7 +569,9 @@ class _Synthesis:
         return AudiocppError(
             message,
             hint=f"the {self.synthesized} chunks made are kept in {str(self.work.path)!r}; fix the "
-            "cause and rerun the same command to make only the missing ones",
+            "cause and rerun the same command to make only the missing ones"
+            if self.synthesized
+            else "fix the cause and rerun the same command",
         )
 
     def _record_speed(self, progress: Any) -> None:

@@ -48,6 +48,14 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
+def kokoro_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Kokoro checkpoint folder (voices af_test, jf_test; tests/book/kokoro_tiny.py)."""
+    from .kokoro_tiny import write_kokoro
+
+    return write_kokoro(tmp_path_factory.mktemp("book-kokoro-model") / "kokoro")
+
+
+@pytest.fixture(scope="session")
 def books(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("book-sources")
     return {
