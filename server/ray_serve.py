@@ -584,7 +584,7 @@ class ModelReplica:
                           principal=call.principal, reference_given=call.reference_given, gain=call.gain)
 
     async def speak(self, call: SpeechCall):
-        """``("admitted", replica)``, the audio pieces ``("audio", bytes, samples)``, then
+        """``("admitted", replica)``, the audio pieces ``("audio", bytes, samples, words)``, then
         ``("done", result, bytes)``; or ``("error", status, message, param, code, headers)``."""
         try:
             plan = await asyncio.to_thread(self._plan, call)

@@ -399,7 +399,8 @@ def _attach_voice(plan: SpeechPlan, voice: StoredVoice, body: SpeechBody) -> Non
 def synthesize(plan: SpeechPlan, job: Job, worker: ModelWorker,
                voices: VoiceStore | VoiceView) -> tuple[TaskResult, bytes]:
     """Run on a worker thread: synthesize as a row of the model's batch, streaming pieces to
-    ``job`` when asked, then encode the whole result (outside the batch)."""
+    ``job`` when asked (``("audio", pcm bytes, samples, words)``: the words a piece speaks, where the
+    family times them), then encode the whole result (outside the batch)."""
     served = plan.served
     result: TaskResult | None = None
     incremental = plan.incremental

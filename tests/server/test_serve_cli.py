@@ -26,7 +26,7 @@ from tests.support import run_cli
     (["--max-concurrency", "0"], 2, "--max-concurrency"),
     (["--max-queue", "-1"], 2, "--max-queue"),
     (["--session-option", "voxcpm2.threads=1"], 2, "no served model"),
-    (["--session-option", "omnivoice.nothing=1"], 2, "no session option"),
+    (["--family", "omnivoice", "--session-option", "omnivoice.nothing=1"], 2, "no session option"),
     (["--load-option", "codec"], 2, "key=value"),
 ])
 def test_bad_arguments(args: list[str], code: int, words: str, tmp_path: Path,
@@ -43,7 +43,7 @@ def test_bad_arguments(args: list[str], code: int, words: str, tmp_path: Path,
 
 @pytest.mark.parametrize(("args", "words"), [
     (["--max-batch", "0"], "--max-batch 0 must be at least 1"),
-    (["-s", "omnivoice.bogus=1"], "no session option 'omnivoice.bogus'"),
+    (["--family", "omnivoice", "-s", "omnivoice.bogus=1"], "no session option 'omnivoice.bogus'"),
     (["--model", "nonexist.gguf"], "--model 'nonexist.gguf' does not exist"),
 ])
 def test_flags_are_checked_before_the_port_is_bound(args: list[str], words: str, tmp_path: Path,
