@@ -59,6 +59,14 @@ def cache_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
+def kokoro_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Kokoro checkpoint folder (voices af_test, jf_test; tests/book/kokoro_tiny.py)."""
+    from tests.book.kokoro_tiny import write_kokoro
+
+    return write_kokoro(tmp_path_factory.mktemp("batch-kokoro-model") / "kokoro")
+
+
+@pytest.fixture(scope="session")
 def demo_inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """manifest.jsonl and refs/ (two voices at 24 and 16 kHz, one file that is not audio)."""
     root = tmp_path_factory.mktemp("batch-demo")

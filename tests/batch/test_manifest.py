@@ -120,7 +120,8 @@ def test_voice_speed_and_phonemes_fields(tmp_path: Path) -> None:
     assert b.options == {"voice": "jm_kumo", "speed": 0.9, "phonemes": True}
     assert c.options == {"voice": "jf_alpha", "speed": 0.9} and c.voice_key[3] == "jf_alpha"
     assert (a.words_out, c.words_out) == ("a.words.json", "c.words.json")
-    path.write_text('{"id": "a", "text": "x", "out": "same.wav"}\n{"id": "b", "text": "x", "out": "same.flac"}\n'
+    path.write_text('{"id": "a", "text": "x", "out": "same.wav"}\n'
+                    '{"id": "b", "text": "x", "out": "same.flac"}\n'
                     '{"id": "c", "text": "x", "phonemes": "yes"}\n', encoding="utf-8")
     with pytest.raises(UsageError) as caught:
         read_manifest(path, kokoro, Defaults())
