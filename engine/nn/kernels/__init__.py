@@ -17,6 +17,9 @@ and against its own portable code):
   (``engine.nn.rng``; AVX-512, AVX2, NEON, portable; ``AUDIOCPP_RNG_KERNEL=0``);
 - ``row_attention.cpp``: a continuous batch's per-row decode attention as the Python loop's ATen
   calls, from C++ (``engine.nn.row_attention``; any CPU; ``AUDIOCPP_ROW_ATTENTION=0``);
+- ``adain_act.cpp``: AdaIN + Snake or leaky ReLU in one pass for iSTFTNet decoders (Kokoro), float rounding
+  apart the torch passes' numbers (``engine.nn.adain_kernel``; AVX-512, AVX2, NEON, portable, one loop the
+  compiler vectorizes with the same bits at every level; ``AUDIOCPP_ADAIN_KERNEL=0``);
 - ``q8_block.cpp``: a stack of Q8_0 pre-norm blocks over a whole sequence in one call, the Python
   blocks' bits (``engine.nn.q8_block``; built per level as the Q8_0 kernel it includes;
   ``AUDIOCPP_Q8_BLOCK=0``).
@@ -40,7 +43,7 @@ from .. import jit
 #: The modules that declare a kernel (``KERNEL``) and load it (``kernel()``), in build order.
 MODULES = ("audiocpp.engine.nn.q8_0_linear", "audiocpp.engine.nn.bf16_linear",
            "audiocpp.engine.nn.snake_kernel", "audiocpp.engine.nn.rng", "audiocpp.engine.nn.row_attention",
-           "audiocpp.engine.nn.q8_block")
+           "audiocpp.engine.nn.q8_block", "audiocpp.engine.nn.adain_kernel")
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from torch import nn
 from ..config import KokoroConfig
 from .albert import CustomAlbert
 from .istftnet import Decoder
-from .prosody import ProsodyPredictor, TextEncoder, packed_lstm
+from .prosody import ProsodyPredictor, TextEncoder, full_lstm, packed_lstm
 
 
 def padding_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
@@ -54,7 +54,7 @@ class KModel(nn.Module):
             x = packed_lstm(self.predictor.lstm, d, lengths)
             x = torch.nn.functional.pad(x, (0, 0, 0, input_ids.shape[1] - x.shape[1]))
         else:
-            x, _ = self.predictor.lstm(d)
+            x = full_lstm(self.predictor.lstm, d)
         duration = self.predictor.duration_proj(x)
         duration = torch.sigmoid(duration).sum(dim=-1)
         # Each row divided by its speed as a Python number, as upstream divides its one row.

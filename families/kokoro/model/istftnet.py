@@ -55,6 +55,24 @@ def snake_kokoro(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
     return x + (1 / alpha) * (torch.sin(alpha * x) ** 2)
 
 
+def adain_act(norm: AdaIN1d, x: torch.Tensor, s: torch.Tensor, alpha: torch.Tensor | None,
+              slope: float = 0.2) -> torch.Tensor:
+    """``norm`` then Snake (with ``alpha``) or a leaky ReLU (``slope``): in one pass of the engine's kernel
+    on the CPU (``engine.nn.adain_kernel``: float rounding apart, the same numbers), else upstream's
+    passes."""
+    from audiocpp.engine.nn.adain_kernel import LEAKY, SNAKE
+    from audiocpp.engine.nn.adain_kernel import adain_act as fused
+
+    h = norm.fc(s)
+    gamma, beta = torch.chunk(h, chunks=2, dim=1)
+    out = fused(x, norm.norm.weight, norm.norm.bias, gamma, beta, alpha, norm.norm.eps, slope,
+                SNAKE if alpha is not None else LEAKY)
+    if out is not None:
+        return out
+    z = norm(x, s)
+    return snake_kokoro(z, alpha) if alpha is not None else F.leaky_relu(z, slope)
+
+
 class AdaINResBlock1(nn.Module):
     """The generator's residual block: three dilated conv pairs, each behind AdaIN and Snake."""
 
@@ -75,8 +93,8 @@ class AdaINResBlock1(nn.Module):
     def forward(self, x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         for c1, c2, n1, n2, a1, a2 in zip(self.convs1, self.convs2, self.adain1, self.adain2,
                                           self.alpha1, self.alpha2):
-            xt = c1(snake_kokoro(n1(x, s), a1))
-            xt = c2(snake_kokoro(n2(xt, s), a2))
+            xt = c1(adain_act(n1, x, s, a1))
+            xt = c2(adain_act(n2, xt, s, a2))
             x = xt + x
         return x
 
@@ -252,10 +270,9 @@ class AdainResBlk1d(nn.Module):
         return x
 
     def _residual(self, x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-        x = self.pool(F.leaky_relu(self.norm1(x, s), 0.2))
+        x = self.pool(adain_act(self.norm1, x, s, None))
         x = self.conv1(x)
-        x = F.leaky_relu(self.norm2(x, s), 0.2)
-        return self.conv2(x)
+        return self.conv2(adain_act(self.norm2, x, s, None))
 
     def forward(self, x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         return (self._residual(x, s) + self._shortcut(x)) * torch.rsqrt(torch.tensor(2))

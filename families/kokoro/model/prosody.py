@@ -14,11 +14,17 @@ from .istftnet import AdainResBlk1d
 
 
 def packed_lstm(lstm: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """Upstream's ``pack_padded_sequence`` -> LSTM -> ``pad_packed_sequence`` (batch first)."""
+    """Upstream's ``pack_padded_sequence`` -> LSTM -> ``pad_packed_sequence`` (batch first):
+    ``[B, max(lengths), C]``."""
     packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
     out, _ = lstm(packed)
     out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True)
     return out
+
+
+def full_lstm(lstm: nn.LSTM, x: torch.Tensor) -> torch.Tensor:
+    """An LSTM over every frame of ``x`` ``[B, T, C]`` (upstream calls these unpacked)."""
+    return lstm(x)[0]
 
 
 class LayerNorm(nn.Module):
@@ -140,7 +146,7 @@ class ProsodyPredictor(nn.Module):
         self.N_proj = nn.Conv1d(d_hid // 2, 1, 1, 1, 0)
 
     def F0Ntrain(self, x: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        x, _ = self.shared(x.transpose(-1, -2))
+        x = full_lstm(self.shared, x.transpose(-1, -2))
         f0 = x.transpose(-1, -2)
         for block in self.F0:
             f0 = block(f0, s)
