@@ -29,7 +29,7 @@ import soundfile as sf
 from tests.batch.common import ray_processes
 from tests.support import cli_path, run_cli, voice_like_signal
 
-from .conftest import FAST, ServerProcess, free_port, new_key
+from .conftest import DEMO_FAMILY, FAST, ServerProcess, free_port, new_key
 from .test_speech_stream import converse
 
 TEXT = "Hello from the cluster."
@@ -444,8 +444,8 @@ def test_print_config_runs_with_serve_run(cluster, tmp_path: Path, server_cache:
     from ray import serve
 
     port = free_port()
-    printed = run_cli("serve", "--ray", "--print-config", "--port", str(port), "--num-cpus", "0.5",
-                      "--voices-dir", str(tmp_path / "voices"), env=server_cache)
+    printed = run_cli("serve", "--ray", "--print-config", *DEMO_FAMILY, "--port", str(port), "--num-cpus",
+                      "0.5", "--voices-dir", str(tmp_path / "voices"), env=server_cache)
     assert printed.returncode == 0, printed.stderr
     config = tmp_path / "audiocpp.yaml"
     config.write_text(printed.stdout)
@@ -480,7 +480,8 @@ def test_ray_leaves_no_ray_process(tmp_path: Path, server_cache: dict[str, str])
     before = ray_processes()
     port = free_port()
     log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([str(cli_path()), "serve", "--ray", "--port", str(port), "--num-cpus", "1"],
+    proc = subprocess.Popen([str(cli_path()), "serve", "--ray", *DEMO_FAMILY, "--port", str(port),
+                             "--num-cpus", "1"],
                             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **server_cache})
     try:
         deadline = time.monotonic() + 240
@@ -519,7 +520,7 @@ def test_print_config_is_a_ray_serve_config(tmp_path: Path) -> None:
     from audiocpp.server.ray_serve import INGRESS, app_builder
 
     (tmp_path / "keys.txt").write_text(f"carol:{new_key()}\n")
-    proc = run_cli("serve", "--ray", "--print-config", "--replicas", "3", "--num-cpus", "2",
+    proc = run_cli("serve", "--ray", "--print-config", *DEMO_FAMILY, "--replicas", "3", "--num-cpus", "2",
                    "--num-gpus", "0.5", "--max-batch", "4", "--voices-dir", str(tmp_path / "v"),
                    "--host", "0.0.0.0", "--api-keys-file", str(tmp_path / "keys.txt"))
     assert proc.returncode == 0, proc.stderr
@@ -537,7 +538,8 @@ def test_print_config_is_a_ray_serve_config(tmp_path: Path) -> None:
     built = call_user_app_builder_with_args_if_necessary(app_builder, app.args)
     assert type(built).__name__ == "Application"
 
-    autoscaled = run_cli("serve", "--ray", "--print-config", "--autoscale", "1:4", "--max-batch", "4")
+    autoscaled = run_cli("serve", "--ray", "--print-config", *DEMO_FAMILY, "--autoscale", "1:4",
+                         "--max-batch", "4")
     scaling = yaml.safe_load(autoscaled.stdout)["applications"][0]["deployments"][1]["autoscaling_config"]
     assert scaling == {"min_replicas": 1, "max_replicas": 4, "initial_replicas": 1,
                        "target_ongoing_requests": 4}
