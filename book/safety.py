@@ -161,6 +161,19 @@ def parse_xml(data: bytes, name: str, *, html_fallback: bool = False) -> Any:
     return root
 
 
+def html_encoding(data: bytes) -> str | None:
+    """UTF-8 for a document that declares no encoding (no BOM, no ``charset``) and decodes as UTF-8:
+    lxml reads such bytes as Latin-1, which turns every non-ASCII letter into mojibake; None (lxml
+    decides) when the document declares one, or is not UTF-8."""
+    if data.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")) or b"charset" in data[:4096].lower():
+        return None
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return "utf-8"
+
+
 def parse_html(data: bytes, name: str) -> Any:
     """The root of an HTML document (lxml.html), entity declarations refused as for XML."""
     import lxml.html
@@ -168,7 +181,13 @@ def parse_html(data: bytes, name: str) -> Any:
 
     if declares_entities(data):
         raise entity_error(name)
-    parser = lxml.html.HTMLParser(no_network=True, remove_comments=True, remove_pis=True, huge_tree=False)
+    parser = lxml.html.HTMLParser(
+        no_network=True,
+        remove_comments=True,
+        remove_pis=True,
+        huge_tree=False,
+        encoding=html_encoding(data),
+    )
     try:
         root = lxml.html.document_fromstring(data, parser=parser)
     except (etree.ParserError, etree.XMLSyntaxError, ValueError) as error:

@@ -78,6 +78,21 @@ def test_markdown_and_html_chapters_at_headings(kind: str, books: dict[str, Path
     assert _content(book) == EXPECTED
 
 
+def test_markdown_and_html_without_a_charset_are_utf8(tmp_path: Path) -> None:
+    """Non-ASCII text as written: lxml reads undeclared bytes as Latin-1 (mojibake) unless told."""
+    text = "今日は良い天気です。Café, naïve."
+    (tmp_path / "j.md").write_text(f"# 第一章\n\n{text}\n", encoding="utf-8")
+    html = f"<html><body><h1>第一章</h1><p>{text}</p></body></html>"
+    (tmp_path / "j.html").write_text(html, encoding="utf-8")
+    latin = '<html><head><meta charset="iso-8859-1"></head><body><h1>Café</h1><p>Naïve.</p></body></html>'
+    (tmp_path / "l.html").write_bytes(latin.encode("latin-1"))  # a declared charset is still the document's
+    for name in ("j.md", "j.html"):
+        chapters = read_book(tmp_path / name).chapters
+        assert [(c.title, c.paragraphs) for c in chapters] == [("第一章", [text])]
+    chapters = read_book(tmp_path / "l.html").chapters
+    assert [(c.title, c.paragraphs) for c in chapters] == [("Café", ["Naïve."])]
+
+
 def test_text_chapter_lines_form_feeds_and_page_numbers(books: dict[str, Path]) -> None:
     book = read_book(books["text"])
     assert book.kind == "text" and book.title == "tides"
