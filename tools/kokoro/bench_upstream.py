@@ -1,0 +1,68 @@
+"""Upstream's side of the Kokoro benchmark: hexgrad's KModel (PyPI kokoro 0.9.4, float32) in the reference
+env on the real weights in hexgrad's layout (tools/kokoro/bench_setup.py), the same token ids and style row.
+
+    .ref-envs/kokoro/bin/python tools/kokoro/bench_upstream.py REQUEST.json FOLDER --threads N --repeats R
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+from pathlib import Path
+
+warnings.filterwarnings("ignore")
+
+
+def _bench_common():
+    """tools/bench_common.py by path (tools/ on sys.path would shadow the ``kokoro`` package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_common", Path(__file__).resolve().parents[1] /
+                                                  "bench_common.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> None:
+    import numpy as np
+    import torch
+    from kokoro import KModel
+
+    common = _bench_common()
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("request", type=Path)
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    request = json.loads(args.request.read_text(encoding="utf-8"))
+    t0 = time.perf_counter()
+    config = json.loads((args.folder / "config.json").read_text(encoding="utf-8"))
+    model = KModel(repo_id="hexgrad/Kokoro-82M", config=config, model=str(args.folder / "kokoro-v1_0.pth")).eval()
+    load_s = time.perf_counter() - t0
+    ids = torch.LongTensor([[0, *request["ids"], 0]])
+    style = torch.from_numpy(np.load(request["style"]).reshape(1, -1))
+
+    def run():
+        torch.manual_seed(1)
+        audio, dur = model.forward_with_tokens(ids, style, 1.0)
+        return audio.numel() / 24000, int(dur.sum())
+
+    run()
+    common.reset_peak()
+    walls, audio_s, frames = [], 0.0, 0
+    for _ in range(args.repeats):
+        t = time.perf_counter()
+        audio_s, frames = run()
+        walls.append(time.perf_counter() - t)
+    print(json.dumps({"side": "hexgrad", "walls": walls, "ttfa": [], "audio_s": audio_s, "frames": frames,
+                      "load_s": load_s, "peak_rss_gen_mb": common.status_bytes("VmHWM") / 2**20}))
+
+
+if __name__ == "__main__":
+    main()
