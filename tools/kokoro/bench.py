@@ -52,8 +52,8 @@ def main(argv: list[str]) -> int:
         for _ in range(args.rounds):
             for side in sides:
                 if side == "hexgrad":
-                    cmd = [str(upstream), str(REPO / "tools" / "kokoro" / "bench_upstream.py"), str(request_path),
-                           str(folder)]
+                    script = REPO / "tools" / "kokoro" / "bench_upstream.py"
+                    cmd = [str(upstream), str(script), str(request_path), str(folder)]
                 else:
                     cmd = [sys.executable, str(REPO / "tools" / "kokoro" / "bench_worker.py"), side,
                            str(request_path), str(package if side == "ours" else onnx)]

@@ -19,7 +19,7 @@ VOICE = "jf_alpha"
 
 
 def request(root: Path, text: str = TEXT, voice: str = VOICE) -> dict:
-    """``{"phonemes", "ids", "style": path of the style row .npy, "tokens"}``, made once per text and voice."""
+    """``{"phonemes", "ids", "style": path of the style row .npy}``, made once per text and voice."""
     import hashlib
 
     key = hashlib.sha256(f"{text}|{voice}".encode()).hexdigest()[:12]
@@ -35,7 +35,8 @@ def request(root: Path, text: str = TEXT, voice: str = VOICE) -> dict:
     style = model.voices.pack(voice)[len(phonemes) - 1].numpy()
     style_path = root / f"kokoro-style-{key}.npy"
     np.save(style_path, style)
-    body = {"text": text, "voice": voice, "phonemes": phonemes, "ids": info["tokens"], "style": str(style_path)}
+    body = {"text": text, "voice": voice, "phonemes": phonemes, "ids": info["tokens"],
+            "style": str(style_path)}
     meta.write_text(json.dumps(body, ensure_ascii=False), encoding="utf-8")
     return body
 

@@ -43,7 +43,8 @@ def main() -> None:
     request = json.loads(args.request.read_text(encoding="utf-8"))
     t0 = time.perf_counter()
     config = json.loads((args.folder / "config.json").read_text(encoding="utf-8"))
-    model = KModel(repo_id="hexgrad/Kokoro-82M", config=config, model=str(args.folder / "kokoro-v1_0.pth")).eval()
+    weights = str(args.folder / "kokoro-v1_0.pth")
+    model = KModel(repo_id="hexgrad/Kokoro-82M", config=config, model=weights).eval()
     load_s = time.perf_counter() - t0
     ids = torch.LongTensor([[0, *request["ids"], 0]])
     style = torch.from_numpy(np.load(request["style"]).reshape(1, -1))

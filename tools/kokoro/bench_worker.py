@@ -76,7 +76,8 @@ def main() -> None:
         t = time.perf_counter()
         audio_s, frames = run()
         walls.append(time.perf_counter() - t)
-    print(json.dumps({"side": args.side, "walls": walls, "ttfa": [], "audio_s": audio_s, "frames": int(frames),
+    print(json.dumps({"side": args.side, "walls": walls, "ttfa": [], "audio_s": audio_s,
+                      "frames": int(frames),
                       "load_s": load_s, "peak_rss_gen_mb": status_bytes("VmHWM") / 2**20}))
 
 
