@@ -38,12 +38,17 @@ def kokoro_run(kokoro_model: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 @pytest.fixture(scope="module")
-def one_thread():
+def actor(kokoro_model: Path):
+    """A Ray Data actor of the batch, in this process (one torch thread, as the batch's worker); its
+    model also runs each request alone."""
     import torch
 
+    from audiocpp.batch.ray_runner import SynthActor
+    from audiocpp.batch.synth import JobSpec
+
     before = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the batch's worker (--threads 1)
-    yield
+    job = JobSpec(family="kokoro", model_path=str(kokoro_model), threads=1, batch_size=8)
+    yield SynthActor(job.to_json())  # sets one torch thread
     torch.set_num_threads(before)
 
 
@@ -54,18 +59,14 @@ def _request(item: dict[str, Any]):
     return TaskRequest.from_inputs(item["text"], seed=item["seed"], options=options)
 
 
-def test_items_are_the_engines_alone_with_their_words(
-    kokoro_run: Run, kokoro_model: Path, one_thread
-) -> None:
-    import audiocpp.engine as ac
-
+def test_items_are_the_engines_alone_with_their_words(kokoro_run: Run, actor) -> None:
     proc = kokoro_run.proc
     assert proc.returncode == 1 and "error: 2 of 6 items failed" in proc.stderr, proc.stderr
     rows = {row["id"]: row for row in kokoro_run.rows}
     assert "unknown voice 'zz_nope'; this model has af_test, jf_test" in rows["bad"]["error"]
     assert "in the voice mix 'af_test(2)+'" in rows["badmix"]["error"]
     assert rows["bad"]["words"] is None and not (kokoro_run.out / "bad.words.json").exists()
-    session = ac.load(kokoro_model).session("tts")
+    session = actor.synth.model.session("tts")
     for item in OK:
         row = rows[item["id"]]
         assert row["status"] == "ok" and row["words"] == f"{item['id']}.words.json", row
@@ -84,16 +85,14 @@ def test_items_are_the_engines_alone_with_their_words(
     assert fast["audio_s"] > 0 and named["audio_s"] > 0
 
 
-def test_ray_actor_rows_carry_the_words(kokoro_run: Run, kokoro_model: Path, one_thread) -> None:
+def test_ray_actor_rows_carry_the_words(kokoro_run: Run, actor) -> None:
     """What a Ray actor returns for a block, read back as the driver reads it: the local words."""
     from audiocpp.batch.manifest import Defaults, read_manifest
-    from audiocpp.batch.ray_runner import SynthActor, decode
-    from audiocpp.batch.synth import JobSpec
+    from audiocpp.batch.ray_runner import decode
     from audiocpp.engine.registry import get_family
 
     items = read_manifest(kokoro_run.out.parent / "lines.jsonl", get_family("kokoro").spec, Defaults())
-    job = JobSpec(family="kokoro", model_path=str(kokoro_model), threads=1, batch_size=8)
-    columns = SynthActor(job.to_json())({"item": np.array([i.to_json() for i in items], dtype=object)})
+    columns = actor({"item": np.array([i.to_json() for i in items], dtype=object)})
     for index, item in enumerate(items):
         done = decode({name: values[index] for name, values in columns.items()})
         assert done.row["id"] == item.id and done.row["status"] == (
