@@ -18,15 +18,17 @@ _CONTAINER = {"wav16": ".wav", "wav24": ".wav", "wav32": ".wav", "flac": ".flac"
               "mp3": ".mp3", "opus": ".opus", "pcm16": ".pcm"}
 
 USAGE = """\
-usage: audiocpp [--family F] [--task tts|clon|design] [--model PATH]
-                (--text TEXT | --text-file FILE | stdin) --out FILE [options]
-       audiocpp families | options --family F | inspect PATH | package ... | codec encode|decode ...
+usage: audiocpp [--family F] [--task tts|clon|design] [--model PATH] [--voice NAME]
+                (--text TEXT | --text-file FILE | --phonemes IPA | stdin) --out FILE [options]
+       audiocpp families | voices [--model PATH] | options --family F | inspect PATH | package ...
+       audiocpp codec encode|decode ...       a family's codec alone
        audiocpp serve [--model PATH ...]     an OpenAI-compatible speech server (also Wyoming)
        audiocpp batch MANIFEST.jsonl --out-dir DIR     a JSONL manifest, locally or on Ray
        audiocpp book BOOK.epub --model PATH --out BOOK.m4b    an audiobook (EPUB, Markdown, text)
        audiocpp download NAME | kernels      fetch a model; build the C++ kernels
 
-try:   audiocpp --family omnivoice --text "Hello." --out hello.wav   (demo model, random weights)
+try:   audiocpp --text "Hello." --out hello.wav   (the default model: Kokoro-82M, real speech)
+       audiocpp --family omnivoice --text "Hello." --out hello.wav   (a demo model, random weights)
        audiocpp --help            every flag and subcommand
        audiocpp --family F --help  the family's options too"""
 

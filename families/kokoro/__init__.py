@@ -58,6 +58,13 @@ class KokoroPlugin(FamilyPlugin):
             return None
         return f"missing {', '.join(m.replace('_', '-') for m in missing)}: {INSTALL_HINT}"
 
+    def package_plan(self, inputs: dict[str, Path], load_options: dict[str, Any] | None = None) -> Any:
+        """The spec's plan, with the weights under the model's names (``module.`` stripped, weight norm
+        folded, the unused pooler dropped) and the voices as a namespace of their own."""
+        from .weights import package_plan
+
+        return package_plan(self, inputs)
+
     def _load(self, path: Path, options: dict[str, Any]) -> LoadedModel:
         from .session import KokoroLoadedModel
         from .weights import load_parts

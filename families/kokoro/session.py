@@ -56,7 +56,7 @@ class KokoroLoadedModel(LoadedModel):
         if not names:
             raise UsageError(f"the Kokoro model {self.path} has no voices",
                              hint="put hexgrad's voices/*.pt (or kokoro-onnx's voices-v1.0.bin) next to it")
-        if language and language.startswith("en") and "af_heart" in self.voices:
+        if (language is None or language.startswith("en")) and "af_heart" in self.voices:
             return "af_heart"
         if language:
             for name in names:

@@ -168,3 +168,27 @@ def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: Any) 
         raise ModelError(f"voice {bad[0]!r} of {path} has style width {voices.pack(bad[0]).shape[-1]}; this "
                          f"model needs {2 * cfg.style_dim}", hint="use the voices made for this model")
     return KokoroParts(cfg, model, voices, weights.source_id, device)
+
+
+def package_plan(plugin: Any, inputs: dict[str, Path]) -> Any:
+    """``audiocpp package`` for a hexgrad folder (or a package, re-encoded): the spec's plan with the
+    weights adapted to the model's names and the folder's voices added (namespace ``voices``)."""
+    from audiocpp.engine.nn.build import build_on_meta
+    from audiocpp.engine.packaging.plan import MODEL_INPUT, plan_from_spec
+    from audiocpp.engine.weights.memory_source import MemorySource
+
+    plan = plan_from_spec(plugin.spec, inputs)
+    config = plan.files.get("config.json")
+    if config is None:
+        raise ModelError("the Kokoro input has no config.json", hint="package hexgrad's folder (config.json, "
+                         "kokoro-v1_0.pth, voices/*.pt) or one of our Kokoro packages")
+    raw = config if isinstance(config, bytes) else Path(config).read_bytes()
+    cfg = KokoroConfig.from_dict(json.loads(raw.decode("utf-8")), where="config.json")
+    meta = build_on_meta(lambda: KModel(cfg))
+    plan.namespaces["weights"] = hexgrad_source(plan.namespaces["weights"], meta)
+    model = inputs.get(MODEL_INPUT)
+    if "voices" not in plan.namespaces and model is not None and Path(model).is_dir():
+        packs = folder_voices(Path(model))
+        if packs:
+            plan.namespaces["voices"] = MemorySource(packs)
+    return plan
