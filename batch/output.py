@@ -113,10 +113,9 @@ class OutputDir:
 
     def write_words(self, item: Item, audio: AudioBuffer, words: list[WordTiming]) -> None:
         from audiocpp.engine.fs import write_text_atomic
+        from audiocpp.engine.text.captions import timestamps_json
 
-        body = {"sample_rate": audio.sample_rate, "duration_s": round(audio.duration, 4),
-                "words": [w.as_dict() for w in words]}
-        text = json.dumps(body, ensure_ascii=False, indent=1) + "\n"
+        text = timestamps_json(audio.duration, audio.sample_rate, words)
         try:
             write_text_atomic(self.folder / item.words_out, text)
         except OSError as error:

@@ -6,7 +6,6 @@ is refused before the model loads.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from audiocpp.engine.errors import UsageError
@@ -41,15 +40,14 @@ def check_family_times_words(spec: ModelSpec, captions: Path | None, timestamps:
 
 
 def write_word_outputs(result: TaskResult, captions: Path | None, timestamps: Path | None) -> list[Path]:
-    from audiocpp.engine.text.captions import captions_text
+    from audiocpp.engine.text.captions import captions_text, timestamps_json
 
     written: list[Path] = []
     if captions is not None:
         write_text_atomic(captions, captions_text(result.words, captions.suffix))
         written.append(captions)
     if timestamps is not None:
-        body = {"sample_rate": result.audio.sample_rate, "duration_s": round(result.audio.duration, 4),
-                "words": [w.as_dict() for w in result.words]}
-        write_text_atomic(timestamps, json.dumps(body, ensure_ascii=False, indent=1) + "\n")
+        write_text_atomic(timestamps, timestamps_json(result.audio.duration, result.audio.sample_rate,
+                                                      result.words))
         written.append(timestamps)
     return written

@@ -335,6 +335,9 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
         result.voice_prompt.save(args.voice_prompt_out)
         kept.append(args.voice_prompt_out)
         print(f"voice_prompt_out={args.voice_prompt_out}", file=info)
+    guess = result.details.get("language_guess")
+    if guess:  # the text front end chose the language itself: say so, and how to choose
+        print(f"note: {guess}", file=sys.stderr)
     from .captions import write_word_outputs
 
     kept.extend(write_word_outputs(result, args.captions, args.timestamps))

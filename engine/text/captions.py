@@ -64,3 +64,13 @@ def captions_text(words: Sequence[WordTiming], suffix: str) -> str:
     """Word-level captions in the format of ``suffix`` (``.srt`` or ``.vtt``)."""
     cues = word_cues(words)
     return to_vtt(cues) if suffix.lower() == ".vtt" else to_srt(cues)
+
+
+def timestamps_json(audio_duration: float, sample_rate: int, words: Sequence[WordTiming]) -> str:
+    """The word-timings file of ``audiocpp --timestamps`` and ``audiocpp batch``: sample rate, duration and
+    each word's start and end in seconds."""
+    import json
+
+    body = {"sample_rate": sample_rate, "duration_s": round(audio_duration, 4),
+            "words": [w.as_dict() for w in words]}
+    return json.dumps(body, ensure_ascii=False, indent=1) + "\n"

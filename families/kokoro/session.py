@@ -123,7 +123,12 @@ class KokoroSession(Session):
 
             language = opts.get("language")
             for line in lines:
-                result = phonemize(line, language)
+                guess = None if language is not None else self.han_as_japanese(line, opts.get("voice"))
+                result = phonemize(line, language or guess)
+                if guess is not None:
+                    result.guessed, result.reason = True, (
+                        "guessed ja: Han characters without kana, read as Japanese for this model's Japanese "
+                        "voice; pass --language to choose")
                 info.setdefault("language", result.language)
                 if result.guessed:
                     info.setdefault("language_guess", result.reason)
@@ -141,6 +146,21 @@ class KokoroSession(Session):
             raise UsageError("the text has nothing Kokoro can speak (no symbol of its phoneme vocabulary)",
                              hint="give words in a supported language, or phonemes with --phonemes")
         return chunks, info
+
+    def han_as_japanese(self, text: str, voice: str | None) -> str | None:
+        """``"ja"`` for text that looks Chinese by its script alone (Han characters, no kana) when the voice
+        asked for, or every voice of the model when none is asked for, is Japanese: such text is most
+        likely a Japanese title or a short phrase in kanji. Else None (the front end guesses)."""
+        from .g2p import detect_language
+        from .voices import parse_mix
+
+        code, _ = detect_language(text)
+        if not code.startswith("zh"):
+            return None
+        names = ([t.name for t in parse_mix(voice)] if voice else self.model.voices.names)
+        if names and all(voice_language(n) == "ja" for n in names):
+            return "ja"
+        return None
 
     # -- synthesis --------------------------------------------------------------------------------
     def _synthesize(self, request: PreparedRequest) -> Generator[Any, Any, Synthesis]:

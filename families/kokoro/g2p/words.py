@@ -145,13 +145,15 @@ def word_units(word: str, ctx: WordContext) -> list[Unit]:
                 out += say(joiner)
             out += word_units(p, ctx)
         return out
-    if any(c.isdigit() for c in word):
+    if any(c.isdecimal() for c in word):  # decimal digits only: "¹" is a digit to str.isdigit, not to \d
         out = []
         for run in _RUNS.findall(word):
-            if run.isdigit():
+            if run.isdecimal():
                 out += number_run(run, ctx)
             elif len(run) == 1:
                 out += spell(run)
+            elif run == word:  # nothing split off: read it as letters
+                out += _letters(run, ctx)
             else:
                 out += word_units(run, ctx)
         return out
