@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     for switch in ("1", "0"):
         env = {**os.environ, "AUDIOCPP_ADAIN_KERNEL": switch}
         subprocess.run([sys.executable, __file__, "--ours", str(work)], check=True, env=env)
-    print(f"{'case':22s} {'kernel: durations  max|diff|  cosine':40s} {'torch passes: durations  max|diff|  cosine'}")
+    head = "durations  max|diff|  cosine"
+    print(f"{'case':22s} {'kernel: ' + head:40s} torch passes: {head}")
     for case in CASES:
         ref = np.load(work / "ref" / f"{case.name}.npz")
         expected = np.concatenate([ref[f"audio_{i}"] for i in range(len(case.chunks))])
