@@ -16,8 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from audiocpp.engine.device import ComputeMode, compute_mode
 from audiocpp.engine.errors import AudiocppWarning, UsageError
 from audiocpp.engine.model import LoadedModel
+from audiocpp.engine.nn.build import PerDtype
 from audiocpp.engine.records import AudioBuffer, AudioPiece, WordTiming
 from audiocpp.engine.session import PreparedRequest, Session, Synthesis
 from audiocpp.engine.spec.model import ModelSpec
@@ -25,9 +27,10 @@ from audiocpp.engine.tasks import Mode, Task
 
 from .config import KokoroConfig
 from .generate import ForwardOp
+from .model import KModel
 from .prompt_layout import Chunk, TokenLike, make_chunk, phoneme_tokens, tokens_to_phonemes, word_timings
 from .voices import VoiceBank, voice_language
-from .weights import KokoroParts
+from .weights import KokoroParts, check_compute
 
 SENTENCE_ENDS = frozenset(".!?…")
 
@@ -41,10 +44,19 @@ class KokoroLoadedModel(LoadedModel):
         self.sample_rate = parts.config.sample_rate
         self.device = parts.device
         self.source_id = parts.source_id
+        self.compute = parts.compute
+        self._nets = PerDtype(self._load_net, {parts.compute: parts.model})
 
     @property
     def cfg(self) -> KokoroConfig:
         return self.parts.config
+
+    def net_for(self, mode: ComputeMode) -> KModel:
+        """The network computing in ``mode``, loaded once."""
+        return self._nets.get(mode)
+
+    def _load_net(self, mode: ComputeMode) -> KModel:
+        return self.parts.load_net(mode)
 
     def named_voices(self) -> list[dict[str, Any]]:
         return self.voices.describe()
@@ -91,6 +103,11 @@ def split_sentences(tokens: Sequence[TokenLike]) -> list[list[TokenLike]]:
 
 class KokoroSession(Session):
     model: KokoroLoadedModel
+
+    def __init__(self, model: KokoroLoadedModel, task: Task, mode: Mode, options: dict[str, Any]) -> None:
+        super().__init__(model, task, mode, options)
+        self.compute = check_compute(compute_mode(options.get("compute_dtype"), model.compute))
+        self.net = model.net_for(self.compute)
 
     def _validate(self, request: PreparedRequest) -> None:
         opts = request.options
@@ -178,7 +195,7 @@ class KokoroSession(Session):
         offset = 0
         for chunk in chunks:
             ref_s = pack[min(chunk.style_index, pack.shape[0] - 1)]
-            audio, pred_dur = yield ForwardOp(model.net, chunk.ids, ref_s, speed, generator)
+            audio, pred_dur = yield ForwardOp(self.net, chunk.ids, ref_s, speed, generator)
             samples = audio.numpy().reshape(-1)
             chunk.start_s = offset / model.sample_rate
             chunk.words = word_timings(chunk.tokens, pred_dur.tolist(), model.cfg.vocab, half_frame_s,

@@ -105,11 +105,48 @@ def read_config(path: Path) -> KokoroConfig:
 
 @dataclass
 class KokoroParts:
+    """A loaded Kokoro: the network in the default compute mode (``compute``), its voices, and how to load
+    the network again in another mode (``load_net``)."""
+
     config: KokoroConfig
     model: KModel
     voices: Any  # voices.VoiceBank
     source_id: str
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    compute: Any = None  # engine.device.ComputeMode
+    load_net: Any = None  # (ComputeMode) -> KModel
+
+
+def int8_weights(source: TensorSource) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """The int8 weights a package keeps (``<name>.int8`` beside ``<name>.scale``), by the model's names."""
+    from .onnx_package import INT8_SUFFIX, SCALE_SUFFIX
+
+    names = set(source.names())
+    return {name[: -len(INT8_SUFFIX)]: (source.get(name), source.get(name[: -len(INT8_SUFFIX)] + SCALE_SUFFIX,
+                                                                         torch.float32))
+            for name in names
+            if name.endswith(INT8_SUFFIX) and name[: -len(INT8_SUFFIX)] + SCALE_SUFFIX in names}
+
+
+def int8_convolutions(model: KModel, quantized: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> int:
+    """Put the int8 convolution kernel (``engine.nn.int8_conv``) in place of the decoder's convolutions whose
+    weight the package stores as int8; returns how many (0 where the kernel is not there). The decoder is
+    93 % of the work; the prosody predictor stays float32, so that the F0 curve the harmonic source
+    integrates (its phase, hence the waveform) and the durations are the float32 path's."""
+    from audiocpp.engine.nn.int8_conv import int8_conv
+
+    swapped = 0
+    for name, module in list(model.named_modules()):
+        stored = quantized.get(f"{name}.weight")
+        if stored is None or type(module) is not torch.nn.Conv1d or not name.startswith("decoder."):
+            continue
+        layer = int8_conv(module, *stored)
+        if layer is None:
+            continue
+        parent, _, leaf = name.rpartition(".")
+        setattr(model.get_submodule(parent) if parent else model, leaf, layer)
+        swapped += 1
+    return swapped
 
 
 def folder_voices(folder: Path) -> dict[str, torch.Tensor]:
@@ -145,9 +182,22 @@ def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: Any) 
     weights = resolve_weights(spec, path)
     cfg = read_config(weights.file("config"))
     device = device_of(options)
-    meta = build_on_meta(lambda: KModel(cfg))
-    model = load_on_meta(lambda: KModel(cfg), hexgrad_source(weights.namespace("weights"), meta),
-                         what="Kokoro", device=device).eval()
+    stored = int8_weights(weights.namespace("weights")) if weights.layout == "package" else {}
+    compute = default_compute(device, bool(stored))
+
+    def load_net(mode: Any, source: TensorSource | None = None) -> KModel:
+        """The network on ``device`` computing in ``mode``: float32 over the (dequantized) weights, or with
+        ``mode.stored`` the package's int8 convolutions on the int8 kernel."""
+        if source is None:
+            source = resolve_weights(spec, path).namespace("weights")
+        meta = build_on_meta(lambda: KModel(cfg))
+        net = load_on_meta(lambda: KModel(cfg), hexgrad_source(source, meta), what="Kokoro",
+                           device=device).eval()
+        if mode.stored and stored and device.type == "cpu":
+            int8_convolutions(net, stored)
+        return net
+
+    model = load_net(compute, weights.namespace("weights"))
     if "voices" in weights.namespaces:
         packs = namespace_voices(weights.namespaces["voices"])
     elif weights.layout == "folder":
@@ -159,7 +209,31 @@ def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: Any) 
     if bad:
         raise ModelError(f"voice {bad[0]!r} of {path} has style width {voices.pack(bad[0]).shape[-1]}; this "
                          f"model needs {2 * cfg.style_dim}", hint="use the voices made for this model")
-    return KokoroParts(cfg, model, voices, weights.source_id, device)
+    return KokoroParts(cfg, model, voices, weights.source_id, device, compute, load_net)
+
+
+def default_compute(device: torch.device, int8_stored: bool) -> Any:
+    """``compute_dtype=auto``: on the CPU, ``float32-stored`` for a package that keeps int8 weights (its
+    convolutions on the int8 kernel: the default model), else ``float32`` (exact against upstream).
+    ``$AUDIOCPP_COMPUTE_DTYPE`` pins it."""
+    import os
+
+    from audiocpp.engine.device import COMPUTE_DTYPE_ENV, compute_mode
+
+    forced = os.environ.get(COMPUTE_DTYPE_ENV, "").strip()
+    if forced and forced.lower() != "auto":
+        return check_compute(compute_mode(forced))
+    return compute_mode("float32-stored" if int8_stored and device.type == "cpu" else "float32")
+
+
+def check_compute(mode: Any) -> Any:
+    from audiocpp.engine.errors import UsageError
+
+    if mode.dtype != torch.float32:
+        raise UsageError(f"Kokoro computes in float32, not {mode.name}",
+                         hint="compute_dtype float32 (exact against upstream) or float32-stored (an int8 "
+                         "package's convolutions on the int8 kernel); auto picks between them")
+    return mode
 
 
 def package_plan(plugin: Any, inputs: dict[str, Path]) -> Any:

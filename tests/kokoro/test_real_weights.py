@@ -87,3 +87,33 @@ def test_readme_first_command_speaks(tmp_path: Path) -> None:
     assert flatness(audio) < 0.3
     words = json.loads((tmp_path / "hello.json").read_text())["words"]
     assert [w["word"] for w in words][:3] == ["Hello", "from", "audiocpp"]
+
+
+def spectral_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    def magnitudes(x: np.ndarray) -> np.ndarray:
+        frames = np.lib.stride_tricks.sliding_window_view(x, 1024)[::256] * np.hanning(1024)
+        return np.abs(np.fft.rfft(frames, axis=1))
+
+    a_m, b_m = magnitudes(a), magnitudes(b)
+    return float((a_m * b_m).sum() / (np.linalg.norm(a_m) * np.linalg.norm(b_m)))
+
+
+def test_the_int8_package_computes_its_decoder_on_the_int8_kernel_within_the_published_drift(model) -> None:
+    """compute_dtype=auto is float32-stored for the int8 package (its decoder's convolutions on
+    engine.nn.int8_conv), float32 on request; the durations are the same (the prosody side is float32 in
+    both), the audio within docs/families/kokoro.md's drift figures."""
+    import audiocpp.engine as ac
+    from audiocpp.engine.errors import UsageError
+
+    assert model.compute.name == "float32-stored"
+    assert sum(type(m).__name__ == "Int8Conv1d" for m in model.net.modules()) > 60
+    request = ac.TaskRequest(text=SENTENCES["en-us"], seed=1, options={"kokoro.source_noise": False})
+    fast = model.session("tts").run(request)
+    exact = model.session("tts", compute_dtype="float32").run(request)
+    assert fast.metrics.compute == "float32-stored" and exact.metrics.compute == "float32"
+    assert fast.details["pred_dur"] == exact.details["pred_dur"]
+    a, b = fast.audio.samples, exact.audio.samples
+    assert float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b))) > 0.95
+    assert spectral_cosine(a, b) > 0.99
+    with pytest.raises(UsageError, match="float32"):
+        model.session("tts", compute_dtype="bfloat16")

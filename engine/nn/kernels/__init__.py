@@ -20,6 +20,9 @@ and against its own portable code):
 - ``adain_act.cpp``: AdaIN + Snake or leaky ReLU in one pass for iSTFTNet decoders (Kokoro), float rounding
   apart the torch passes' numbers (``engine.nn.adain_kernel``; AVX-512, AVX2, NEON, portable, one loop the
   compiler vectorizes with the same bits at every level; ``AUDIOCPP_ADAIN_KERNEL=0``);
+- ``int8_conv.cpp``: a 1-D convolution over int8 weights with the input quantized per tensor at run time,
+  as onnxruntime's ``ConvInteger`` (``engine.nn.int8_conv``; AVX-512 VNNI, AVX-VNNI, AVX2, portable;
+  exact int32 sums at every level; ``AUDIOCPP_INT8_CONV=0``);
 - ``q8_block.cpp``: a stack of Q8_0 pre-norm blocks over a whole sequence in one call, the Python
   blocks' bits (``engine.nn.q8_block``; built per level as the Q8_0 kernel it includes;
   ``AUDIOCPP_Q8_BLOCK=0``).
@@ -43,7 +46,7 @@ from .. import jit
 #: The modules that declare a kernel (``KERNEL``) and load it (``kernel()``), in build order.
 MODULES = ("audiocpp.engine.nn.q8_0_linear", "audiocpp.engine.nn.bf16_linear",
            "audiocpp.engine.nn.snake_kernel", "audiocpp.engine.nn.rng", "audiocpp.engine.nn.row_attention",
-           "audiocpp.engine.nn.q8_block", "audiocpp.engine.nn.adain_kernel")
+           "audiocpp.engine.nn.q8_block", "audiocpp.engine.nn.adain_kernel", "audiocpp.engine.nn.int8_conv")
 
 
 @dataclass(frozen=True)
