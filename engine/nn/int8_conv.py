@@ -62,9 +62,8 @@ def _problem(module: Any) -> str | None:
         scale = torch.rand(cout, generator=generator) * 0.01 + 1e-3
         bias = torch.randn(cout, generator=generator)
         x = torch.randn(2, cin, frames, generator=generator) * 3
-        packed, rest = module.pack_weights(w)
         sums = w.to(torch.int32).sum((1, 2)).to(torch.int32)
-        got = module.conv1d(x, packed, rest, sums, scale, bias, cout, k, stride, pad, dil)
+        got = module.conv1d(x, *module.pack_weights(w), sums, scale, bias, cout, k, stride, pad, dil)
         want = reference(x, w, scale, bias, stride, pad, dil)
         if got.shape != want.shape or not torch.allclose(got, want, rtol=1e-5, atol=1e-5):
             return "the built kernel's sums are not the reference's"
@@ -80,9 +79,11 @@ class Int8Conv1d(nn.Module):
         self.op = op
         self.stride, self.padding, self.dilation = conv.stride[0], int(conv.padding[0]), conv.dilation[0]
         self.cout, self.k = weight.shape[0], weight.shape[2]
-        packed, rest = op.pack_weights(weight.to(torch.int8).contiguous())
+        packed, offsets, groups, values = op.pack_weights(weight.to(torch.int8).contiguous())
         self.register_buffer("packed", packed)
-        self.register_buffer("rest", rest)
+        self.register_buffer("rest_offsets", offsets)
+        self.register_buffer("rest_groups", groups)
+        self.register_buffer("rest_values", values)
         self.register_buffer("wsum", weight.to(torch.int32).sum((1, 2)).to(torch.int32))
         per_channel = torch.broadcast_to(scale.to(torch.float32).reshape(-1), (self.cout,))
         self.register_buffer("scale", per_channel.contiguous())
@@ -90,8 +91,9 @@ class Int8Conv1d(nn.Module):
         self.register_buffer("bias", bias.contiguous())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.op.conv1d(x.contiguous().float(), self.packed, self.rest, self.wsum, self.scale,
-                              self.bias, self.cout, self.k, self.stride, self.padding, self.dilation)
+        rest = (self.rest_offsets, self.rest_groups, self.rest_values)
+        return self.op.conv1d(x.contiguous().float(), self.packed, *rest, self.wsum, self.scale, self.bias,
+                              self.cout, self.k, self.stride, self.padding, self.dilation)
 
 
 def int8_conv(conv: nn.Module, weight: torch.Tensor, scale: torch.Tensor) -> Int8Conv1d | None:

@@ -23,13 +23,14 @@ def case(seed: int, cin: int, cout: int, k: int, frames: int, span: int = 127):
 
 
 def run(module, x, w, scale, bias, stride, pad, dil):
-    packed, rest = module.pack_weights(w)
     sums = w.to(torch.int32).sum((1, 2)).to(torch.int32)
-    return module.conv1d(x, packed, rest, sums, scale, bias, w.shape[0], w.shape[2], stride, pad, dil)
+    cout, k = w.shape[0], w.shape[2]
+    return module.conv1d(x, *module.pack_weights(w), sums, scale, bias, cout, k, stride, pad, dil)
 
 
-@pytest.mark.parametrize("shape", [(7, 19, 3, 1, 1, 1, 33), (64, 48, 11, 1, 15, 3, 200), (22, 16, 12, 6, 3, 1, 61),
-                                   (5, 3, 1, 1, 0, 1, 9)], ids=["odd", "dilated", "strided", "pointwise"])
+@pytest.mark.parametrize("shape", [(7, 19, 3, 1, 1, 1, 33), (64, 48, 11, 1, 15, 3, 200),
+                                   (22, 16, 12, 6, 3, 1, 61), (5, 3, 1, 1, 0, 1, 9)],
+                         ids=["odd", "dilated", "strided", "pointwise"])
 def test_the_kernel_computes_the_reference(shape) -> None:
     cin, cout, k, stride, pad, dil, frames = shape
     module = int8_conv.kernel()

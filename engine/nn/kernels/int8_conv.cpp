@@ -185,20 +185,40 @@ namespace ic = audiocpp::int8conv;
 
 torch::Tensor pack(torch::Tensor weight);
 
-// weight int8 [cout, cin, k] -> packed int8 [k][cout16 / 16][cin4 / 4][16][4] (zeros where padded): the
-// weights themselves, or where this level splits them (AVX2 without VNNI) clamp(w, -64, 64) followed by
-// the rest w - clamp(w, -64, 64) (empty when it is all zeros)
+// weight int8 [cout, cin, k] -> packed int8 [k][cout16 / 16][cin4 / 4][16][4] (zeros where padded), and
+// where this level splits the weights (AVX2 without VNNI: the packed ones are clamp(w, -64, 64)) the rest
+// w - clamp(w, -64, 64), sparse: per block of 16 output channels, its (tap, input quad) groups with a
+// nonzero rest (offsets [blocks + 1], groups [n, 2], values [n, 16, 4]); empty tensors elsewhere
 std::vector<torch::Tensor> pack_weights(torch::Tensor weight) {
   TORCH_CHECK(weight.scalar_type() == torch::kInt8 && weight.dim() == 3, "weight: int8 [cout, cin, k]");
-  if (ic::SPLIT_WEIGHTS) {
-    auto wide = weight.to(torch::kInt16);
-    auto main = wide.clamp(-64, 64);
-    auto rest = wide - main;
-    auto packed = pack(main.to(torch::kInt8));
-    if (rest.abs().max().item<int>() == 0) return {packed, torch::empty({0}, torch::kInt8)};
-    return {packed, pack(rest.to(torch::kInt8))};
+  const int64_t cout = weight.size(0), cin = weight.size(1), k = weight.size(2);
+  const int64_t blocks = ic::round_up(cout, ic::CO_BLOCK) / ic::CO_BLOCK, quads = ic::round_up(cin, ic::CI_QUAD) / ic::CI_QUAD;
+  auto none = torch::empty({0}, torch::kInt32);
+  if (!ic::SPLIT_WEIGHTS) return {pack(weight), none, none, torch::empty({0}, torch::kInt8)};
+  auto wide = weight.to(torch::kInt16);
+  auto main = wide.clamp(-64, 64);
+  auto rest = pack((wide - main).to(torch::kInt8));  // the same layout, mostly zeros
+  const int8_t* rp = rest.data_ptr<int8_t>();
+  const int64_t group = ic::CO_BLOCK * ic::CI_QUAD;
+  std::vector<int32_t> offsets{0}, groups;
+  std::vector<int8_t> values;
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int64_t j = 0; j < k; ++j)
+      for (int64_t q = 0; q < quads; ++q) {
+        const int8_t* g = rp + ((j * blocks + b) * quads + q) * group;
+        bool any = false;
+        for (int64_t i = 0; i < group; ++i) any = any || g[i] != 0;
+        if (!any) continue;
+        groups.push_back((int32_t)j);
+        groups.push_back((int32_t)q);
+        values.insert(values.end(), g, g + group);
+      }
+    offsets.push_back((int32_t)(groups.size() / 2));
   }
-  return {pack(weight), torch::empty({0}, torch::kInt8)};
+  auto off = torch::from_blob(offsets.data(), {(int64_t)offsets.size()}, torch::kInt32).clone();
+  auto grp = torch::from_blob(groups.data(), {(int64_t)groups.size()}, torch::kInt32).clone();
+  auto val = torch::from_blob(values.data(), {(int64_t)values.size()}, torch::kInt8).clone();
+  return {pack(main.to(torch::kInt8)), off, grp, val};
 }
 
 torch::Tensor pack(torch::Tensor weight) {
@@ -220,15 +240,18 @@ torch::Tensor pack(torch::Tensor weight) {
 
 // x float32 [B, cin, T]; packed from pack_weights; wsum int32 [cout] (each channel's sum of weights);
 // scale float32 [cout]; bias float32 [cout] or empty -> float32 [B, cout, T_out]
-torch::Tensor conv1d(torch::Tensor x, torch::Tensor packed, torch::Tensor rest, torch::Tensor wsum,
-                     torch::Tensor scale, torch::Tensor bias, int64_t cout, int64_t k, int64_t stride, int64_t pad,
-                     int64_t dilation) {
+torch::Tensor conv1d(torch::Tensor x, torch::Tensor packed, torch::Tensor rest_offsets, torch::Tensor rest_groups,
+                     torch::Tensor rest_values, torch::Tensor wsum, torch::Tensor scale, torch::Tensor bias,
+                     int64_t cout, int64_t k, int64_t stride, int64_t pad, int64_t dilation) {
   TORCH_CHECK(x.scalar_type() == torch::kFloat32 && x.is_contiguous() && x.dim() == 3, "x: contiguous float32 [B, cin, T]");
   const int64_t B = x.size(0), cin = x.size(1), T = x.size(2);
   const int64_t cout16 = ic::round_up(cout, ic::CO_BLOCK), cin4 = ic::round_up(cin, ic::CI_QUAD);
   TORCH_CHECK(packed.numel() == k * cout16 * cin4, "packed weights do not match cin, cout and k");
-  TORCH_CHECK(rest.numel() == 0 || rest.numel() == packed.numel(), "the split weights do not match");
-  const int8_t* rp = rest.numel() ? rest.data_ptr<int8_t>() : nullptr;
+  const bool split = rest_offsets.numel() > 0;
+  TORCH_CHECK(!split || rest_offsets.numel() == cout16 / ic::CO_BLOCK + 1, "the split weights do not match");
+  const int32_t* ro = split ? rest_offsets.data_ptr<int32_t>() : nullptr;
+  const int32_t* rg = split ? rest_groups.data_ptr<int32_t>() : nullptr;
+  const int8_t* rv = split ? rest_values.data_ptr<int8_t>() : nullptr;
   const int64_t span = dilation * (k - 1) + 1;
   const int64_t t_out = (T + 2 * pad - span) / stride + 1;
   TORCH_CHECK(t_out > 0, "the input is shorter than the kernel");
@@ -246,17 +269,25 @@ torch::Tensor conv1d(torch::Tensor x, torch::Tensor packed, torch::Tensor rest, 
     float* ob = out.data_ptr<float>() + b * cout * t_out;
     const int64_t tiles = (t_out + ic::TT - 1) / ic::TT;
     at::parallel_for(0, tiles, 8, [&](int64_t begin, int64_t end) {
-      int32_t acc[ic::TT * ic::CO_BLOCK], extra[ic::TT * ic::CO_BLOCK];
+      int32_t acc[ic::TT * ic::CO_BLOCK];
       for (int64_t tile = begin; tile < end; ++tile) {
         const int64_t t0 = tile * ic::TT, count = std::min(ic::TT, t_out - t0);
         for (int64_t block = 0; block < cout16 / ic::CO_BLOCK; ++block) {
           ic::tile(xq.data(), cin4, wp + block * cin4 * ic::CO_BLOCK, block_stride, k, dilation, stride, t0, count,
                    acc);
-          if (rp != nullptr) {
-            ic::tile(xq.data(), cin4, rp + block * cin4 * ic::CO_BLOCK, block_stride, k, dilation, stride, t0, count,
-                     extra);
-            for (int64_t i = 0; i < ic::TT * ic::CO_BLOCK; ++i) acc[i] += extra[i];
-          }
+          if (split)  // the sparse rest of the weights past +-64: a few (tap, quad) groups per block
+            for (int32_t g = ro[block]; g < ro[block + 1]; ++g) {
+              const int64_t j = rg[2 * g], q = rg[2 * g + 1];
+              const int8_t* wq = rv + (int64_t)g * ic::CO_BLOCK * ic::CI_QUAD;
+              for (int64_t tt = 0; tt < count; ++tt) {
+                const uint8_t* xr = xq.data() + ((t0 + tt) * stride + j * dilation) * cin4 + q * ic::CI_QUAD;
+                for (int64_t o = 0; o < ic::CO_BLOCK; ++o) {
+                  int32_t sum = 0;
+                  for (int64_t c = 0; c < ic::CI_QUAD; ++c) sum += (int32_t)xr[c] * (int32_t)wq[o * ic::CI_QUAD + c];
+                  acc[tt * ic::CO_BLOCK + o] += sum;
+                }
+              }
+            }
           for (int64_t o = 0; o < ic::CO_BLOCK; ++o) {
             const int64_t co = block * ic::CO_BLOCK + o;
             if (co >= cout) break;
