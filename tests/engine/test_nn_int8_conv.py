@@ -42,11 +42,15 @@ def test_the_kernel_computes_the_reference(shape) -> None:
     assert torch.allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
-def test_every_level_gives_the_portable_bits() -> None:
+@pytest.mark.parametrize("outliers", [False, True], ids=["dense-rest", "sparse-rest"])
+def test_every_level_gives_the_portable_bits(outliers: bool) -> None:
+    """Weights past ±64 everywhere (AVX2 adds a dense second product) or in a few places (a sparse one)."""
     levels = ["generic"]
     if cpu_isa.arch() == "x86_64":
         levels += [lv for lv in ("avx2", "avx_vnni", "avx512") if cpu_isa.cpu_has(cpu_isa.LEVEL_FLAGS[lv])]
-    x, w, scale, bias = case(2, 36, 40, 7, 301)
+    x, w, scale, bias = case(2, 36, 40, 7, 301, span=64 if outliers else 127)
+    if outliers:
+        w[3, 5, 2], w[17, 30, 0], w[39, 0, 6] = 127, -128, 90
     outputs = {}
     for level in levels:
         module = int8_conv.kernel_at(level)

@@ -187,8 +187,9 @@ torch::Tensor pack(torch::Tensor weight);
 
 // weight int8 [cout, cin, k] -> packed int8 [k][cout16 / 16][cin4 / 4][16][4] (zeros where padded), and
 // where this level splits the weights (AVX2 without VNNI: the packed ones are clamp(w, -64, 64)) the rest
-// w - clamp(w, -64, 64), sparse: per block of 16 output channels, its (tap, input quad) groups with a
-// nonzero rest (offsets [blocks + 1], groups [n, 2], values [n, 16, 4]); empty tensors elsewhere
+// w - clamp(w, -64, 64): sparse where few groups have one (per block of 16 output channels, its (tap,
+// input quad) groups with a nonzero rest: offsets [blocks + 1], groups [n, 2], values [n, 16, 4]), else
+// packed whole like the weights (offsets and groups empty); all three empty where there is no rest
 std::vector<torch::Tensor> pack_weights(torch::Tensor weight) {
   TORCH_CHECK(weight.scalar_type() == torch::kInt8 && weight.dim() == 3, "weight: int8 [cout, cin, k]");
   const int64_t cout = weight.size(0), cin = weight.size(1), k = weight.size(2);
@@ -198,6 +199,7 @@ std::vector<torch::Tensor> pack_weights(torch::Tensor weight) {
   auto wide = weight.to(torch::kInt16);
   auto main = wide.clamp(-64, 64);
   auto rest = pack((wide - main).to(torch::kInt8));  // the same layout, mostly zeros
+  if (rest.abs().max().item<int>() == 0) return {pack(main.to(torch::kInt8)), none, none, torch::empty({0}, torch::kInt8)};
   const int8_t* rp = rest.data_ptr<int8_t>();
   const int64_t group = ic::CO_BLOCK * ic::CI_QUAD;
   std::vector<int32_t> offsets{0}, groups;
@@ -215,6 +217,8 @@ std::vector<torch::Tensor> pack_weights(torch::Tensor weight) {
       }
     offsets.push_back((int32_t)(groups.size() / 2));
   }
+  if ((int64_t)(groups.size() / 2) * 10 > k * blocks * quads)  // dense: the vector code is faster
+    return {pack(main.to(torch::kInt8)), none, none, rest};
   auto off = torch::from_blob(offsets.data(), {(int64_t)offsets.size()}, torch::kInt32).clone();
   auto grp = torch::from_blob(groups.data(), {(int64_t)groups.size()}, torch::kInt32).clone();
   auto val = torch::from_blob(values.data(), {(int64_t)values.size()}, torch::kInt8).clone();
@@ -247,8 +251,10 @@ torch::Tensor conv1d(torch::Tensor x, torch::Tensor packed, torch::Tensor rest_o
   const int64_t B = x.size(0), cin = x.size(1), T = x.size(2);
   const int64_t cout16 = ic::round_up(cout, ic::CO_BLOCK), cin4 = ic::round_up(cin, ic::CI_QUAD);
   TORCH_CHECK(packed.numel() == k * cout16 * cin4, "packed weights do not match cin, cout and k");
-  const bool split = rest_offsets.numel() > 0;
+  const bool split = rest_offsets.numel() > 0, dense = !split && rest_values.numel() > 0;
   TORCH_CHECK(!split || rest_offsets.numel() == cout16 / ic::CO_BLOCK + 1, "the split weights do not match");
+  TORCH_CHECK(!dense || rest_values.numel() == packed.numel(), "the split weights do not match");
+  const int8_t* dense_rest = dense ? rest_values.data_ptr<int8_t>() : nullptr;
   const int32_t* ro = split ? rest_offsets.data_ptr<int32_t>() : nullptr;
   const int32_t* rg = split ? rest_groups.data_ptr<int32_t>() : nullptr;
   const int8_t* rv = split ? rest_values.data_ptr<int8_t>() : nullptr;
@@ -269,12 +275,17 @@ torch::Tensor conv1d(torch::Tensor x, torch::Tensor packed, torch::Tensor rest_o
     float* ob = out.data_ptr<float>() + b * cout * t_out;
     const int64_t tiles = (t_out + ic::TT - 1) / ic::TT;
     at::parallel_for(0, tiles, 8, [&](int64_t begin, int64_t end) {
-      int32_t acc[ic::TT * ic::CO_BLOCK];
+      int32_t acc[ic::TT * ic::CO_BLOCK], extra[ic::TT * ic::CO_BLOCK];
       for (int64_t tile = begin; tile < end; ++tile) {
         const int64_t t0 = tile * ic::TT, count = std::min(ic::TT, t_out - t0);
         for (int64_t block = 0; block < cout16 / ic::CO_BLOCK; ++block) {
           ic::tile(xq.data(), cin4, wp + block * cin4 * ic::CO_BLOCK, block_stride, k, dilation, stride, t0, count,
                    acc);
+          if (dense) {
+            ic::tile(xq.data(), cin4, dense_rest + block * cin4 * ic::CO_BLOCK, block_stride, k, dilation, stride,
+                     t0, count, extra);
+            for (int64_t i = 0; i < ic::TT * ic::CO_BLOCK; ++i) acc[i] += extra[i];
+          }
           if (split)  // the sparse rest of the weights past +-64: a few (tap, quad) groups per block
             for (int32_t g = ro[block]; g < ro[block + 1]; ++g) {
               const int64_t j = rg[2 * g], q = rg[2 * g + 1];
