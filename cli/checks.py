@@ -20,16 +20,14 @@ _CONTAINER = {"wav16": ".wav", "wav24": ".wav", "wav32": ".wav", "flac": ".flac"
 USAGE = """\
 usage: audiocpp [--family F] [--task tts|clon|design] [--model PATH] [--voice NAME]
                 (--text TEXT | --text-file FILE | --phonemes IPA | stdin) --out FILE [options]
-       audiocpp families | voices [--model PATH] | options --family F | inspect PATH | package ...
-       audiocpp codec encode|decode ...       a family's codec alone
+       audiocpp families | voices | options --family F | inspect PATH | package ... | codec encode|decode
        audiocpp serve [--model PATH ...]     an OpenAI-compatible speech server (also Wyoming)
        audiocpp batch MANIFEST.jsonl --out-dir DIR     a JSONL manifest, locally or on Ray
        audiocpp book BOOK.epub --model PATH --out BOOK.m4b    an audiobook (EPUB, Markdown, text)
        audiocpp download NAME | kernels      fetch a model; build the C++ kernels
 
-try:   audiocpp --text "Hello." --out hello.wav   (the default model: Kokoro-82M, real speech)
-       audiocpp --family omnivoice --text "Hello." --out hello.wav   (a demo model, random weights)
-       audiocpp --help            every flag and subcommand
+try:   audiocpp --text "Hello." --out hello.wav   (the default model: Kokoro-82M, real speech;
+       --family omnivoice: that family's demo model, random weights); audiocpp --help: every flag
        audiocpp --family F --help  the family's options too"""
 
 

@@ -73,7 +73,7 @@ def read_text(args: RunArgs) -> str:
     sources = [s for s in (args.text is not None and args.text != "-", args.text_file is not None,
                            args.phonemes is not None) if s]
     if len(sources) > 1:
-        raise UsageError("give the text once: --text, --text-file or --phonemes, not two of them",
+        raise UsageError("give the text once: one of --text, --text-file and --phonemes, not both",
                          hint="drop all but one")
     if args.phonemes is not None:
         return args.phonemes

@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from .app import ServerState, SpeechRun, api_error, job_items, plan_request, run_speech, stream_headers
 from .asgi import JobStreamingResponse
 from .encoding import available, wav_stream_header
 from .errors import ApiError
 from .scheduler import Cancelled
+from .service import SpeechRun, api_error, job_items, plan_request, run_speech, stream_headers
 from .speech import (
     SpeechPlan,
     check_timestamps,
@@ -44,6 +44,7 @@ from .speech import (
     result_headers,
     sent_seconds,
 )
+from .state import ServerState
 
 if TYPE_CHECKING:
     from audiocpp.engine.records import WordTiming

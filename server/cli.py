@@ -295,10 +295,10 @@ def plan(args: ServeArgs) -> Planned:
 
 def build_state(args: ServeArgs, planned: Planned | None = None):
     """Load the planned models and make the server state (no socket yet)."""
-    from .app import ServerState
     from .metrics import ServerMetrics
     from .models import load_models
     from .scheduler import ModelWorker
+    from .state import ServerState
 
     planned = planned or plan(args)
     models = load_models(planned.models)

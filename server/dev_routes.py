@@ -14,11 +14,12 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from .app import ServerState, plan_request, read_json, whole_response
 from .audit import note
 from .captioned import captioned_speech as captioned_service
 from .phonemes import phonemes_body
 from .phonemes import phonemize as phonemize_service
+from .service import plan_request, read_json, whole_response
+from .state import ServerState
 
 router = APIRouter()
 

@@ -32,7 +32,7 @@ from .errors import ApiError
 from .limits import LimitExceeded
 
 if TYPE_CHECKING:
-    from .app import ServerState
+    from .state import ServerState
 
 #: Routes that synthesize (the audio limit applies before they start).
 SYNTHESIS = ("/v1/audio/speech", "/v1/audio/speech/stream", "/dev/captioned_speech",

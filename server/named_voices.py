@@ -25,7 +25,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from .errors import ApiError
-from .voices import OPENAI_VOICES, StoredVoice, VoiceStore, VoiceView, shown
+from .voices import BUILTIN_VOICES, OPENAI_VOICES, StoredVoice, VoiceStore, VoiceView, shown
 
 if TYPE_CHECKING:
     from .models import ServedModel
@@ -90,8 +90,6 @@ def choose_voice(served: ServedModel, value: str | dict[str, Any] | None,
                  voices: VoiceStore | VoiceView) -> tuple[StoredVoice | None, str | None]:
     """(stored voice to clone with, named voice or mix for the request option ``voice``) of a request's
     ``voice``; (None, None) for the model's own default voice."""
-    from .speech import resolve_voice
-
     if isinstance(value, dict):
         value = value.get("id")
         if not isinstance(value, str):
@@ -143,3 +141,19 @@ def unknown_voice(served: ServedModel, value: str, term: str | None = None) -> A
 
 __all__ = ["OPENAI_GENDERS", "choose_voice", "describe_named", "is_mix", "mix_terms", "openai_voice_map",
            "unknown_voice", "with_openai_names"]
+
+
+def resolve_voice(value: str | dict[str, Any] | None, voices: VoiceStore | VoiceView) -> StoredVoice | None:
+    """``None`` for the family's own voice (``default`` or an OpenAI name), else the stored voice."""
+    if isinstance(value, dict):
+        value = value.get("id")
+        if not isinstance(value, str):
+            raise ApiError(400, "voice must be a name or {\"id\": name}", param="voice", code="invalid_value")
+    if value is None or value.strip().lower() in BUILTIN_VOICES:
+        return None
+    voice = voices.get(value)
+    if voice is None:
+        raise ApiError(400, f"voice {shown(value)} is neither a stored voice nor a built-in one; stored "
+                       "voices are listed by GET /v1/audio/voices and added by POST /v1/audio/voices",
+                       param="voice", code="voice_not_found")
+    return voice

@@ -598,7 +598,7 @@ class ModelReplica:
             yield _error_tuple(error)
             return
         yield ("admitted", self.replica)
-        from .app import job_items
+        from .service import job_items
 
         try:
             async with contextlib.aclosing(job_items(job, future)) as items:
@@ -860,7 +860,7 @@ class IngressApp:
     """The ingress deployment: the single-machine app over the cluster's models and voices."""
 
     async def __init__(self, config: dict[str, Any], models: dict[str, Any]) -> None:
-        from .app import ServerState
+        from .state import ServerState
 
         args = args_from(dict(config or {}))
         actor = voice_store_actor(args.voices_dir)

@@ -29,7 +29,7 @@ from .encoding import AudioFormat, check_format, encode, pcm16
 from .errors import ApiError, from_engine_error
 from .models import PATH_TYPES, ServedModel
 from .named_voices import choose_voice
-from .voices import BUILTIN_VOICES, StoredVoice, VoiceStore, VoiceView, shown
+from .voices import StoredVoice, VoiceStore, VoiceView
 
 if TYPE_CHECKING:
     from .scheduler import Job, ModelWorker
@@ -154,22 +154,6 @@ def pick_model(models: dict[str, ServedModel], name: str | None) -> ServedModel:
         raise ApiError(404, f"model {name!r} is not served here; served models: {', '.join(models)}",
                        param="model", code="model_not_found")
     return served
-
-
-def resolve_voice(value: str | dict[str, Any] | None, voices: VoiceStore | VoiceView) -> StoredVoice | None:
-    """``None`` for the family's own voice (``default`` or an OpenAI name), else the stored voice."""
-    if isinstance(value, dict):
-        value = value.get("id")
-        if not isinstance(value, str):
-            raise ApiError(400, "voice must be a name or {\"id\": name}", param="voice", code="invalid_value")
-    if value is None or value.strip().lower() in BUILTIN_VOICES:
-        return None
-    voice = voices.get(value)
-    if voice is None:
-        raise ApiError(400, f"voice {shown(value)} is neither a stored voice nor a built-in one; stored "
-                       "voices are listed by GET /v1/audio/voices and added by POST /v1/audio/voices",
-                       param="voice", code="voice_not_found")
-    return voice
 
 
 def plan_speech(body: SpeechBody, models: dict[str, ServedModel], voices: VoiceStore | VoiceView,

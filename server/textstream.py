@@ -31,7 +31,7 @@ from .scheduler import Cancelled, Job, as_asyncio
 from .speech import SpeechPlan, observe
 
 if TYPE_CHECKING:
-    from .app import ServerState
+    from .state import ServerState
 
 #: Audio (seconds) a slow consumer may leave unread before its sentence is cancelled.
 MAX_PENDING_SECONDS = 30.0

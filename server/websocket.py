@@ -58,8 +58,8 @@ from .textstream import TextStream, speak
 if TYPE_CHECKING:
     from audiocpp.engine.records import WordTiming
 
-    from .app import ServerState
     from .speech import SpeechPlan
+    from .state import ServerState
 
 FORMATS = ("pcm", "wav")
 ENDPOINT = "/v1/audio/speech/stream"

@@ -56,8 +56,8 @@ from .speech import SpeechPlan, parse_body, plan_speech, request_language
 from .textstream import TextStream, speak
 
 if TYPE_CHECKING:
-    from .app import ServerState
     from .models import ServedModel
+    from .state import ServerState
 
 ATTRIBUTION = Attribution(name="audiocpp", url="https://github.com/0xShug0/audio.cpp")
 WIDTH, CHANNELS = 2, 1

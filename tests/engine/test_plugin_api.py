@@ -73,7 +73,8 @@ from audiocpp.engine.plugin_api import (  # noqa: F401  - the import itself is t
 )
 
 V1 = {
-    "CANONICAL_REQUEST_OPTIONS", "PLUGIN_API_VERSION", "AudioBuffer", "AudiocppError", "AudiocppWarning",
+    "CANONICAL_REQUEST_OPTIONS", "PLUGIN_API_VERSION", "AudioBuffer", "AudioPiece", "AudiocppError",
+    "AudiocppWarning", "WordTiming",
     "AudioError", "Cast", "CodecPrompt", "Drop", "Evidence", "FamilyPlugin", "FamilyUnavailableError",
     "FoldWeightNorm", "Fuse", "Keep", "LoadedModel", "Metrics", "Mode", "ModelError", "ModelInfo",
     "ModelSpec", "Op", "OptionSpec", "PackagePlan", "PathFacts", "PerDtype", "Permute", "PreparedRequest",
