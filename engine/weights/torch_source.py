@@ -18,7 +18,8 @@ from typing import Any
 import torch
 
 from ..errors import ModelError
-from .source import TensorInfo, TensorSource, cast, dtype_name, still_whole, unknown_tensor
+from .memory_source import MemorySource
+from .source import still_whole
 
 #: Top-level keys whose value is the state dict in training checkpoints.
 WRAPPER_KEYS = ("state_dict", "model", "model_state_dict", "module", "generator")
@@ -140,30 +141,16 @@ def _unwrap(obj: Any, path: Path) -> dict[str, torch.Tensor]:
     )
 
 
-class TorchSource(TensorSource):
+class TorchSource(MemorySource):
     """A torch checkpoint's state dict. Non-tensor entries (epoch, config...) are ignored."""
 
     format = "pytorch"
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.metadata = {}
-        self.files = {}
-        self._tensors = load_torch_state_dict(self.path)
+        super().__init__(load_torch_state_dict(Path(path)), path=Path(path))
         self._size = self.path.stat().st_size  # zip checkpoints stay memory-mapped: see get()
 
-    def names(self) -> list[str]:
-        return list(self._tensors)
-
-    def info(self, name: str) -> TensorInfo:
-        t = self._tensors.get(name)
-        if t is None:
-            raise unknown_tensor(self, name)
-        return TensorInfo(name, tuple(t.shape), dtype_name(t.dtype))
-
     def get(self, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
-        t = self._tensors.get(name)
-        if t is None:
-            raise unknown_tensor(self, name)
-        still_whole(self.path, self._size)  # reading a mapped page past a cut end is a SIGBUS
-        return cast(t, dtype)
+        if name in self._tensors:
+            still_whole(self.path, self._size)  # reading a mapped page past a cut end is a SIGBUS
+        return super().get(name, dtype)
