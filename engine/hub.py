@@ -11,6 +11,7 @@ folder or file that detection and loading treat exactly like a local path (docs/
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import sys
@@ -342,7 +343,9 @@ def folder_files(spec: ModelSpec, files: set[str] | dict[str, Any]) -> tuple[lis
         optional = _rel_paths(src.roots, [*src.optional_files.values(), *src.optional_tensors.values()])
         missing = [f for f in required if f not in files]
         if not missing:
-            return sorted({*required, *(f for f in optional if f in files)}), []
+            # an optional glob (Kokoro's "voices/*.pt") takes every file of the repo it matches
+            wanted = {f for pattern in optional for f in files if fnmatch.fnmatchcase(f, pattern)}
+            return sorted({*required, *wanted}), []
         if closest is None or len(missing) < len(closest):
             closest = missing
     return None, closest or []

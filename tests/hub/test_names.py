@@ -80,6 +80,15 @@ def test_a_repo_id_fetches_only_the_files_its_family_reads(layout, families, fil
     assert set(families) <= set(plan.families)  # config.json tells them apart after the download
 
 
+def test_hexgrads_kokoro_repo_fetches_the_weights_config_and_voices_only() -> None:
+    """The spec's optional ``voices/*.pt`` glob takes every voice; samples, the ONNX and the README stay."""
+    listing = ["config.json", "kokoro-v1_0.pth", "voices/af_heart.pt", "voices/jf_alpha.pt", "README.md",
+               "samples/HEARME.wav", "eval/ArenaEval.png"]
+    plan = _plan("hexgrad/Kokoro-82M", listing)
+    assert set(plan.allow) == {"config.json", "kokoro-v1_0.pth", "voices/af_heart.pt", "voices/jf_alpha.pt"}
+    assert plan.families == ("kokoro",)
+
+
 def test_one_gguf_resolves_to_the_file_several_need_a_name_none_is_an_error() -> None:
     plan = _plan("org/pkg", ["voxcpm2-q8_0.gguf", "README.md"])
     assert plan.allow == ("voxcpm2-q8_0.gguf",) and plan.target == "voxcpm2-q8_0.gguf"
