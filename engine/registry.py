@@ -111,9 +111,14 @@ def get_family(name: str) -> FamilyPlugin:
         broken = _broken(name)
         if broken is not None:
             raise _broken_error(name, broken)
+        import difflib
+
+        close = difflib.get_close_matches(name, sorted(plugins), n=1, cutoff=0.6)
+        suggestion = f"did you mean {close[0]!r}? " if close else ""
         raise UsageError(
             f"unknown family {name!r}",
-            hint=f"installed families: {', '.join(sorted(plugins)) or 'none'} (see `audiocpp families`)",
+            hint=f"{suggestion}installed families: {', '.join(sorted(plugins)) or 'none'} "
+            "(see `audiocpp families`)",
         )
     return plugin
 

@@ -142,6 +142,8 @@ def test_unknown_family_and_wip_family(tmp_path: Path) -> None:
     out = tmp_path / "x.wav"
     proc = run_cli("--family", "nope", "--text", "hi", "--out", out)
     _assert_clean_failure(proc, out, 2, "unknown family 'nope'", "omnivoice")
+    proc = run_cli("--family", "omnivoce", "--text", "hi", "--out", out)  # a typo: the close name
+    _assert_clean_failure(proc, out, 2, "unknown family 'omnivoce'", "did you mean 'omnivoice'?")
     proc = run_cli("--family", "wiptone", "--model", tmp_path, "--text", "hi", "--out", out,
                    env=_env(_wip_family_site(tmp_path)))
     _assert_clean_failure(proc, out, 2, "status 'wip'", "its model code has not landed yet")
