@@ -52,9 +52,12 @@ def requests(family: str, count: int, args: argparse.Namespace) -> list:
             options = {"duration": args.duration, "num_inference_steps": args.steps, "guidance_scale": 2.0}
         elif family in ("voxcpm2", "voxcpm1"):
             options = {"min_tokens": args.patches, "max_tokens": args.patches, "retry_badcase": False}
+        elif family == "kokoro":  # its length is the text's; the first shipped voice reads English
+            options = {"voice": "jf_alpha"}
         else:
             options = {"max_new_tokens": args.frames}
-        out.append(TaskRequest(text=text, seed=100 + i, options=options))
+        language = "en-us" if family == "kokoro" else None
+        out.append(TaskRequest(text=text, seed=100 + i, options=options, language=language))
     return out
 
 

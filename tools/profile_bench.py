@@ -53,6 +53,20 @@ def run(family: str, folder: Path, opts: Options, *, label: str | None = None) -
     return results
 
 
+def run_package(family: str, path: Path, computes: list[str], opts: Options, *, label: str) -> list[dict]:
+    """Profile one request on a given package (a real model's) in each compute mode, print the tables."""
+    results = []
+    for compute in computes:
+        cmd = [str(OURS_PY), str(WORKER), family, str(path), "--threads", str(opts.threads),
+               "--repeats", str(opts.repeats), "--batch", str(opts.batch), "--compute-dtype", compute,
+               *opts.worker_args]
+        result = run_worker_process(cmd, f"{path.name} ({compute})")
+        result.update(weights=compute, real=True)
+        results.append(result)
+        print_table(label, result)
+    return results
+
+
 def bound_of(stage: dict, calls: int, rates: dict[str, float]) -> tuple[float, str]:
     """Seconds one call's work takes at the machine's rates, and which rate sets it."""
     compute = (stage["flops"] / rates["gemm_float32"] + stage["half_flops"] / rates["gemm_bfloat16"]) / calls
@@ -76,7 +90,9 @@ def profile_batch(value: str | None) -> int:
 
 def print_table(name: str, r: dict) -> None:
     rates, dtype = r["rates"], r["compute_dtype"]
-    print(f"\n== {name}, {r['weights']} weights (compute {dtype}), real-size dims, random weights, "
+    weights = (f"{r['weights']} weights (compute {dtype}), real-size dims, random weights" if "real" not in r
+               else f"real weights, compute mode {r['weights']} ({dtype})")
+    print(f"\n== {name}, {weights}, "
           f"{r['threads']} thread(s); {_requests(r)}, {r['audio_s']:.2f} s of audio, wall {r['wall']:.2f} s, "
           f"RTF {r['wall'] / r['audio_s']:.2f}")
     print(f"machine: GEMM {rates['gemm_float32'] / 1e9:.0f} GFLOP/s float32, "

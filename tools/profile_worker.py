@@ -29,6 +29,7 @@ import time
 import warnings
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,12 @@ STAGES: dict[str, list[tuple[str, Getter, str]]] = {
     ],
 }
 STAGES["voxcpm1"] = STAGES["voxcpm2"]
+STAGES["kokoro"] = [
+    ("durations (PL-BERT, LSTMs)", lambda s: s.net, "durations"),
+    ("acoustics (F0, energy)", lambda s: s.net, "acoustics"),
+    ("decoder: features", lambda s: s.net.decoder, "features"),
+    ("decoder: generator", lambda s: s.net.decoder.generator, "forward"),
+]
 
 
 class Stages:
@@ -163,24 +170,26 @@ class Count:
         q8_block.run_stack = lambda *args, **kwargs: None
 
     def _enter(self, module: Any, args: tuple) -> None:
+        self.inside_kernel += 1
+
+    def _leave(self, module: Any, args: tuple, output: Any) -> None:
+        self.inside_kernel -= 1
         x = args[0]
-        rows = x.numel() // module.in_features
-        flops = 2 * rows * module.in_features * module.out_features
-        nbytes = weight_bytes(module) + x.nbytes + rows * module.out_features * x.element_size()
+        if hasattr(module, "in_features"):  # a linear: 2 * rows * in * out
+            flops = 2 * (x.numel() // module.in_features) * module.in_features * module.out_features
+        else:  # an int8 convolution: 2 * batch * out channels * out frames * in channels * taps
+            flops = 2 * output.numel() * x.shape[1] * module.k
+        nbytes = weight_bytes(module) + x.nbytes + output.nbytes
         for stage in self.stages.active():
             self.add_flops(stage, flops, x.dtype)
             self.bytes[stage] += nbytes
             self.ops[stage] += 1
-        self.inside_kernel += 1
 
     def add_flops(self, stage: str, flops: int, dtype: Any) -> None:
         import torch
 
         half = dtype in (torch.bfloat16, torch.float16)
         (self.half_flops if half else self.flops)[stage] += flops
-
-    def _leave(self, module: Any, args: tuple, output: Any) -> None:
-        self.inside_kernel -= 1
 
     def mode(self) -> Any:
         import torch
@@ -265,9 +274,11 @@ def weight_bytes(module: Any) -> int:
 
 
 def custom_linears(*owners: Any) -> list[Any]:
-    """The linear layers that compute outside aten's counted ops, in the networks reachable from
-    ``owners`` (the session, the loaded model: their attributes, dicts and lists, a few levels deep)."""
+    """The linear and convolution layers that compute outside aten's counted ops, in the networks reachable
+    from ``owners`` (the session, the loaded model: their attributes, dicts and lists, a few levels deep)."""
     from torch import nn
+
+    from audiocpp.engine.nn.int8_conv import Int8Conv1d
 
     roots: dict[int, nn.Module] = {}
     seen: set[int] = set()
@@ -291,7 +302,8 @@ def custom_linears(*owners: Any) -> list[Any]:
     layers: dict[int, nn.Module] = {}
     for root in roots.values():
         for module in root.modules():
-            if (not isinstance(module, nn.Linear) and hasattr(module, "in_features")
+            if isinstance(module, Int8Conv1d) or (
+                    not isinstance(module, nn.Linear) and hasattr(module, "in_features")
                     and hasattr(module, "out_features")):
                 layers[id(module)] = module
     return list(layers.values())
@@ -311,6 +323,7 @@ def main(argv: list[str]) -> int:
     add_request_size(ap)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--batch", type=int, default=1, help="requests run as one batch (run_batch)")
+    ap.add_argument("--text", help="every request's text (default: the batch benchmark's sentences)")
     ap.add_argument("--session-option", action="append", default=[], metavar="KEY=VALUE",
                     help="a session option (repeatable), e.g. codec_dtype=bfloat16")
     args = ap.parse_args(argv)
@@ -326,6 +339,8 @@ def main(argv: list[str]) -> int:
     options.update(item.split("=", 1) for item in args.session_option)
     session = model.session("tts", **options)
     batch = requests(args.family, args.batch, args)
+    if args.text:
+        batch = [replace(r, text=args.text) for r in batch]
 
     def synthesize() -> float:
         """Seconds of audio of one run of the request(s)."""
@@ -348,8 +363,9 @@ def main(argv: list[str]) -> int:
     with count.mode():
         synthesize()
     count.remove()
-    dtype = str(getattr(session, "dtype", None) or getattr(getattr(session, "decoder", None),
-                                                           "compute_dtype", "")).removeprefix("torch.")
+    dtype = str(getattr(session, "dtype", None) or getattr(getattr(session, "decoder", None), "compute_dtype",
+                                                           None) or getattr(session, "compute", "")
+                ).removeprefix("torch.")
     print(json.dumps({
         "family": args.family, "path": str(args.path), "compute_dtype": dtype,
         "threads": torch.get_num_threads(), "rates": rates, "audio_s": audio_s, "batch": args.batch,

