@@ -7,10 +7,11 @@
 - long-form: when the estimated length exceeds ``audio_chunk_threshold`` seconds, the text
   is split at punctuation into ``audio_chunk_duration``-second chunks; without a reference
   chunk 0 becomes the voice of the others; chunks are cross-faded;
-- streaming yields each chunk's audio (post-processed on its own) as it is decoded; the
-  final event carries the merged audio. A text under the long-form threshold is streamed one
+- streaming yields each chunk's audio as it is decoded, with its own volume and the junction
+  fades and gaps of the merge, and the final event carries those pieces joined (one length for
+  the request whatever the output). A text under the long-form threshold is streamed one
   sentence per chunk (generated as long-form chunks are), so the first sentence's audio comes
-  before the rest is generated; its merged audio then differs from offline's single pass.
+  before the rest is generated; its audio then differs from offline's single pass.
 """
 
 from __future__ import annotations
@@ -237,13 +238,18 @@ class OmniVoiceSession(Session):
             tokens.append(out)
             lens.append(n)
             decoded.append(self.decode(out))
-            if request.streaming or len(texts) > 1:
-                piece = AudioBuffer(self.postprocess(decoded[-1], rms, opts)[0], model.sample_rate)
+            if request.streaming:
+                samples = self.stream_piece(decoded[-1], i, len(texts), rms, opts)
+                piece = AudioBuffer(samples, model.sample_rate)
                 pieces.append(piece)
-                if request.streaming:
-                    yield piece
-        final = self.postprocess(cross_fade_chunks(decoded, model.sample_rate), rms, opts)[0]
-        audio = AudioBuffer(final, model.sample_rate)
+                yield piece
+            elif len(texts) > 1:
+                pieces.append(AudioBuffer(self.postprocess(decoded[-1], rms, opts)[0], model.sample_rate))
+        if request.streaming:  # the pieces as streamed, joined: one length whatever the output
+            audio = AudioBuffer(np.concatenate([p.samples for p in pieces]), model.sample_rate)
+        else:
+            final = self.postprocess(cross_fade_chunks(decoded, model.sample_rate), rms, opts)[0]
+            audio = AudioBuffer(final, model.sample_rate)
         details = {"tokens": [t.numpy() for t in tokens], "target_lens": lens, "chunk_texts": texts,
                    "prompts": prompts, "language": language, "instruct": instruct}
         if ref_codes is not None:
@@ -257,9 +263,34 @@ class OmniVoiceSession(Session):
         with torch.inference_mode():
             return self.model.codec.decode(tokens.unsqueeze(0).to(self.model.device))[0].cpu().numpy()
 
-    def postprocess(self, audio: np.ndarray, ref_rms: float | None, opts: dict[str, Any]) -> np.ndarray:
-        """Upstream ``_post_process_audio``: optional silence removal; then always the volume
-        (reference RMS below 0.1 rescales, no reference peak-normalises to 0.5), fades, padding."""
+    def stream_piece(self, audio: np.ndarray, index: int, count: int, ref_rms: float | None,
+                     opts: dict[str, Any]) -> np.ndarray:
+        """Chunk ``index`` of ``count`` as streamed, so that the pieces join into the request's audio:
+        its own silence removal and volume (the whole is not known yet), the junctions' fades and gap
+        of ``cross_fade_chunks`` on its inner sides, and the request's fade and padding on its outer
+        ones. One chunk alone is exactly ``postprocess`` of it (offline's audio)."""
+        if count == 1:
+            return self.postprocess(audio, ref_rms, opts)[0]
+        sr = self.model.sample_rate
+        out = self.volume(audio, ref_rms, opts)[0].copy()
+        junction = int(0.3 * sr) // 3  # cross_fade_chunks' fade and gap at its default 0.3 s
+        if index > 0 and (k := min(junction, out.shape[-1])):
+            out[:k] *= np.linspace(0, 1, k, dtype=np.float32)
+        if index < count - 1 and (k := min(junction, out.shape[-1])):
+            out[-k:] *= np.linspace(1, 0, k, dtype=np.float32)
+        fade_n, pad_n = int(float(opts["fade_duration"]) * sr), int(float(opts["pad_duration"]) * sr)
+        k = min(fade_n, out.shape[-1] // 2)
+        if index == 0 and k > 0:
+            out[:k] *= np.linspace(0, 1, k, dtype=np.float32)
+        if index == count - 1 and k > 0:
+            out[-k:] *= np.linspace(1, 0, k, dtype=np.float32)
+        head = pad_n if index == 0 else 0
+        tail = pad_n if index == count - 1 else junction
+        return np.concatenate([np.zeros(head, np.float32), out, np.zeros(tail, np.float32)])
+
+    def volume(self, audio: np.ndarray, ref_rms: float | None, opts: dict[str, Any]) -> np.ndarray:
+        """Upstream ``_post_process_audio`` before its fades: optional silence removal, then the volume
+        (reference RMS below 0.1 rescales, no reference peak-normalises to 0.5)."""
         sr = self.model.sample_rate
         if opts["postprocess_output"]:
             audio = remove_silence(audio, sr, mid_sil=500, lead_sil=100, trail_sil=100)
@@ -267,4 +298,11 @@ class OmniVoiceSession(Session):
             audio = audio * ref_rms / 0.1
         elif ref_rms is None:
             audio = peak_normalize(audio, 0.5)
-        return fade_and_pad(audio, float(opts["pad_duration"]), float(opts["fade_duration"]), sr)
+        return audio
+
+    def postprocess(self, audio: np.ndarray, ref_rms: float | None, opts: dict[str, Any]) -> np.ndarray:
+        """Upstream ``_post_process_audio``: optional silence removal; then always the volume
+        (reference RMS below 0.1 rescales, no reference peak-normalises to 0.5), fades, padding."""
+        sr = self.model.sample_rate
+        return fade_and_pad(self.volume(audio, ref_rms, opts), float(opts["pad_duration"]),
+                            float(opts["fade_duration"]), sr)

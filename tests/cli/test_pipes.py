@@ -47,6 +47,9 @@ def test_out_dash_streams_a_wav_that_is_decoded_while_the_process_runs(demo_dir:
     got = np.frombuffer(bytes(reader.data[44:]), "<i2")
     assert np.array_equal(got, expected)
     assert "audio_out=-" in stderr and "duration_s=" in stderr  # the summary went to stderr
+    # one length for the request: the summary's (the --out file's) is the stream's and the chunks'
+    duration = float(stderr.split("duration_s=")[1].split()[0])
+    assert duration == pytest.approx(len(expected) / 24000, abs=1e-3)
     # the bytes are a WAV that soundfile reads whole too (sizes unknown: up to the end)
     path = tmp_path / "stream.wav"
     path.write_bytes(bytes(reader.data))
