@@ -164,7 +164,8 @@ def book(
         Path | None,
         typer.Option(
             "--work-dir",
-            help="Where finished chunks are kept for resuming (default: beside the output, BOOK.work).",
+            help="Where finished chunks are kept for resuming (default: beside the output, BOOK.work "
+            "for --out BOOK.m4b, DIR.work for --out-dir DIR).",
         ),
     ] = None,
     pause_sentence: Annotated[
@@ -192,7 +193,8 @@ def book(
         str | None,
         typer.Option(
             "--master",
-            help="acx (default for .m4b): ACX's loudness, peaks and room tone; none: the model's levels.",
+            help="acx (default, every output): ACX's loudness, peaks and room tone; none: the model's "
+            "levels.",
         ),
     ] = None,
     narrator: Annotated[str, typer.Option("--narrator", help="The narrator's name, for the tags.")] = "",

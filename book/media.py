@@ -25,6 +25,9 @@ INSTALL_HINT = (
 )
 AAC_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000, 64000, 88200, 96000)
 MP3_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000)
+#: MPEG-1 Layer III: the only MP3 rates that carry ACX's 192 kbps (MPEG-2's 16-24 kHz stop at 160 kbps,
+#: MPEG-2.5's 8-12 kHz at 64 kbps, and ffmpeg lowers a higher bit rate without a word)
+MP3_FULL_RATES = (32000, 44100, 48000)
 OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
 
 
@@ -60,9 +63,28 @@ FORMATS = {
 }
 
 
+def mp3_max_bits(rate: int) -> int:
+    """The highest bit rate an MP3 at ``rate`` can have (bits a second)."""
+    if rate in MP3_FULL_RATES:
+        return 320_000
+    return 160_000 if rate >= 16000 else 64_000
+
+
+def bits_per_second(bitrate: str) -> int:
+    """``192k`` or ``192000`` as bits a second (ValueError when it is neither)."""
+    text = bitrate.strip().lower()
+    try:
+        bits = int(float(text[:-1]) * 1000) if text.endswith("k") else int(float(text))
+    except OverflowError:  # inf
+        raise ValueError(bitrate) from None
+    if bits <= 0:
+        raise ValueError(bitrate)
+    return bits
+
+
 def output_rate(fmt: Format, model_rate: int, requested: int | None, acx: bool) -> int:
     """The rate a file is written at: ``--sample-rate``, else the model's when the codec takes it
-    (44.1 kHz for ACX's MP3s), else 44.1 kHz (48 kHz for Opus)."""
+    (for MP3: when it carries 192 kbps; 44.1 kHz for ACX's MP3s), else 44.1 kHz (48 kHz for Opus)."""
     if requested is not None:
         if fmt.rates is not None and requested not in fmt.rates:
             raise UsageError(
@@ -70,7 +92,7 @@ def output_rate(fmt: Format, model_rate: int, requested: int | None, acx: bool) 
                 hint="use one of " + ", ".join(map(str, fmt.rates)),
             )
         return requested
-    if fmt.name == "mp3" and acx:
+    if fmt.name == "mp3" and (acx or model_rate not in MP3_FULL_RATES):
         return 44100
     if fmt.rates is None or model_rate in fmt.rates:
         return model_rate

@@ -14,7 +14,7 @@ from pathlib import Path
 from audiocpp.engine.errors import AudiocppError
 from audiocpp.engine.text.captions import TimedCue, to_srt, to_vtt
 
-from .media import FORMATS, output_rate, write_m4b, write_track
+from .media import FORMATS, bits_per_second, output_rate, write_m4b, write_track
 from .read_along import ReadAlongChapter, SpokenSentence, write_read_along
 from .text import Cover
 
@@ -113,14 +113,9 @@ def estimate_bytes(chapters: list[ChapterOut], fmt_name: str, rate: int, bitrate
     seconds = sum(c.duration for c in chapters)
     fmt = FORMATS[fmt_name]
     if fmt.bitrate is not None:
-        rate_bits = _bits(bitrate or fmt.bitrate)
+        rate_bits = bits_per_second(bitrate or fmt.bitrate)
         return int(seconds * rate_bits / 8 * 1.05) + (1 << 20)
     return int(seconds * rate * 2 * (0.7 if fmt_name == "flac" else 1.0)) + (1 << 20)
-
-
-def _bits(bitrate: str) -> int:
-    text = bitrate.strip().lower()
-    return int(float(text[:-1]) * 1000) if text.endswith("k") else int(float(text))
 
 
 def check_space(folder: Path, needed: int, what: str, work: Path) -> None:

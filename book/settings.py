@@ -12,7 +12,7 @@ from typing import Any
 from audiocpp.engine import fs
 from audiocpp.engine.errors import UsageError
 
-from .media import FORMATS
+from .media import FORMATS, bits_per_second, mp3_max_bits
 from .plan import DEFAULT_MAX_CHARS
 
 MASTERING = ("acx", "none")
@@ -60,7 +60,7 @@ class BookSettings:
     pause_sentence: float = 0.35
     pause_paragraph: float = 0.8
     pause_chapter: float = 2.0
-    master: str | None = None  # default: acx for an .m4b, none for --out-dir
+    master: str | None = None  # default: acx, whatever the output; none keeps the model's levels
     sample_rate: int | None = None
     bitrate: str | None = None
     # running
@@ -80,19 +80,24 @@ class BookSettings:
 
     @property
     def mastering(self) -> str:
-        return self.master or ("acx" if self.out is not None else "none")
+        return self.master or "acx"
 
     @property
     def track_format(self) -> str:
         return "m4b" if self.out is not None else (self.fmt or "mp3")
 
     def default_work_dir(self) -> Path:
+        """``--work-dir``, else beside the output: ``BOOK.work`` for ``--out BOOK.m4b``, ``DIR.work`` for
+        ``--out-dir DIR``. The output's path is made absolute first: ``--out-dir .`` has no name of its
+        own, and ``..`` would put ``...work`` in the current folder."""
         if self.work_dir is not None:
             return self.work_dir
-        if self.out is not None:
-            return self.out.with_name(self.out.stem + ".work")
-        assert self.out_dir is not None
-        return self.out_dir.with_name(self.out_dir.name + ".work")
+        output = self.out if self.out is not None else self.out_dir
+        assert output is not None
+        output = Path(os.path.abspath(output))
+        if not output.name:  # the file system's root: inside it
+            return output / "book.work"
+        return output.with_name((output.stem if self.out is not None else output.name) + ".work")
 
 
 def _writable_folder(folder: Path, what: str) -> None:
@@ -202,4 +207,25 @@ def check_settings(s: BookSettings, *, listing: bool = False) -> None:
     if s.bitrate is not None and FORMATS[s.track_format].bitrate is None:
         raise UsageError(
             f"--bitrate is for lossy formats; {s.track_format} is lossless", hint="drop --bitrate"
+        )
+    _check_bitrate(s)
+
+
+def _check_bitrate(s: BookSettings) -> None:
+    """A ``--bitrate`` ffmpeg reads, and one the MP3 rate can carry (ffmpeg would quietly lower it)."""
+    fmt = FORMATS[s.track_format]
+    if fmt.bitrate is None:
+        return
+    try:
+        bits = bits_per_second(s.bitrate or fmt.bitrate)
+    except ValueError:
+        raise UsageError(
+            f"--bitrate {s.bitrate!r} is not a bit rate", hint=f"e.g. --bitrate {fmt.bitrate}"
+        ) from None
+    if fmt.name == "mp3" and s.sample_rate is not None and bits > mp3_max_bits(s.sample_rate):
+        top = mp3_max_bits(s.sample_rate) // 1000
+        raise UsageError(
+            f"an MP3 at --sample-rate {s.sample_rate} holds at most {top} kbps, not {bits // 1000}",
+            hint=f"use --sample-rate 44100 (ACX's rate; 32000 and 48000 also take 192 kbps), or "
+            f"--bitrate {top}k or lower",
         )

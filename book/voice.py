@@ -56,7 +56,8 @@ class Narration:
         return {
             "reference": "every chunk clones --voice-ref",
             "prompt": "every chunk clones --voice-prompt",
-            "anchor": f"the first chunk's voice (a {family} tts request) is cloned by every other chunk",
+            "anchor": f"the first chunk's voice (its own {family} tts request) is cloned by every "
+            "other chunk",
             "designed": "the first chunk is designed from --instruct, and cloned by every other chunk",
             "as-given": "every chunk is its own request (--voice-continuity none)",
         }[self.mode]

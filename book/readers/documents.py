@@ -86,8 +86,8 @@ def read_bytes(path: Path, what: str) -> bytes:
         size = path.stat().st_size
         if size > MAX_TEXT_BYTES:
             raise UsageError(
-                f"{str(path)!r} is {size >> 20} MiB, more than a {what} book is "
-                f"(at most {MAX_TEXT_BYTES >> 20} MiB are read)",
+                f"{str(path)!r} is {size >> 20} MiB of {what}, more than is read "
+                f"(at most {MAX_TEXT_BYTES >> 20} MiB)",
                 hint="split it into parts",
             )
         return path.read_bytes()
