@@ -281,6 +281,9 @@ class PreparedRequest:
     voice: AudioBuffer | None = None
     voice_prompt: VoicePrompt | None = None
     progress: Progress = field(default_factory=NullProgress)
+    #: the text's speech and pauses where it holds markup (engine/text/markup.py): the engine then
+    #: runs each speech part as its own request and ``text`` is their speech joined; None otherwise
+    script: tuple | None = None
 
     @property
     def streaming(self) -> bool:

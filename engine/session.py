@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Any
 from . import fs
 from .errors import AudiocppWarning, UsageError
 from .guard import model_guard
+from .pauses import run_script
 from .progress import NullProgress, Progress
 from .records import (
     AudioBuffer,
+    AudioPiece,
     PreparedRequest,
     StreamEvent,
     Synthesis,
@@ -39,6 +41,7 @@ from .request_rules import (
 )
 from .spec.options import resolve_options
 from .tasks import Mode, Task
+from .text.markup import parse_markup, script_text
 
 if TYPE_CHECKING:
 
@@ -137,6 +140,9 @@ class Session(ABC):
     # -- preparation -----------------------------------------------------------------
     def prepare(self, request: TaskRequest, *, progress: Progress | None = None) -> PreparedRequest:
         text = check_text(request.text)
+        script = parse_markup(text)
+        if script is not None:
+            text = script_text(script)
         raw = dict(request.options)
         for name, value in request.first_class_options().items():
             if name in raw and str(raw[name]) != str(value):
@@ -169,8 +175,10 @@ class Session(ABC):
             voice=voice,
             voice_prompt=voice_prompt,
             progress=progress or NullProgress(),
+            script=script,
         )
-        self._validate(prepared)
+        if text:  # a script of pauses alone has no text to check
+            self._validate(prepared)
         return prepared
 
     def _resolve_voice_prompt(self, value: str | Path | VoicePrompt | None) -> VoicePrompt | None:
@@ -211,6 +219,13 @@ class Session(ABC):
     def cached(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """Memoize per-reference work (e.g. encoded reference codes) by a content-hash key."""
         return self.model.reference_cache.get_or_compute((self.family, key), compute)
+
+    def program(self, request: PreparedRequest) -> Generator[AudioBuffer | AudioPiece | Op, Any, Synthesis]:
+        """The row program the batch loop runs: the family's ``_synthesize``, or for a text with pauses
+        or SSML (``request.script``) each speech part through it in turn with the silences between."""
+        if request.script is None:
+            return self._synthesize(request)
+        return run_script(self._synthesize, request, self.sample_rate)
 
     # -- family hooks -----------------------------------------------------------------
     def _validate(self, request: PreparedRequest) -> None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from audiocpp.engine.records import AudioBuffer, TaskResult, VoiceReference, WordTiming
 from audiocpp.engine.tasks import Mode, Task
+from audiocpp.engine.text.markup import is_ssml
 from audiocpp.engine.text.stream import SentenceStream
 
 from .errors import ApiError
@@ -53,7 +54,8 @@ class TextStream:
 
     def feed(self, text: str) -> list[str]:
         pieces = self._fit(self.cutter.feed(text))
-        while len(self.cutter.buffer) > 2 * MAX_PIECE_CHARS:  # no sentence end in sight: cut the run
+        while (len(self.cutter.buffer) > 2 * MAX_PIECE_CHARS  # no sentence end in sight: cut the run
+               and not is_ssml(self.cutter.buffer)):  # (an SSML document is whole: its structure says)
             cut = _run_cut(self.cutter.buffer, MAX_PIECE_CHARS)
             head, self.cutter.buffer = self.cutter.buffer[:cut], self.cutter.buffer[cut:]
             pieces += self._fit([" ".join(head.split())] if head.strip() else [])
@@ -69,7 +71,7 @@ class TextStream:
 
         out: list[str] = []
         for sentence in sentences:
-            long = len(sentence) > MAX_PIECE_CHARS
+            long = len(sentence) > MAX_PIECE_CHARS and not is_ssml(sentence)
             out.extend(chunk_text(sentence, MAX_PIECE_CHARS) if long else [sentence])
         return out
 

@@ -138,7 +138,7 @@ class BatchLoop:
             if row.program is None:
                 if row.prepared is None:
                     row.prepared = self._prepare(row)
-                row.program = row.session._synthesize(row.prepared)
+                row.program = row.session.program(row.prepared)
             send, row.send = row.send, None
             item = row.program.send(send)
         except StopIteration as stop:

@@ -7,6 +7,7 @@ complete one off it; :class:`SentenceStream` keeps the buffer between pieces.
 
 from __future__ import annotations
 
+from .markup import is_ssml
 from .punctuation import ABBREVIATIONS, CLOSERS, SENTENCE_END_SPACED, SENTENCE_END_WIDE
 
 
@@ -40,10 +41,14 @@ def sentence_end(buffer: str, final: bool) -> int:
 
 
 def segments(buffer: str, by_line: bool, final: bool) -> tuple[list[str], str]:
-    """Complete segments of ``buffer`` and what is left of it."""
+    """Complete segments of ``buffer`` and what is left of it. An SSML document (``<speak>`` ...
+    ``</speak>``) is one segment whatever it holds (engine/text/markup.py reads its structure)."""
     out: list[str] = []
     while True:
-        if by_line:
+        if is_ssml(buffer):  # an SSML document is one segment, cut after its end
+            end = buffer.find("</speak>")
+            cut = end + len("</speak>") if end >= 0 else (len(buffer) if final else -1)
+        elif by_line:
             cut = buffer.find("\n") + 1
         else:
             cut = sentence_end(buffer, final)

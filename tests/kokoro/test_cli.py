@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.support import read_wav, run_cli
@@ -64,4 +65,29 @@ def test_errors_leave_no_output(tiny_ckpt: Path, tmp_path: Path, args: tuple[str
     proc = run_cli("--model", tiny_ckpt, "--phonemes", HELLO, "--out", out, *args)
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
+def test_pauses_and_ssml(tiny_ckpt: Path, tmp_path: Path) -> None:
+    """``[pause]`` and ``<break>`` splice silence of their length between the parts (each the audio the
+    part gives alone, same seed); an SSML document on stdin in streaming mode is read whole; a bad
+    marker is a usage error with no output."""
+    def speak(*args: str, stdin: str | None = None) -> np.ndarray:
+        out = tmp_path / "o.wav"
+        proc = run_cli("--model", tiny_ckpt, *args, "--seed", "4", "--out", out, input=stdin)
+        assert proc.returncode == 0, proc.stderr
+        return read_wav(out)[0]
+
+    one, two = "həlˈO.", "wˈɜɹld."
+    parts = [speak("--phonemes", one), speak("--phonemes", two)]
+    paused = speak("--phonemes", f"{one} [pause 0.5s] {two} <break time='250ms'/>")
+    silence = np.zeros(12000, paused.dtype)
+    assert np.array_equal(paused, np.concatenate([parts[0], silence, parts[1], silence[:6000]]))
+    streamed = speak("--phonemes", "-", "--mode", "streaming",
+                     stdin=f'<speak><p>{one}</p><p>{two}</p></speak> {one}')
+    gap = np.zeros(round(0.8 * 24000), paused.dtype)  # between SSML paragraphs
+    assert np.array_equal(streamed, np.concatenate([parts[0], gap, parts[1], parts[0]]))
+    out = tmp_path / "bad.wav"
+    proc = run_cli("--model", tiny_ckpt, "--phonemes", f"{one} [pause 99s]", "--out", out)
+    assert proc.returncode == 2 and "over the 30 s" in proc.stderr and "Traceback" not in proc.stderr
     assert not out.exists()
