@@ -345,3 +345,36 @@ def test_wyoming_lists_and_picks_named_voices(kokoro_server: ServerProcess, engi
     error = Error.from_event(failed[-1])
     assert "af_test, jf_test, jm_test" in error.text and error.code == "voice_not_found"
 
+
+
+# -- pauses and SSML -----------------------------------------------------------------------------------------
+SSML = "<speak><p>həlˈO wˈɜɹld.</p><p>ðɪs ɪz<break time='300ms'/>ɐ tˈɛst.</p></speak>"
+
+
+def test_ssml_over_the_openai_route_and_the_websocket(kokoro_server: ServerProcess, engine) -> None:
+    """The same SSML request gives the engine's audio byte for byte through ``POST /v1/audio/speech`` (the
+    ``openai`` client) and, sent as one streamed text message, through the WebSocket (read whole, not cut
+    at its sentence ends)."""
+    import websockets
+
+    want, _, result = reference(engine, SSML, voice="af_test", seed=8, phonemes=True)
+    assert [p.get("pause_s") for p in result.details["script"]] == [None, 0.8, None, 0.3, None]
+    got = client(kokoro_server).audio.speech.create(model="kokoro", voice="af_test", input=SSML,
+                                                    response_format="pcm",
+                                                    extra_body={"seed": 8, "phonemes": True}).content
+    assert got == want
+
+    async def converse() -> list[Any]:
+        url = kokoro_server.url.replace("http", "ws") + "/v1/audio/speech/stream"
+        async with websockets.connect(url) as ws:
+            await ws.send(json.dumps({"type": "session.config", "model": "kokoro", "voice": "af_test",
+                                      "seed": 8, "phonemes": True}))
+            for piece in (SSML[:40], SSML[40:]):
+                await ws.send(json.dumps({"type": "input.text", "text": piece}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            return [message if isinstance(message, bytes) else json.loads(message) async for message in ws]
+
+    messages = asyncio.run(converse())
+    assert messages[-1] == {"type": "session.done", "total_sentences": 1}
+    streamed_pcm = b"".join(m for m in messages if isinstance(m, bytes))
+    assert streamed_pcm == reference(engine, SSML, voice="af_test", seed=8, streaming=True, phonemes=True)[0]
