@@ -115,7 +115,9 @@ def assemble(
         gap(HEAD_S)
     previous_paragraph: int | None = None
     for sentence in plan.sentences:
-        if previous_paragraph is not None:
+        if sentence.pause_before is not None:  # a marker's pause in the text
+            gap(sentence.pause_before)
+        elif previous_paragraph is not None:
             gap(pauses.sentence if sentence.paragraph == previous_paragraph else pauses.paragraph)
         start = position
         placed = []

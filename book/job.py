@@ -364,7 +364,7 @@ class _Synthesis:
                 "v": CHAPTER_VERSION,
                 "units": chapter.keys,
                 "title": chapter.title,
-                "sentences": [(x.text, x.paragraph, x.units) for x in chapter.sentences],
+                "sentences": [(x.text, x.paragraph, x.units, x.pause_before) for x in chapter.sentences],
                 "pauses": [s.pause_sentence, s.pause_paragraph, s.pause_chapter],
                 "master": s.mastering,
             }

@@ -4,7 +4,8 @@ One sentence is one chunk (a row of the batch), so each sentence's start and end
 timeline is known exactly (the captions' cues); a sentence longer than ``max_chars`` is cut at
 clause marks, else between words (``engine.text.chunking.chunk_text``), its pieces one cue. A
 sentence with nothing to say ("* * *", "—") is a pause, not a chunk. Each chapter starts with its
-title spoken, unless titles are off.
+title spoken, unless titles are off. A ``[pause 2s]`` or ``<break time="2s"/>`` marker in the text
+(engine/text/markup.py) is silence of its length in place of the usual gap before the next sentence.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 
 from audiocpp.engine.errors import UsageError
 from audiocpp.engine.text.chunking import chunk_text, split_sentences
+from audiocpp.engine.text.markup import Pause, Speech, is_ssml, parse_markup
 
 from .text import BookText, Chapter, has_words
 
@@ -37,6 +39,8 @@ class Sentence:
     text: str
     paragraph: int
     units: list[int] = field(default_factory=list)
+    #: seconds of silence before it asked by a ``[pause]`` / ``<break>`` marker (instead of the usual gap)
+    pause_before: float | None = None
 
 
 @dataclass
@@ -65,11 +69,15 @@ def plan_chapter(
 ) -> ChapterPlan:
     plan = ChapterPlan(number, chapter.title)
 
+    pending: float | None = None  # a marker's pause, for the next sentence
+
     def add(text: str, paragraph: int, spoken: str | None = None) -> None:
+        nonlocal pending
         pieces = [p for p in chunk_text(spoken or text, max_chars) if has_words(p)]
         if not pieces:
             return
-        sentence = Sentence(text, paragraph)
+        sentence = Sentence(text, paragraph, pause_before=pending)
+        pending = None
         for piece in pieces:
             sentence.units.append(len(plan.units))
             plan.units.append(Unit(piece, len(plan.sentences)))
@@ -78,9 +86,15 @@ def plan_chapter(
     if titles and has_words(chapter.title):
         add(chapter.title, -1, spoken_title(chapter.title))
     for index, block in enumerate(chapter.blocks):
+        if is_ssml(block.text):
+            raise UsageError(f"chapter {number} holds an SSML document, which a book does not read",
+                             hint="write pauses as [pause 1s] or <break time=\"1s\"/> in the text")
         for sentence in split_sentences(block.text):
-            if has_words(sentence):
-                add(sentence, index)
+            for part in parse_markup(sentence) or (Speech(sentence),):
+                if isinstance(part, Pause):
+                    pending = (pending or 0.0) + part.seconds
+                elif has_words(part.text):
+                    add(part.text, index)
     return plan
 
 

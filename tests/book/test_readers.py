@@ -6,6 +6,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from audiocpp.book.plan import parse_selection, plan_chapter
@@ -196,3 +197,22 @@ def test_chapter_selection() -> None:
     for bad, words in (("0", "outside"), ("2-9", "outside"), ("3-1", "backwards"), ("x", "not a chapter")):
         with pytest.raises(UsageError, match=words):
             parse_selection(bad, 5)
+
+
+def test_pause_markers_become_the_gap_before_the_next_sentence() -> None:
+    from audiocpp.book.assemble import Pauses, assemble
+
+    text = "Hello there. [pause 2s] After a pause. Then <break time='500ms'/> more."
+    chapter = Chapter("One", [Block(text), Block("[pause 1s]"), Block("Last one.")])
+    plan = plan_chapter(chapter, 1, titles=False)
+    assert [(s.text, s.pause_before) for s in plan.sentences] == [
+        ("Hello there.", None), ("After a pause.", 2.0), ("Then", None), ("more.", 0.5), ("Last one.", 1.0)]
+    for i, unit in enumerate(plan.units):
+        unit.key = str(i)
+    rate = 1000
+    built = assemble(plan, lambda key: np.ones(100, np.float32), rate, Pauses(sentence=0.3, paragraph=0.7))
+    starts = [cue.start for cue in built.cues]
+    # each sentence is 100 samples; the gaps before the next: 0.3 s (usual), the markers' 2 s, 0.5 s, 1 s
+    assert np.diff(starts).tolist() == [100 + 2000, 100 + 300, 100 + 500, 100 + 1000]
+    with pytest.raises(UsageError, match="SSML document"):
+        plan_chapter(Chapter("Two", [Block("<speak>Hi.</speak>")]), 2)
