@@ -310,7 +310,10 @@ def serve_cmd(
         "--max-batch",
         help="Requests per model synthesized together, as rows of one batch (1: one at a time); "
         "default: what batching gains for the family on its device (8; OmniVoice on the CPU 1, "
-        "docs/batching.md).")] = None,
+        "docs/batching.md); more than a family's smaller size is capped to it, with a notice.")] = None,
+    max_batch_force: Annotated[bool, typer.Option(
+        "--max-batch-force", help="Take --max-batch as given, even above what batching gains for the "
+        "family on its device.")] = False,
     batch_window_ms: Annotated[float, typer.Option(
         "--batch-window-ms",
         help="How long an idle model waits for more requests to start a batch with.")] = 20.0,
@@ -325,7 +328,9 @@ def serve_cmd(
     max_body_mb: Annotated[float, typer.Option(
         "--max-body-mb", help="Largest request body (voice uploads included), MiB.")] = 16.0,
     log_level: Annotated[str, typer.Option(
-        "--log-level", help="uvicorn log level (info shows each request).")] = "warning",
+        "--log-level", help="uvicorn log level (info adds uvicorn's own line per request).")] = "warning",
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="No line per request on the terminal.")] = False,
     wyoming_port: Annotated[int | None, typer.Option(
         "--wyoming-port", help="Also serve the Wyoming protocol (Home Assistant) on this TCP port.")] = None,
     wyoming_seed: Annotated[int | None, typer.Option(
@@ -392,7 +397,8 @@ def serve_cmd(
     args = ServeArgs(models=model or [], family=family, host=host, port=port,
                     session_options=session_option or [], load_options=load_option or [],
                     voices_dir=voices_dir, max_concurrency=max_concurrency,
-                    max_queue=max_queue, max_batch=max_batch, batch_window_ms=batch_window_ms,
+                    max_queue=max_queue, max_batch=max_batch, max_batch_force=max_batch_force,
+                    batch_window_ms=batch_window_ms, quiet=quiet,
                     max_input_chars=max_input_chars, max_body_mb=max_body_mb, log_level=log_level,
                     wyoming_port=wyoming_port, wyoming_seed=wyoming_seed, http=http,
                     wyoming_host=wyoming_host, api_keys=api_key or [], api_keys_file=api_keys_file,

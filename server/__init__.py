@@ -4,7 +4,8 @@ Modules: ``cli`` (start-up: arguments, model loading, uvicorn), ``app`` (routes)
 (request -> engine request -> synthesis), ``scheduler`` (bounded, cancellable work per model),
 ``voices`` (the voice store), ``encoding`` (response formats), ``metrics`` (Prometheus text),
 ``asgi`` (body limit, counting, disconnect-aware streaming), ``errors`` (OpenAI's error shape),
-``playground`` (the page at ``/``), ``bench`` (latency and throughput figures); and who may use it:
+``playground`` (the page at ``/``), ``bench`` (latency and throughput figures), ``request_log`` (the
+line per request on the terminal); and who may use it:
 ``auth`` (API keys, constant-time checks, log redaction), ``gate`` (the middleware in front of every
 route: keys, limits, ``/metrics``, the audit line), ``limits`` (per-key rate and audio limits),
 ``audit`` (the JSON access log). See docs/server.md ("Security"). Past one machine: ``ray_serve`` (the

@@ -235,8 +235,11 @@ def start_server(models: list[str], max_batch: int, clients: int, extra: list[st
                  voices: str) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     exe = Path(sys.executable).parent / "audiocpp"
+    # --max-batch-force: the batch size compared is the one given, also where the family measured batching
+    # not to pay (the server would cap it)
     cmd = [str(exe), "serve", "--port", str(port), "--voices-dir", voices, "--max-batch", str(max_batch),
-           "--max-concurrency", str(max(max_batch, clients)), "--max-queue", str(max(16, clients)), *extra]
+           "--max-batch-force", "--quiet", "--max-concurrency", str(max(max_batch, clients)),
+           "--max-queue", str(max(16, clients)), *extra]
     for model in models:
         cmd += ["--model", model]
     return subprocess.Popen(cmd, stderr=subprocess.DEVNULL, env=os.environ.copy()), f"http://127.0.0.1:{port}"

@@ -23,10 +23,12 @@ class ServeArgs:
     max_concurrency: int | None = None  # default: max_batch
     max_queue: int = 8
     max_batch: int | None = None  # default: per family and device (FamilyPlugin.max_batch)
+    max_batch_force: bool = False  # --max-batch as given, even above a family's measured size
     batch_window_ms: float = 20.0
     max_input_chars: int = 4096
     max_body_mb: float = 16.0
     log_level: str = "warning"
+    quiet: bool = False  # no line per request on the terminal (server/request_log.py)
     wyoming_port: int | None = None
     wyoming_seed: int | None = None  # Wyoming has no seed field
     http: bool = True
@@ -293,17 +295,46 @@ def plan(args: ServeArgs) -> Planned:
     return Planned(voices, models, keys, limits, access_log)
 
 
+def generic_max_batch(device: str) -> int:
+    """The batch size of a family that has measured none of its own (``FamilyPlugin.max_batch``)."""
+    from audiocpp.engine.plugin import FamilyPlugin
+
+    return FamilyPlugin.max_batch.get(device, 8)
+
+
+def effective_max_batch(args: ServeArgs, name: str, model) -> int:
+    """One model's batch size: the family's on its device without ``--max-batch``; an explicit value
+    above a size the family measured smaller than the generic one (OmniVoice on the CPU: 1; bigger
+    batches there gain 0.99-1.10x for 4-8x each request's latency, docs/batching.md) capped to it with a
+    notice, unless ``--max-batch-force``. A family at the generic size has measured no limit: as given."""
+    from audiocpp.engine.device import device_of
+
+    from .auth import say
+
+    measured = model.default_max_batch()
+    wanted = args.max_batch
+    if wanted is None:
+        return measured
+    device = device_of(model.load_options).type
+    if args.max_batch_force or wanted <= measured or measured >= generic_max_batch(device):
+        return wanted
+    say(f"--max-batch {wanted} capped to {measured} for {name}: batching {model.family} on {device} does not "
+        f"pay beyond {measured} (measured: docs/batching.md); add --max-batch-force to use {wanted}")
+    return measured
+
+
 def build_state(args: ServeArgs, planned: Planned | None = None):
     """Load the planned models and make the server state (no socket yet)."""
     from .metrics import ServerMetrics
     from .models import load_models
+    from .request_log import RequestLog
     from .scheduler import ModelWorker
     from .state import ServerState
 
     planned = planned or plan(args)
     models = load_models(planned.models)
     metrics = ServerMetrics()
-    batch = {name: args.max_batch or served.model.default_max_batch() for name, served in models.items()}
+    batch = {name: effective_max_batch(args, name, served.model) for name, served in models.items()}
     keyed = planned.keys is not None and planned.keys.enabled
     per_key = (args.max_queue_per_key if args.max_queue_per_key is not None else (args.max_queue + 1) // 2)
     workers = {name: ModelWorker(name, served.model, args.max_concurrency or batch[name], args.max_queue,
@@ -317,6 +348,7 @@ def build_state(args: ServeArgs, planned: Planned | None = None):
     return ServerState(models=models, workers=workers, voices=planned.voices, metrics=metrics,
                        max_input_chars=args.max_input_chars, max_body_bytes=int(args.max_body_mb * (1 << 20)),
                        wyoming_seed=args.wyoming_seed, keys=planned.keys, access_log=planned.access_log,
+                       request_log=None if args.quiet else RequestLog(),
                        metrics_public=args.metrics_public, max_voices_per_key=args.max_voices_per_key,
                        **extra)
 

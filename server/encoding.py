@@ -3,15 +3,17 @@
 ``wav`` is 16-bit PCM WAV written exactly as the CLI's ``wav16`` (so the bytes match a CLI
 run), ``flac`` is 16-bit FLAC, ``pcm`` is raw 16-bit little-endian mono at the model's rate
 (the same float-to-int conversion as ``wav``), ``mp3`` and ``opus`` (Ogg) only where the
-installed libsndfile can write them, ``aac`` (ADTS) where PyAV (``pip install av``) is installed;
-each is probed once by encoding a short silence. The lossy codecs take only some sample rates
-(:func:`format_rates`), checked before a request is queued.
+installed libsndfile can write them, ``aac`` (ADTS) with PyAV (the ``serve`` extra installs it), else
+with an ``ffmpeg`` on PATH that has an AAC encoder; each is probed once by encoding a short silence.
+The lossy codecs take only some sample rates (:func:`format_rates`), checked before a request is queued.
 """
 
 from __future__ import annotations
 
 import io
+import shutil
 import struct
+import subprocess
 from dataclasses import dataclass
 from functools import cache
 
@@ -53,10 +55,15 @@ def format_rates(name: str) -> tuple[int, ...]:
     return AAC_RATES if name == "aac" else tuple(CODEC_RATES.get(name, ()))
 
 
+#: What a server without an AAC encoder says (``response_format: "aac"``'s 400).
+AAC_FIX = ("needs PyAV or an ffmpeg with an AAC encoder, and this server has neither: "
+           "pip install 'audiocpp[serve]' (PyAV), or install ffmpeg")
+
 
 @cache
 def available(name: str) -> bool:
-    """Whether this machine's libsndfile writes ``name`` (probed once by a real encode)."""
+    """Whether this machine writes ``name`` (libsndfile; PyAV or ffmpeg for aac), probed once by a real
+    encode."""
     fmt = FORMATS.get(name)
     if fmt is None:
         return False
@@ -76,7 +83,7 @@ def check_format(name: str) -> AudioFormat:
     fmt = FORMATS.get(name)
     if fmt is None or not available(name):
         why = ("is not a response format" if fmt is None
-               else "needs PyAV, which this server does not have (pip install av)" if name == "aac"
+               else AAC_FIX if name == "aac"
                else "cannot be written by this machine's libsndfile")
         raise ApiError(400, f"response_format {name!r} {why}; use one of: {', '.join(available_formats())}",
                        param="response_format", code="unsupported_format")
@@ -95,7 +102,30 @@ def _write(samples: np.ndarray, sample_rate: int, fmt: AudioFormat) -> bytes:
 
 
 def _write_aac(samples: np.ndarray, sample_rate: int) -> bytes:
-    """AAC in ADTS frames (what ``audio/aac`` players and OpenAI's ``aac`` are), with PyAV's FFmpeg."""
+    """AAC in ADTS frames (what ``audio/aac`` players and OpenAI's ``aac`` are): PyAV's FFmpeg, else the
+    ``ffmpeg`` program (a server installed without the ``serve`` extra's PyAV)."""
+    try:
+        import av  # noqa: F401
+    except ImportError:
+        return _ffmpeg_aac(samples, sample_rate)
+    return _pyav_aac(samples, sample_rate)
+
+
+def _ffmpeg_aac(samples: np.ndarray, sample_rate: int) -> bytes:
+    """ADTS AAC from the ``ffmpeg`` on PATH, float32 samples in through a pipe."""
+    exe = shutil.which("ffmpeg")
+    if exe is None:
+        raise RuntimeError("no PyAV and no ffmpeg to encode AAC with")
+    cmd = [exe, "-hide_banner", "-loglevel", "error", "-f", "f32le", "-ar", str(sample_rate), "-ac", "1",
+           "-i", "pipe:0", "-c:a", "aac", "-f", "adts", "pipe:1"]
+    pcm = np.ascontiguousarray(samples, dtype="<f4").tobytes()
+    done = subprocess.run(cmd, input=pcm, capture_output=True, timeout=120, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"ffmpeg could not encode AAC: {done.stderr.decode(errors='replace').strip()}")
+    return done.stdout
+
+
+def _pyav_aac(samples: np.ndarray, sample_rate: int) -> bytes:
     import av
 
     buffer = io.BytesIO()

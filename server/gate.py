@@ -10,7 +10,8 @@ come in, and the audit line once it is answered.
 - ``/health`` and ``/`` (the playground) are open; ``/metrics`` is open to this machine (a loopback
   client), to an admin key, or to everyone with ``--metrics-public``, else 403.
 - Every request, refused or not, is counted (``audiocpp_key_requests_total`` by the key's label,
-  ``audiocpp_auth_failures_total``) and written to the access log (``audit``).
+  ``audiocpp_auth_failures_total``) and written to the access log (``audit``) and as a line on the
+  terminal (``request_log``).
 
 A refused WebSocket gets a real HTTP response to its handshake (401/429 with the JSON body), through
 the ASGI ``websocket.http.response`` extension where the server has it (uvicorn does), else an
@@ -156,8 +157,7 @@ class Gate:
     # -- the audit trail --------------------------------------------------------------------------------
     def _audit(self, scope: Scope, principal: Principal | None, status: int, started: float,
                audit: dict[str, Any]) -> None:
-        log = self.state.access_log
-        if log is None:
+        if not self.state.logs_requests:
             return
         keyed = self.state.keys is not None and self.state.keys.enabled
         websocket = scope["type"] == "websocket"
@@ -171,4 +171,4 @@ class Gate:
             "latency_ms": round((time.perf_counter() - started) * 1000, 1), "text": audit.get("text")}
         if websocket:
             record["sentences"] = audit.get("sentences", 0)
-        log.write(record)
+        self.state.log_request(record)

@@ -14,6 +14,7 @@ from .auth import KeyRing, Principal, say
 from .limits import Limits
 from .metrics import ServerMetrics
 from .models import ServedModel
+from .request_log import RequestLog
 from .scheduler import ModelWorker
 from .speech import (
     SpeechPlan,
@@ -33,6 +34,7 @@ class ServerState:
     keys: KeyRing | None = None  # None or not enabled: no keys, every request is ANONYMOUS
     limits: Limits = field(default_factory=Limits)
     access_log: AccessLog | None = None
+    request_log: RequestLog | None = None  # the line per request on the terminal (None: --quiet)
     metrics_public: bool = False
     max_voices_per_key: int | None = 32
     loop: asyncio.AbstractEventLoop | None = None  # the running event loop (SIGHUP reloads in it)
@@ -60,6 +62,17 @@ class ServerState:
                 add_audio(scope_state, seconds, text)
 
         return record
+
+    @property
+    def logs_requests(self) -> bool:
+        return self.access_log is not None or self.request_log is not None
+
+    def log_request(self, record: dict[str, Any]) -> None:
+        """A finished request's record (``audit.FIELDS``) to the access log and the terminal."""
+        if self.access_log is not None:
+            self.access_log.write(record)
+        if self.request_log is not None:
+            self.request_log.write(record)
 
     def reload(self) -> None:
         """SIGHUP: the keys file read again, the access log reopened (in the event loop's thread)."""

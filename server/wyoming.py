@@ -250,16 +250,16 @@ class WyomingHandler(AsyncEventHandler):
     def _count(self, status: int) -> None:
         self.state.metrics.count_request(ENDPOINT, self.model, status)
         self.streaming = False  # the exchange is over
-        log, record = self.state.access_log, self.exchange
+        record = self.exchange
         self.exchange = {}
-        if log is not None:
+        if self.state.logs_requests:
             started = record.get("started", time.perf_counter())
-            log.write({"time": time.time(), "key": None, "client": self.client, "protocol": "wyoming",
-                       "method": None, "route": ENDPOINT, "model": self.model or None,
-                       "voice": record.get("voice"), "clone": record.get("clone"),
-                       "chars": record.get("chars"), "audio_s": record.get("audio_s"), "status": status,
-                       "text": record.get("text"),
-                       "latency_ms": round((time.perf_counter() - started) * 1000, 1)})
+            self.state.log_request({
+                "time": time.time(), "key": None, "client": self.client, "protocol": "wyoming",
+                "method": None, "route": ENDPOINT, "model": self.model or None,
+                "voice": record.get("voice"), "clone": record.get("clone"),
+                "chars": record.get("chars"), "audio_s": record.get("audio_s"), "status": status,
+                "text": record.get("text"), "latency_ms": round((time.perf_counter() - started) * 1000, 1)})
 
     async def disconnect(self) -> None:
         """The connection ended: a stream still open was left by its client (499)."""

@@ -86,11 +86,12 @@ class ServerProcess:
 
     ``api_key``: started with ``--api-key`` it (registered for the leak scanner); ``inject``: the tests'
     clients send it where they send no key; ``verify``: the CA file of a server with TLS (then ``url``
-    is https)."""
+    is https); ``default_model``: no ``--family omnivoice`` added (the real default model, Kokoro)."""
 
     def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None, *,
-                 api_key: str | None = None, inject: bool = False, verify: str | None = None) -> None:
-        if not {"--model", "-m", "--family", "-f"} & set(args):
+                 api_key: str | None = None, inject: bool = False, verify: str | None = None,
+                 default_model: bool = False) -> None:
+        if not default_model and not {"--model", "-m", "--family", "-f"} & set(args):
             args = [*DEMO_FAMILY, *args]
         self.port = free_port()
         self.verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=verify) if verify else True
@@ -140,8 +141,9 @@ class ServerProcess:
         raise AssertionError(f"audiocpp serve did not answer /health in {timeout} s:\n{self.log()}")
 
     def log(self) -> str:
+        """The whole log: start-up lines stay findable after many requests' lines."""
         self._log.flush()
-        return self.log_path.read_text(errors="replace")[-4000:]
+        return self.log_path.read_text(errors="replace")
 
     def rss_bytes(self) -> int:
         with open(f"/proc/{self.proc.pid}/statm") as fh:

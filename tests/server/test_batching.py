@@ -1,5 +1,6 @@
 """Concurrent requests share a model's forward passes: one real ``audiocpp serve`` with a tiny model of
-every family (OmniVoice's demo, VoxCPM2, VoxCPM1, Audio8 0.6B and 0.1B) and ``--max-batch 8``.
+every family (OmniVoice's demo, VoxCPM2, VoxCPM1, Audio8 0.6B and 0.1B) and ``--max-batch 8
+--max-batch-force`` (OmniVoice batches on the CPU only when forced).
 
 - 8 concurrent requests per model (real ``openai`` client, threads), with different texts, seeds
   and voices (the family's own, a stored voice), give byte for byte the audio each gives alone, and
@@ -55,8 +56,8 @@ def batched_server(models: dict[str, Path], tmp_path_factory: pytest.TempPathFac
     demo = plugin.demo_model_path()
     args = ["--model", f"omni={demo}",
             *[a for name, path in models.items() for a in ("--model", f"{name}={path}")],
-            "--max-batch", "8", "--max-queue", "16", "--voices-dir", str(tmp_path_factory.mktemp("voices")),
-            "--session-option", "omnivoice.threads=1"]
+            "--max-batch", "8", "--max-batch-force", "--max-queue", "16",
+            "--voices-dir", str(tmp_path_factory.mktemp("voices")), "--session-option", "omnivoice.threads=1"]
     log = tmp_path_factory.mktemp("batched-log") / "serve.log"
     proc = ServerProcess(args, log, env=server_cache, api_key=new_key(), inject=True)
     ref = tmp_path_factory.mktemp("voice") / "me.wav"
