@@ -1,5 +1,5 @@
 """`audiocpp batch` on Kokoro (a tiny random checkpoint), as a subprocess: lines with named voices, a mix,
-a speed and phonemes; each item's audio as long as the engine gives it alone and its words in
+a speed, phonemes and pauses; each item's audio as long as the engine gives it alone and its words in
 `<id>.words.json`; an unknown voice and a malformed mix fail alone, with the model's voices listed; the
 Ray actor's rows carry the same words; --voice on a family without named voices; the default model."""
 
@@ -23,6 +23,8 @@ ITEMS: list[dict[str, Any]] = [
     {"id": "mix", "text": "Gulls cried over the water.", "voice": "af_test(2)+jf_test(1)", "seed": 2},
     {"id": "fast", "text": "Nobody on the quay said a word.", "voice": "jf_test", "speed": 1.5, "seed": 3},
     {"id": "ipa", "text": "ðə ʃˈɪp kˈAm ˈɪn.", "phonemes": True, "seed": 4},  # the default voice
+    {"id": "paused", "text": "The ship came in. [pause 0.7s] <break time='300ms'/> At dawn.",
+     "voice": "af_test", "seed": 7},
     {"id": "bad", "text": "An unknown voice.", "voice": "zz_nope", "seed": 5},
     {"id": "badmix", "text": "A malformed mix.", "voice": "af_test(2)+", "seed": 6},
 ]
@@ -61,7 +63,7 @@ def _request(item: dict[str, Any]):
 
 def test_items_are_the_engines_alone_with_their_words(kokoro_run: Run, actor) -> None:
     proc = kokoro_run.proc
-    assert proc.returncode == 1 and "error: 2 of 6 items failed" in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and "error: 2 of 7 items failed" in proc.stderr, proc.stderr
     rows = {row["id"]: row for row in kokoro_run.rows}
     assert "unknown voice 'zz_nope'; this model has af_test, jf_test" in rows["bad"]["error"]
     assert "in the voice mix 'af_test(2)+'" in rows["badmix"]["error"]
@@ -81,6 +83,9 @@ def test_items_are_the_engines_alone_with_their_words(kokoro_run: Run, actor) ->
             "words": [w.as_dict() for w in alone.words],
         }
         assert len(alone.words) >= 3
+    paused = json.loads((kokoro_run.out / rows["paused"]["words"]).read_text(encoding="utf-8"))["words"]
+    gaps = [b["start"] - a["end"] for a, b in zip(paused, paused[1:])]
+    assert max(gaps) >= 1.0  # the markers' silence, between "in." and "At"
     fast, named = rows["fast"], rows["named"]
     assert fast["audio_s"] > 0 and named["audio_s"] > 0
 
