@@ -7,7 +7,9 @@ options, text), 1 for runtime errors (unreadable files, models that do not load)
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 
 
 class AudiocppError(Exception):
@@ -80,3 +82,10 @@ def python_wording(error: AudiocppError) -> AudiocppError:
     error.hint = reword(error.hint)
     error.args = (error.message if not error.hint else f"{error.message}\n  hint: {error.hint}",)
     return error
+
+
+def did_you_mean(name: str, choices: Iterable[str], *, n: int = 1, cutoff: float = 0.6) -> str:
+    """``"did you mean 'x'? "`` (or ``'x' or 'y'``) for the choices close to a mistyped ``name``, else
+    ``""``: the start of a hint."""
+    close = difflib.get_close_matches(name, list(choices), n=n, cutoff=cutoff)
+    return f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .cache import ContentCache
-from .errors import AudiocppError, UsageError
+from .errors import AudiocppError, UsageError, did_you_mean
 from .guard import ModelGuard, guarded, model_guard
 from .spec.model import ModelSpec
 from .spec.options import resolve_options
@@ -60,7 +60,8 @@ class LoadedModel(ABC):
                 names = [row.name for row in self.spec.options.session]
                 raise UsageError(
                     f"{self.family} has no session option {name!r}",
-                    hint=f"session options of {self.family} (keyword arguments of session()): "
+                    hint=f"{did_you_mean(name, names)}session options of {self.family} (keyword arguments of "
+                    "session()): "
                     f"{', '.join(names)}"
                     if names else f"{self.family} takes no session options",
                 )

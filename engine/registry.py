@@ -12,7 +12,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from .detect import PathFacts
-from .errors import AudiocppError, ModelError, UsageError
+from .errors import AudiocppError, ModelError, UsageError, did_you_mean
 from .plugin import FamilyPlugin
 
 GROUP = "audiocpp.families"
@@ -111,14 +111,10 @@ def get_family(name: str) -> FamilyPlugin:
         broken = _broken(name)
         if broken is not None:
             raise _broken_error(name, broken)
-        import difflib
-
-        close = difflib.get_close_matches(name, sorted(plugins), n=1, cutoff=0.6)
-        suggestion = f"did you mean {close[0]!r}? " if close else ""
         raise UsageError(
             f"unknown family {name!r}",
-            hint=f"{suggestion}installed families: {', '.join(sorted(plugins)) or 'none'} "
-            "(see `audiocpp families`)",
+            hint=f"{did_you_mean(name, sorted(plugins))}installed families: "
+            f"{', '.join(sorted(plugins)) or 'none'} (see `audiocpp families`)",
         )
     return plugin
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import fs
-from ..errors import UsageError
+from ..errors import UsageError, did_you_mean
 from .model import ModelSpec, OptionScope, OptionSpec
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -171,8 +171,8 @@ def resolve_options(
         if row is None:
             raise UsageError(
                 f"{spec.family} has no {scope} option {key!r}",
-                hint=f"{scope} options of {spec.family}: {options_listing(spec, scope)} "
-                f"(see `audiocpp options --family {spec.family}`)",
+                hint=f"{did_you_mean(name, rows)}{scope} options of {spec.family}: "
+                f"{options_listing(spec, scope)} (see `audiocpp options --family {spec.family}`)",
             )
         resolved[name] = parse_value(row, raw, where=f"{scope} option {key}")
     if fill_defaults:

@@ -15,7 +15,6 @@ positive weights`` (:meth:`VoiceBank.resolve`).
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from audiocpp.engine.errors import ModelError, UsageError
+from audiocpp.engine.errors import ModelError, UsageError, did_you_mean
 
 LANGUAGES = {
     "a": ("en-us", "American English"), "b": ("en-gb", "British English"), "e": ("es", "Spanish"),
@@ -118,8 +117,7 @@ class VoiceBank:
         return pack
 
     def unknown(self, name: str) -> UsageError:
-        close = difflib.get_close_matches(name, self.names, n=3, cutoff=0.6)
-        hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+        hint = did_you_mean(name, self.names, n=3)
         return UsageError(f"unknown voice {name!r}; this model has {', '.join(self.names) or 'no voices'}",
                           hint=hint + "list them with `audiocpp voices --model MODEL` (without --model: the "
                           "default model's); mix voices as 'a(2)+b(1)'")

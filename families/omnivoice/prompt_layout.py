@@ -15,7 +15,7 @@ from functools import lru_cache
 import torch
 from tokenizers import Tokenizer
 
-from audiocpp.engine.errors import UsageError
+from audiocpp.engine.errors import UsageError, did_you_mean
 from audiocpp.engine.text.punctuation import add_punctuation
 
 from .languages import LANG_IDS, LANG_NAME_TO_ID
@@ -38,8 +38,7 @@ def resolve_language(language: str | None) -> str | None:
     key = value.lower()
     if key in LANG_NAME_TO_ID:
         return LANG_NAME_TO_ID[key]
-    close = difflib.get_close_matches(key, [*LANG_NAME_TO_ID, *LANG_IDS], n=3, cutoff=0.75)
-    hint = f"did you mean {', '.join(repr(c) for c in close)}? " if close else ""
+    hint = did_you_mean(key, [*LANG_NAME_TO_ID, *LANG_IDS], n=3, cutoff=0.75)
     raise UsageError(
         f"unknown language {language!r}",
         hint=hint + "use an id (en, zh, ja, de...) or a name (English, Chinese...) "

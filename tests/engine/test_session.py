@@ -77,6 +77,21 @@ def test_tasks_modes_and_session_options_come_from_the_spec(toy_model) -> None:
         toy_model.session("tts", turbo=True)
 
 
+def test_a_mistyped_option_suggests_the_close_name(toy_model, toy_plugin) -> None:
+    with pytest.raises(UsageError, match="has no session option") as caught:
+        toy_model.session("tts", pich=2.0)
+    assert caught.value.hint.startswith("did you mean 'pitch'? ")
+    with pytest.raises(UsageError, match="has no request option") as caught:
+        toy_model.session("tts").run(TaskRequest(text="ab", options={"toytone.gian": 0.2}))
+    assert caught.value.hint.startswith("did you mean 'toytone.gain'? ")
+    with pytest.raises(UsageError, match="no load option") as caught:
+        toy_plugin.load(toy_model.path, {"slowdwn": "2"})
+    assert caught.value.hint.startswith("did you mean 'slowdown'? ")
+    with pytest.raises(UsageError) as caught:  # nothing close: just the list
+        toy_model.session("tts", turbo=True)
+    assert not caught.value.hint.startswith("did you mean")
+
+
 def test_load_options_are_typed(toy_plugin, toy_model) -> None:
     slow = toy_plugin.load(toy_model.path, {"slowdown": "2"})
     assert slow.session("tts").run(TaskRequest(text="ab", seed=0)).audio.num_samples == 2 * 320

@@ -9,13 +9,12 @@ it). Mandarin needs misaki's Chinese G2P and Korean has none for Kokoro: both ar
 
 from __future__ import annotations
 
-import difflib
 import re
 import unicodedata
 from collections import Counter
 from functools import lru_cache
 
-from audiocpp.engine.errors import UsageError
+from audiocpp.engine.errors import UsageError, did_you_mean
 
 #: The languages Kokoro v1.0 was trained on that this front end reads, code -> name.
 KOKORO_LANGUAGES: dict[str, str] = {
@@ -105,11 +104,10 @@ def check_language(language: str) -> str:
             raise UsageError(f"unknown language {language!r} (espeak-ng, which knows more languages, is not "
                              "available)", hint=f"use one of {', '.join(KOKORO_LANGUAGES)}; {missing.hint}")
     candidates = list(dict.fromkeys([*KOKORO_LANGUAGES, *ALIASES, *lowered, *names]))
-    close = difflib.get_close_matches(code, candidates, n=1, cutoff=0.6)
-    suggestion = f"did you mean {close[0]!r}? " if close else ""
     raise UsageError(
         f"unknown language {language!r}",
-        hint=f"{suggestion}Kokoro's languages: {', '.join(KOKORO_LANGUAGES)} (also a, b, e, f, h, i, p, j); "
+        hint=f"{did_you_mean(code, candidates)}Kokoro's languages: {', '.join(KOKORO_LANGUAGES)} "
+             "(also a, b, e, f, h, i, p, j); "
              "any other espeak-ng language code works too (untrained), e.g. de, nl, ru, pl")
 
 
