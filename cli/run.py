@@ -220,12 +220,18 @@ def run_request(args: RunArgs) -> None:
         raise
 
 
+def _kernel_build_seconds() -> float:
+    """Seconds this process has spent building kernels; none before the kernels' module is imported (not
+    importing it keeps torch out of the checks that run before a model loads: a bad flag fails at once)."""
+    jit = sys.modules.get("audiocpp.engine.nn.jit")
+    return jit.build_seconds() if jit is not None else 0.0
+
+
 def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | None, kept: list[Path],
                 cues: list[Cue] | None = None) -> None:
     """``text``: the whole text; None: the cues of ``--srt``, or sentences read from stdin as they come."""
     from audiocpp.engine.audio.io import audio_duration, write_audio
     from audiocpp.engine.loader import ModelRef, load_planned, plan_load
-    from audiocpp.engine.nn.jit import build_seconds
     from audiocpp.engine.progress import Progress
     from audiocpp.engine.request_rules import (
         REFERENCE_CAP_OPTION,
@@ -238,7 +244,7 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
 
     from .pipes import AudioOutput, merge_results, read_segments
 
-    kernel_seconds = build_seconds()
+    kernel_seconds = _kernel_build_seconds()
     # --out -: from here on fd 1 is stderr and the audio has the real stdout to itself.
     output = AudioOutput(args.out, fmt, streaming=mode is Mode.STREAMING, target_rate=args.sample_rate)
     info = output.info
@@ -354,9 +360,7 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
             import json
 
             print(f"words={json.dumps([w.as_dict() for w in result.words], ensure_ascii=False)}", file=info)
-        from audiocpp.engine.nn.jit import build_seconds
-
-        built = build_seconds() - kernel_seconds
+        built = _kernel_build_seconds() - kernel_seconds
         if built > 0.05:  # a kernel compiled while loading (set-up builds them: `audiocpp kernels`)
             print(f"kernel_build_s={built:.2f}", file=info)
 

@@ -149,6 +149,20 @@ def test_unknown_family_and_wip_family(tmp_path: Path) -> None:
     _assert_clean_failure(proc, out, 2, "status 'wip'", "its model code has not landed yet")
 
 
+def test_an_unknown_family_is_refused_before_torch_is_imported(tmp_path: Path) -> None:
+    """The checks before a model loads need no torch (its import is most of a refusal's time)."""
+    import subprocess
+    import sys
+
+    argv = ["audiocpp", "--family", "omnivoce", "--text", "hi", "--out", str(tmp_path / "x.wav")]
+    code = (f"import sys\nfrom audiocpp.cli.main import main\nsys.argv = {argv!r}\n"
+            "try:\n    main()\nexcept SystemExit as stop:\n    print('exit', stop.code)\n"
+            "print('torch imported:', 'torch' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "unknown family 'omnivoce'" in proc.stderr
+    assert proc.stdout.split() == ["exit", "2", "torch", "imported:", "False"], proc.stdout
+
+
 def test_output_folder_must_exist(toy_site: Path, toy_model_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "missing" / "x.wav"
     proc = run_cli("--model", toy_model_dir, "--text", "hi", "--out", out, env=_env(toy_site))
