@@ -16,6 +16,8 @@ from audiocpp.engine.errors import UsageError
 from audiocpp.engine.model import LoadedModel
 from audiocpp.engine.spec.model import OptionSpec
 
+from .openai_voices import openai_voice_map
+
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 #: The languages most users speak, in order: listed first where a model speaks them (Wyoming's voices,
 #: errors), the rest in the spec's order. "auto" (let the model infer it) is no language of its own.
@@ -126,8 +128,7 @@ class ServedModel:
         return {lang: voice for lang, voice in found.items() if voice}
 
     def openai_voices(self) -> dict[str, str]:
-        """OpenAI's voice names -> this model's named voices (``named_voices.openai_voice_map``)."""
-        from .named_voices import openai_voice_map
+        """OpenAI's voice names -> this model's named voices (``openai_voices.openai_voice_map``)."""
 
         if self._openai is None:
             self._openai = openai_voice_map(self.named_voices())

@@ -25,44 +25,17 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from .errors import ApiError
+from .openai_voices import OPENAI_GENDERS, openai_voice_map
 from .voices import BUILTIN_VOICES, OPENAI_VOICES, StoredVoice, VoiceStore, VoiceView, shown
 
 if TYPE_CHECKING:
     from .models import ServedModel
 
-#: The gender each of OpenAI's voices is known by (a fixed table: it decides the mapping above).
-OPENAI_GENDERS = {"alloy": "female", "ash": "male", "ballad": "male", "coral": "female", "echo": "male",
-                  "fable": "male", "onyx": "male", "nova": "female", "sage": "female", "shimmer": "female",
-                  "verse": "male", "marin": "female", "cedar": "male"}
 #: A term of a voice mix: a name (weights in parentheses and the ``+``/``-`` between terms are not).
 _TERM = re.compile(r"[A-Za-z][A-Za-z0-9_.]*")
 _MIX_MARKS = re.compile(r"[+()]|-(?=\s*[A-Za-z])")
 #: How many voices an error lists before it says how many more there are.
 SHOWN_VOICES = 60
-
-
-def openai_voice_map(voices: list[dict[str, Any]]) -> dict[str, str]:
-    """OpenAI's voice names -> the model's voice each means (empty for a model without named voices)."""
-    names = [str(v["name"]) for v in voices]
-    if not names:
-        return {}
-    mapping: dict[str, str] = {}
-    for openai in OPENAI_VOICES:
-        own = [n for n in names if len(n) > 3 and n[2] == "_" and n[3:].lower() == openai]
-        if own:
-            mapping[openai] = own[0]
-    taken = set(mapping.values())
-    turns: dict[str, int] = {}
-    for openai in OPENAI_VOICES:
-        if openai in mapping:
-            continue
-        gender = OPENAI_GENDERS.get(openai)
-        pool = ([str(v["name"]) for v in voices if v.get("gender") == gender and v["name"] not in taken]
-                or [n for n in names if n not in taken] or names)
-        turn = turns.get(gender or "", 0)
-        mapping[openai] = pool[turn % len(pool)]
-        turns[gender or ""] = turn + 1
-    return mapping
 
 
 def mix_terms(value: str) -> list[str]:

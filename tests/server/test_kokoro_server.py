@@ -107,7 +107,7 @@ def client(server: ServerProcess):
 # -- the mapping rule, on the real voice sets --------------------------------------------------------------
 def test_openai_names_map_by_one_rule() -> None:
     from audiocpp.families.kokoro.voices import describe_voice
-    from audiocpp.server.named_voices import openai_voice_map
+    from audiocpp.server.openai_voices import openai_voice_map
 
     pypi = [describe_voice(n) for n in ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")]
     assert openai_voice_map(pypi) == {
