@@ -28,7 +28,7 @@ class ChapterLevels:
 
 def check_file(path: Path) -> list[ChapterLevels]:
     """Every chapter's levels, decoding the file once (a chapter at a time in memory)."""
-    from . import need_extra
+    from .extra import need_extra
 
     need_extra()
     if not fs.is_file(path):

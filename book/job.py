@@ -84,7 +84,7 @@ class Book:
         author: str | None = None,
         cover: str | Path | None = None,
     ) -> Book:
-        from . import need_extra
+        from .extra import need_extra
 
         need_extra()
         path = Path(path)
