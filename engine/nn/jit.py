@@ -20,6 +20,15 @@ a test's stub) propagates. Why a kernel is not there is kept (:func:`why_not`) a
 ``AUDIOCPP_DEBUG=1``, printed on stderr with the tail of the compiler's output. A build on a
 terminal says so on stderr first, since it holds up the load that asked for it; the seconds spent
 building are counted for the process (:func:`build_seconds`).
+
+A kernel another process is building is not waited for: :func:`build` gives None for it (the caller
+keeps torch's path, for the rest of this process) while the set-up's background build of every kernel
+runs (``tools/setup_env.sh`` holds :func:`background_lock` with ``flock`` for that build's whole life,
+so a killed build leaves no lock behind) or while another process compiles that kernel (torch's lock
+file in its build folder). Either way the numbers are those of the path taken: the kernels either give
+torch's bits or are documented-drift options (docs/numerics.md). ``AUDIOCPP_KERNEL_WAIT=1`` waits
+instead (the set-up's own builds, ``bin/test``). A torch lock file older than
+:data:`STALE_LOCK_SECONDS` is a killed build's: it is removed rather than waited on for ever.
 """
 from __future__ import annotations
 
@@ -50,6 +59,11 @@ KERNELS_DIR = Path(__file__).with_name("kernels")
 BUILD_FAILURES = (RuntimeError, OSError, ImportError, subprocess.SubprocessError)
 #: Lines of the compiler's output printed under ``AUDIOCPP_DEBUG=1``.
 _TAIL_LINES = 40
+#: ``AUDIOCPP_KERNEL_WAIT=1``: wait for a kernel another process is building (and build it here when
+#: nobody is) instead of keeping torch's path for this process: the set-up's builds and ``bin/test`` set it.
+WAIT_ENV = "AUDIOCPP_KERNEL_WAIT"
+#: A torch build lock (``<build folder>/lock``) untouched this long belongs to a build that was killed.
+STALE_LOCK_SECONDS = 15 * 60
 
 
 @dataclass(frozen=True)
@@ -262,12 +276,101 @@ def reject(kernel: Kernel, reason: str, detail: str = "", *, verbose: bool = Fal
               file=sys.stderr, flush=True)
 
 
+def waiting() -> bool:
+    """Whether this process waits for kernels other processes are building (``AUDIOCPP_KERNEL_WAIT``
+    set to anything but ``0``) rather than keeping torch's path."""
+    return os.environ.get(WAIT_ENV, "") not in ("", "0")
+
+
+def background_lock() -> Path:
+    """The lock file the set-up's background build of every kernel holds (``flock``) while it runs:
+    ``kernels/build.lock`` in audiocpp's cache folder (``$AUDIOCPP_CACHE_DIR`` or ``~/.cache/audiocpp``),
+    beside that build's log ``kernels/build.log``."""
+    from ..weights.package import cache_dir
+
+    return cache_dir() / "kernels" / "build.lock"
+
+
+def _held(path: Path) -> bool:
+    """Whether some process holds an exclusive ``flock`` on ``path`` (False where it does not exist or
+    the platform has no ``flock``)."""
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared: checkers never exclude each other
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # and our shared lock with it
+    return False
+
+
+def _build_lock(name: str) -> Path:
+    """torch's lock file for the build ``name`` (``load_inline`` creates it while it compiles)."""
+    return _extensions_root() / name / "lock"
+
+
+def _lock_age(path: Path) -> float | None:
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def building_elsewhere(name: str) -> str | None:
+    """Why a build of ``name`` (a build name) would wait for another process, or None where none
+    would: the set-up's background build holds :func:`background_lock`, or another process is compiling
+    ``name`` (torch's lock file, younger than :data:`STALE_LOCK_SECONDS`)."""
+    lock = background_lock()
+    if _held(lock):
+        return f"the set-up is building the kernels in the background (log: {lock.with_name('build.log')})"
+    age = _lock_age(_build_lock(name))
+    if age is not None and age < STALE_LOCK_SECONDS:
+        return f"another process is building it ({_build_lock(name)})"
+    return None
+
+
+def _clear_stale_lock(name: str, verbose: bool) -> None:
+    """Remove torch's lock file of ``name`` where it is older than :data:`STALE_LOCK_SECONDS` (a killed
+    build's: ``load_inline`` would otherwise wait on it for ever)."""
+    lock = _build_lock(name)
+    age = _lock_age(lock)
+    if age is None or age < STALE_LOCK_SECONDS:
+        return
+    with contextlib.suppress(FileNotFoundError):
+        lock.unlink()
+    if verbose or debugging():
+        print(f"audiocpp: removed {lock}, a build lock left {age / 60:.0f} minutes ago by a build that "
+              "did not finish", file=sys.stderr, flush=True)
+
+
+_told_busy = False
+
+
+def _tell_busy(reason: str, verbose: bool) -> None:
+    """Say once per process, on a terminal (or ``verbose``), that a kernel is not used yet and why."""
+    global _told_busy
+    with _lock:
+        if _told_busy or not (verbose or sys.stderr.isatty()):
+            return
+        _told_busy = True
+    print(f"audiocpp: a C++ kernel is not ready yet ({reason}); this run keeps torch's own path "
+          "(slower; docs/numerics.md says what changes)", file=sys.stderr, flush=True)
+
+
 def build(kernel: Kernel, *, variant: Variant | None = None, verbose: bool = False) -> ModuleType | None:
     """The compiled extension of ``kernel`` exposing its functions, as the variant this process runs
     (:meth:`Kernel.select`) or as ``variant`` (tests, benchmarks: any variant this CPU can run), or
-    None where its switch is ``0``, this CPU cannot run it or the build fails (:func:`why_not`
-    says which). ``verbose``: announce the build and say why it failed on stderr even when that is
-    not a terminal and ``AUDIOCPP_DEBUG`` is unset."""
+    None where its switch is ``0``, this CPU cannot run it, the build fails, or another process is
+    building it and this one does not wait (:func:`waiting`; :func:`why_not` says which).
+    ``verbose``: announce the build and say why it failed on stderr even when that is not a
+    terminal and ``AUDIOCPP_DEBUG`` is unset."""
     verbose = verbose or _verbose.get()
     named = variant
     with _lock:
@@ -292,6 +395,13 @@ def build(kernel: Kernel, *, variant: Variant | None = None, verbose: bool = Fal
         ready = _import_built(name)
         if ready is not None:
             return ready
+        if not waiting():
+            busy = building_elsewhere(name)
+            if busy is not None:  # not ready yet: torch's path for this process rather than a wait
+                reject(kernel, f"not built yet: {busy}", verbose=verbose, variant=named)
+                _tell_busy(busy, verbose)
+                return None
+        _clear_stale_lock(name, verbose)
         from torch.utils.cpp_extension import load_inline
 
         if not built(name):
@@ -366,7 +476,7 @@ def _import_built(name: str) -> ModuleType | None:
     """The extension ``name`` imported straight from torch's extension folder where a build of it
     is there (importing ``torch.utils.cpp_extension`` and the setuptools it pulls in costs every
     process 0.06 s); None otherwise, or where it does not import (a build another process is still
-    linking): ``load_inline`` then builds or waits for it."""
+    linking): :func:`build` then builds it, waits for it or keeps torch's path (:func:`waiting`)."""
     if name in sys.modules:
         return sys.modules[name]
     try:
