@@ -62,7 +62,7 @@ def _worker_main(conn: Connection, job_json: str, name: str) -> None:
         except (EOFError, OSError):
             return
         if message is None:
-            synth.model.batcher().close()  # nothing is in flight: the driver asked for the last result first
+            synth.model.executor().close()  # nothing is in flight: the driver asked for the last result first
             return
         synth.submit(Item.from_json(message), name, lambda done: send(("result", done)))
 

@@ -181,13 +181,13 @@ class Synthesizer:
 
     def submit(self, item: Item, worker: str, on_done: Callable[[Done], None]) -> None:
         """Let ``item`` join the model's running batch; ``on_done(done)`` is called when it ends
-        (from the batcher's thread, or here when its request could not be built)."""
+        (from the executor's thread, or here when its request could not be built)."""
         planned = self.plan(item)
         if planned.failed is not None:
             on_done(self.finish(planned, None, worker))
             return
-        batcher = self.model.batcher(max_batch=max(1, self.job.batch_size))
-        job = batcher.submit(planned.request, session=planned.session)
+        executor = self.model.executor(max_batch=max(1, self.job.batch_size))
+        job = executor.submit(planned.request, session=planned.session)
         job.add_done_callback(lambda j: on_done(self.finish(planned, j.outcome, worker)))
 
 

@@ -55,7 +55,7 @@ class LocalRunner:
 
     def close(self) -> None:
         if self.synth is not None:
-            self.synth.model.batcher().close()  # cancels what is still queued or running
+            self.synth.model.executor().close()  # cancels what is still queued or running
 
 
 class RayRunner:

@@ -115,6 +115,7 @@ def check_session_prefixes(session_options: dict[str, str], family: str) -> None
 
 def check_supported(spec: ModelSpec, task: Task, mode: Mode) -> None:
     """The family offers ``task`` in ``mode`` (as ``create_session`` checks, before loading)."""
+    from audiocpp.engine.registry import families_with_task
     from audiocpp.engine.request_rules import check_task_and_mode
 
-    check_task_and_mode(spec, task, mode)
+    check_task_and_mode(spec, task, mode, others=families_with_task(task))

@@ -127,6 +127,9 @@ def load_planned(plan: LoadPlan) -> LoadedModel:
         raise ModelError(error.message, hint=f"{str(plan.path)!r} looks like a {other} model: drop --family "
                          f"(the family is detected) or pass --family {other}") from None
     return_freed_memory()
+    from .registry import families_with_task
+
+    model.families_with_task = families_with_task  # its refusals of a task name the families that do it
     return model
 
 

@@ -5,19 +5,18 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .cache import ContentCache
-from .errors import AudiocppError, UsageError, did_you_mean
+from .errors import UsageError, did_you_mean
+from .execution import BatchResults, LocalExecutor, RowEvent, run_rows, stream_rows
 from .guard import ModelGuard, guarded, model_guard
+from .records import AudioBuffer, TaskRequest, VoicePrompt
+from .request_rules import check_task_and_mode
+from .session import Session
 from .spec.model import ModelSpec
 from .spec.options import resolve_options
 from .tasks import Mode, Task, parse_mode, parse_task
-
-if TYPE_CHECKING:
-    from .batching import Batcher, BatchResults, RowEvent
-    from .records import AudioBuffer, TaskRequest, VoicePrompt
-    from .session import Session
 
 
 class LoadedModel(ABC):
@@ -78,91 +77,59 @@ class LoadedModel(ABC):
                       session_options: dict[str, Any] | None = None) -> tuple[Task, Mode, dict[str, Any]]:
         """The task, mode and typed session options a session would get, checked against the spec
         (what :meth:`create_session` checks before the family builds anything)."""
-        from .request_rules import check_task_and_mode
-
         task = parse_task(task)
         mode = parse_mode(mode)
-        check_task_and_mode(self.spec, task, mode)
+        check_task_and_mode(self.spec, task, mode, others=self.families_with_task(task))
         return task, mode, resolve_options(self.spec, "session", session_options)
 
     @abstractmethod
     def _create_session(self, task: Task, mode: Mode, options: dict[str, Any]) -> Session: ...
 
-    # -- many requests in one forward pass (engine.batching) --------------------------------------
+    # -- running requests (engine.execution) ------------------------------------------------------
     def stream_batch(self, rows: Sequence[tuple[Session, TaskRequest]], *,
                      max_batch: int | None = None) -> Iterator[RowEvent]:
         """``rows`` (a session of this model and a request each: tasks, modes and session options
         may differ) as one batch; ``RowEvent``s tagged with the row's index. ``max_batch``: at most
         that many rows at once, the next joining as one leaves (default: all of them)."""
-        from .batching import BatchLoop
-
-        for session, _ in rows:
-            if session.model is not self:
-                raise UsageError("every session of a batch must belong to the model that runs it")
-        limit = len(rows) if max_batch is None else max(1, int(max_batch))
-        with model_guard(self).held(what=f"the {self.family} model"):
-            loop = BatchLoop()
-            waiting = list(enumerate(rows))
-            try:
-                while waiting or len(loop):
-                    while waiting and len(loop) < limit:
-                        index, (session, request) = waiting.pop(0)
-                        loop.add(index, session, request)
-                    yield from loop.step()
-            finally:
-                loop.close()
+        return stream_rows(self, rows, max_batch=max_batch)
 
     def run_batch(self, rows: Sequence[tuple[Session, TaskRequest]], *, return_exceptions: bool = False,
                   max_batch: int | None = None) -> BatchResults:
         """The results of :meth:`stream_batch`, in row order, with the batch's ``wall_s``; a failing
         row raises its error (``return_exceptions``: the error takes its place, the others go on)."""
-        from .batching import BatchResults
-        from .metrics import Stopwatch
+        return run_rows(self, rows, return_exceptions=return_exceptions, max_batch=max_batch)
 
-        clock = Stopwatch()
-        results: list = [None] * len(rows)
-        stream = self.stream_batch(rows, max_batch=max_batch)
-        try:
-            for event in stream:
-                if event.error is not None:
-                    if not return_exceptions:
-                        raise event.error
-                    results[event.key] = event.error
-                elif event.event is not None and event.event.is_final:
-                    results[event.key] = event.event.result
-        finally:
-            stream.close()
-        out = BatchResults(results)
-        out.wall_s = clock.elapsed()
-        return out
+    @staticmethod
+    def families_with_task(task: Task) -> list[str]:
+        """The installed families that do ``task`` (a refusal's hint): none known until the loader sets
+        the registry's lookup on the model (``engine.loader.load_planned``)."""
+        return []
+
+    #: How many requests a batch holds by default, per device type: the family's
+    #: (``FamilyPlugin.max_batch``, set on the model when the plugin loads it)
+    max_batch_by_device: dict[str, int] = {"cpu": 8, "cuda": 8, "mps": 8}
 
     def default_max_batch(self) -> int:
         """The batch size this family defaults to on this model's device (``FamilyPlugin.max_batch``)."""
         from .device import device_of
-        from .registry import get_family
 
-        try:
-            plugin = get_family(self.family)
-        except AudiocppError:  # a family not in the registry (a test's own): the engine's default
-            return 8
-        return plugin.default_max_batch(device_of(self.load_options).type)
+        return self.max_batch_by_device.get(device_of(self.load_options).type, 8)
 
-    def batcher(self, max_batch: int | None = None, *, window_s: float | None = None) -> Batcher:
-        """The model's batcher (made on first use): requests submitted from any thread join the
-        running batch at its next step and leave when done (engine.batching.Batcher). Arguments
-        given here update its limits; ``max_batch`` defaults to :meth:`default_max_batch`."""
-        from .batching import Batcher
+    def executor(self, max_batch: int | None = None, *, window_s: float | None = None) -> LocalExecutor:
+        """The model's in-process executor (made on first use): requests submitted from any thread join
+        the running batch at its next step and leave when done (engine.execution.LocalExecutor).
+        Arguments given here update its limits; ``max_batch`` defaults to :meth:`default_max_batch`."""
         from .guard import _CREATE
 
         with _CREATE:
-            batcher = self.__dict__.get("_audiocpp_batcher")
-            if batcher is None or batcher.closed:
+            executor = self.__dict__.get("_audiocpp_executor")
+            if executor is None or executor.closed:
                 rows = self.default_max_batch() if max_batch is None else max_batch
-                batcher = Batcher(self, max_batch=rows, window_s=0.0 if window_s is None else window_s)
-                self.__dict__["_audiocpp_batcher"] = batcher
-                return batcher
-        batcher.configure(max_batch=max_batch, window_s=window_s)
-        return batcher
+                executor = LocalExecutor(self, max_batch=rows, window_s=0.0 if window_s is None else window_s)
+                self.__dict__["_audiocpp_executor"] = executor
+                return executor
+        executor.configure(max_batch=max_batch, window_s=window_s)
+        return executor
 
     def named_voices(self) -> list[dict[str, Any]]:
         """The model's built-in voices (request option ``voice``): ``{"name", "language", "language_name",

@@ -33,7 +33,7 @@ class FamilyPlugin:
 
     name: str = ""
     spec_file: str | Path | None = None
-    #: How many requests a batch holds by default, per device type (``model.batcher()``, ``serve
+    #: How many requests a batch holds by default, per device type (``model.executor()``, ``serve
     #: --max-batch``, ``batch --batch-size``): what the family's batch benchmarks support
     #: (docs/batching.md). 1 where batching does not pay (the batcher then runs one at a time).
     max_batch: dict[str, int] = {"cpu": 8, "cuda": 8, "mps": 8}
@@ -86,7 +86,9 @@ class FamilyPlugin:
 
         self.ensure_runnable()
         options = resolve_options(self.spec, "load", load_options)
-        return self._load(Path(path), options)
+        model = self._load(Path(path), options)
+        model.max_batch_by_device = dict(self.max_batch)
+        return model
 
     def _load(self, path: Path, options: dict[str, Any]) -> LoadedModel:
         raise NotImplementedError(f"family {self.name!r} does not implement loading")

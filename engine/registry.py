@@ -14,6 +14,7 @@ from pathlib import Path
 from .detect import PathFacts
 from .errors import AudiocppError, ModelError, UsageError, did_you_mean
 from .plugin import FamilyPlugin
+from .tasks import Task
 
 GROUP = "audiocpp.families"
 
@@ -196,3 +197,13 @@ def resolve_family(path: str | Path | None, family: str | None) -> FamilyPlugin:
     if path is None:
         raise UsageError("no model given", hint="pass --model PATH, or --family NAME to use its demo model")
     return detect_family(path)
+
+
+def families_with_task(task: Task) -> list[str]:
+    """Installed, runnable families whose spec offers ``task`` (a hint's list: never raises)."""
+    try:
+        found = families()
+    except Exception:  # noqa: BLE001 - a hint must never fail the error it decorates
+        return []
+    return sorted(name for name, plugin in found.items()
+                  if plugin.spec.runnable and task.value in plugin.spec.tasks)

@@ -8,7 +8,7 @@ multi-reference JSON, a language name) stay in the family's ``Session._validate`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -137,11 +137,11 @@ def check_reference_length(duration: float, cap: float | None, *, transcript: bo
     return True
 
 
-def check_task_and_mode(spec: ModelSpec, task: Task, mode: Any) -> None:
-    """The family offers ``task`` in ``mode``; a task it lacks names the installed families that do it."""
+def check_task_and_mode(spec: ModelSpec, task: Task, mode: Any, *, others: Sequence[str] = ()) -> None:
+    """The family offers ``task`` in ``mode``; a task it lacks names ``others``, the installed families
+    that do it, where the caller knows them (``registry.families_with_task``)."""
     if task.value not in spec.tasks:
         offered = ", ".join(Task(t).cli_name for t in spec.tasks)
-        others = families_with_task(task)
         hint = f"{spec.family} supports: {offered}"
         if "built_in_voices" in (spec.capabilities.get("tts") or ()) and task is Task.CLONE:
             hint += " (it speaks in its named voices: --voice; `audiocpp voices` lists them)"
@@ -151,15 +151,3 @@ def check_task_and_mode(spec: ModelSpec, task: Task, mode: Any) -> None:
     if mode.value not in spec.modes:
         raise UsageError(f"{spec.family} does not support mode {mode.value!r}",
                          hint=f"{spec.family} supports: {', '.join(spec.modes)}")
-
-
-def families_with_task(task: Task) -> list[str]:
-    """Installed, runnable families whose spec offers ``task`` (specs only, nothing imported)."""
-    from .registry import families
-
-    try:
-        found = families()
-    except Exception:  # noqa: BLE001 - a hint must never fail the error it decorates
-        return []
-    return sorted(name for name, plugin in found.items()
-                  if plugin.spec.runnable and task.value in plugin.spec.tasks)

@@ -13,11 +13,13 @@ import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Hashable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from . import fs
+from .batching import Op
+from .cache import ContentCache
 from .errors import AudiocppWarning, UsageError
-from .guard import model_guard
+from .execution import BatchResults, Job, LocalExecutor, RowEvent, run_rows, stream_rows
 from .pauses import run_script
 from .progress import NullProgress, Progress
 from .records import (
@@ -39,14 +41,11 @@ from .request_rules import (
     check_request,
     check_text,
 )
+from .spec.model import ModelSpec
 from .spec.options import resolve_options
 from .tasks import Mode, Task
 from .text.markup import parse_markup, script_text
 
-if TYPE_CHECKING:
-
-    from .batching import BatchResults, Op, RowEvent
-    from .model import LoadedModel
 
 def cap_reference(audio: AudioBuffer, cap: float, name: str) -> AudioBuffer:
     """``audio`` cut at a pause to at most 3/4 of ``cap`` seconds (at ``cap`` = 20 s, upstream
@@ -70,10 +69,24 @@ def cap_reference(audio: AudioBuffer, cap: float, name: str) -> AudioBuffer:
     )
     return trimmed
 
+class SessionModel(Protocol):
+    """What a session needs of its loaded model (engine/model.py's ``LoadedModel``; a family's session
+    annotates its own subclass)."""
+
+    spec: ModelSpec
+    family: str
+    sample_rate: int
+    reference_cache: ContentCache
+
+    def executor(self) -> LocalExecutor: ...
+
+    def load_voice_prompt(self, path: Path) -> VoicePrompt: ...
+
+
 class Session(ABC):
     """Base class of family sessions (one task and mode, typed session options)."""
 
-    def __init__(self, model: LoadedModel, task: Task, mode: Mode, options: dict[str, Any]) -> None:
+    def __init__(self, model: SessionModel, task: Task, mode: Mode, options: dict[str, Any]) -> None:
         self.model = model
         self.spec = model.spec
         self.family = model.family
@@ -93,34 +106,22 @@ class Session(ABC):
     # -- public API ------------------------------------------------------------------
     def run(self, request: TaskRequest, *, progress: Progress | None = None) -> TaskResult:
         """Synthesize and return the final result (in streaming mode too)."""
-        result = None
-        for event in self.stream(request, progress=progress):
-            if event.is_final:
-                result = event.result
-        assert result is not None
-        return result
+        return self.submit(request, progress=progress).result()
 
     def stream(self, request: TaskRequest, *, progress: Progress | None = None) -> Iterator[StreamEvent]:
-        """Yield ``audio`` events as the family produces them, then one ``final`` event. The model's
-        guard is held from preparing the request to the final event: sessions of one model run one
-        at a time, from any number of threads (engine/guard.py); finish or close() a stream."""
-        with model_guard(self.model).held(what=f"the {self.family} model"):
-            yield from self._stream(request, progress=progress)
-
-    def _stream(self, request: TaskRequest, *, progress: Progress | None = None) -> Iterator[StreamEvent]:
-        """One request is a batch of one: the same loop runs it (engine.batching)."""
-        from .batching import BatchLoop
-
-        loop = BatchLoop()
-        loop.add(0, self, request, progress=progress)
+        """Yield ``audio`` events as the family produces them, then one ``final`` event. Closing the
+        iterator early cancels the request."""
+        job = self.submit(request, progress=progress)
         try:
-            while len(loop):
-                for row_event in loop.step():
-                    if row_event.error is not None:
-                        raise row_event.error
-                    yield row_event.event
+            yield from job.events()
         finally:
-            loop.close()
+            job.cancel()
+
+    def submit(self, request: TaskRequest | PreparedRequest, *, progress: Progress | None = None,
+               owner: str = "") -> Job:
+        """Queue ``request`` on the model's executor (``model.executor()``: it joins the running batch of
+        the model at its next step) and return its job at once (events, result, cancel)."""
+        return self.model.executor().submit(request, session=self, progress=progress, owner=owner)
 
     # -- many requests in one forward pass ----------------------------------------------------
     def run_batch(self, requests: Sequence[TaskRequest], *, return_exceptions: bool = False) -> BatchResults:
@@ -129,13 +130,13 @@ class Session(ABC):
         equal to float rounding, docs/batching.md). Results come in request order, with the batch's
         ``wall_s``. A failing request raises its error (``return_exceptions``: it takes its place
         in the list instead, and the others go on)."""
-        return self.model.run_batch([(self, r) for r in requests], return_exceptions=return_exceptions)
+        return run_rows(self.model, [(self, r) for r in requests], return_exceptions=return_exceptions)
 
     def stream_batch(self, requests: Sequence[TaskRequest]) -> Iterator[RowEvent]:
         """``requests`` as one batch, streamed: ``RowEvent``s tagged with the request's index, each
         request's events in order (its audio pieces, then its final event, or its ``error``),
         requests interleaved as their rows produce them."""
-        return self.model.stream_batch([(self, r) for r in requests])
+        return stream_rows(self.model, [(self, r) for r in requests])
 
     # -- preparation -----------------------------------------------------------------
     def prepare(self, request: TaskRequest, *, progress: Progress | None = None) -> PreparedRequest:

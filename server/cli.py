@@ -329,6 +329,7 @@ def build_state(args: ServeArgs, planned: Planned | None = None):
     from .models import load_models
     from .request_log import RequestLog
     from .scheduler import ModelWorker
+    from .speech import synthesize
     from .state import ServerState
 
     planned = planned or plan(args)
@@ -342,7 +343,7 @@ def build_state(args: ServeArgs, planned: Planned | None = None):
                                  on_cancel=lambda name=name: metrics.count_cancelled(name),
                                  on_group=lambda size, name=name: metrics.observe_batch(name, size),
                                  on_join=lambda waited, name=name: metrics.observe_join_wait(name, waited),
-                                 max_queue_per_key=per_key if keyed else None)
+                                 max_queue_per_key=per_key if keyed else None, synthesize=synthesize)
                for name, served in models.items()}
     extra = {"limits": planned.limits} if planned.limits is not None else {}
     return ServerState(models=models, workers=workers, voices=planned.voices, metrics=metrics,

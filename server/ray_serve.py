@@ -66,7 +66,7 @@ from .errors import ApiError, Busy, from_engine_error
 from .metrics import ServerMetrics, _labels
 from .models import ModelArg, ServedModel, plan_models
 from .scheduler import Cancelled, Job, ModelWorker, as_asyncio
-from .speech import SpeechPlan
+from .speech import SpeechPlan, synthesize
 from .voices import REFERENCE_RE, StoredVoice, VoiceStore
 
 APP_NAME = "audiocpp"
@@ -526,7 +526,8 @@ class ModelReplica:
                                   on_cancel=lambda: metrics.count_cancelled(name),
                                   on_group=lambda size: metrics.observe_batch(name, size),
                                   on_join=lambda waited: metrics.observe_join_wait(name, waited),
-                                  max_queue_per_key=per_key if info.get("keyed") else None)
+                                  max_queue_per_key=per_key if info.get("keyed") else None,
+                                  synthesize=synthesize)
         self.cache = Path(tempfile.mkdtemp(prefix="audiocpp-voices-"))
         self.voices = ReplicaVoices(RemoteVoiceStore(voice_store_actor(args.voices_dir)), self.cache)
         self.served_count = 0

@@ -3,7 +3,7 @@
 Each served model has a :class:`ModelWorker`: a pool of ``max_concurrency`` threads, an
 admission count bounded by ``max_concurrency + max_queue`` (a request beyond it is refused
 at once with 429 and ``Retry-After``, never parked), and the model's batcher
-(``engine.batching.Batcher``, ``max_batch`` rows): a worker thread submits its request and forwards
+(``engine.execution.LocalExecutor``, ``max_batch`` rows): a worker thread submits its request and forwards
 the request's events; the batcher runs every submitted request as a row of one batch, so concurrent
 requests share each forward pass (autoregressive families join at the next decode step and leave
 when done; OmniVoice groups what arrives within ``window_s``). ``max_batch=1`` runs one request at a
@@ -32,13 +32,13 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from audiocpp.engine.batching import Cancelled
+from audiocpp.engine.execution import Cancelled
 from audiocpp.engine.progress import Progress
 
 from .errors import ApiError, Busy
 
 if TYPE_CHECKING:
-    from audiocpp.engine.batching import BatchJob
+    from audiocpp.engine.execution import Job as BatchJob
     from audiocpp.engine.model import LoadedModel
     from audiocpp.engine.records import StreamEvent, TaskRequest
 
@@ -125,14 +125,17 @@ class ModelWorker:
                  max_batch: int = 1, window_s: float = 0.0, on_cancel: Callable[[], None] | None = None,
                  on_group: Callable[[int], None] | None = None,
                  on_join: Callable[[float], None] | None = None,
-                 max_queue_per_key: int | None = None) -> None:
+                 max_queue_per_key: int | None = None,
+                 synthesize: Callable[..., Any] | None = None) -> None:
         self.name = name
+        #: ``speech.synthesize``: what :meth:`submit_speech` runs (given by whoever builds the worker)
+        self.synthesize = synthesize
         self.on_cancel = on_cancel
         self.max_concurrency = max(1, int(max_concurrency))
         self.max_queue = max(0, int(max_queue))
         self.capacity = self.max_concurrency + self.max_queue
         self.max_batch = max(1, int(max_batch))
-        self.batcher = model.batcher(max_batch=self.max_batch, window_s=window_s)
+        self.batcher = model.executor(max_batch=self.max_batch, window_s=window_s)
         self.batcher.on_group = on_group
         if on_join is not None:
             self.batcher.on_join = lambda job: on_join((job.joined or job.submitted) - job.submitted)
@@ -192,8 +195,8 @@ class ModelWorker:
         """Synthesize a planned request (``speech.synthesize``) on a worker thread, fairly by its key; its
         future gives ``(TaskResult, encoded bytes)``. ``keep_audio``: the result's audio is needed by
         the caller (always kept here; a remote worker on Ray Serve sends it back only when asked)."""
-        from .speech import synthesize
-
+        synthesize = self.synthesize
+        assert synthesize is not None, "a ModelWorker that runs speech is given speech.synthesize"
         return self.submit(lambda j: synthesize(plan, j, self, voices), job, plan.principal.queue_key)
 
     def _dispatch(self) -> None:

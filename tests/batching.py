@@ -93,9 +93,9 @@ def compare_rows(model: Any, rows: list[tuple[Session, TaskRequest]], outputs: O
 def join_while_running(model: Any, rows: list[tuple[Session, TaskRequest]], outputs: Outputs, *,
                        alone: list[TaskResult], gap_s: float = 0.05, max_batch: int = 8,
                        latent_tol: float | None = None) -> Report:
-    """Rows submitted to ``model.batcher()`` from threads, ``gap_s`` apart: each joins the batch
+    """Rows submitted to ``model.executor()`` from threads, ``gap_s`` apart: each joins the batch
     that is running; every result is its lone run's."""
-    batcher = model.batcher(max_batch=max_batch)
+    batcher = model.executor(max_batch=max_batch)
     jobs: dict[int, Any] = {}
 
     def submit(i: int) -> None:

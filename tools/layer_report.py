@@ -4,8 +4,9 @@ crosses.
 
     python tools/layer_report.py [--trace]
 
-- **import cycles**: strongly connected groups of audiocpp modules in the graph of imports that run
-  (imports under ``if TYPE_CHECKING:`` are left out: they never execute), from the source, by AST;
+- **import cycles**: strongly connected groups of audiocpp modules in the graph of imports, from the
+  source, by AST: every import counts, at module level, inside functions and under
+  ``if TYPE_CHECKING:`` (a type-only import is still a dependency a reader follows);
 - **layer rule**: the engine imports no command line, server or batch module; the server and batch
   jobs import no command-line module; a family imports only the engine and its variant base
   (``audiocpp.families.<base>``), never another family's internals;
@@ -26,8 +27,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 #: source folder -> the import name it is mapped to (pyproject's package-dir)
 ROOTS = {"engine": "audiocpp.engine", "families": "audiocpp.families", "server": "audiocpp.server",
-         "batch": "audiocpp.batch", "cli": "audiocpp.cli", "model_specs": "audiocpp.model_specs"}
-ABOVE_ENGINE = ("audiocpp.cli", "audiocpp.server", "audiocpp.batch")
+         "batch": "audiocpp.batch", "book": "audiocpp.book", "cli": "audiocpp.cli",
+         "model_specs": "audiocpp.model_specs"}
+ABOVE_ENGINE = ("audiocpp.cli", "audiocpp.server", "audiocpp.batch", "audiocpp.book")
 
 
 def modules() -> dict[str, Path]:
@@ -43,23 +45,13 @@ def modules() -> dict[str, Path]:
     return out
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
 def imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The audiocpp modules ``name`` imports when it runs (any depth: function-level imports count)."""
+    """The audiocpp modules ``name`` imports (any depth: function-level and type-only imports count)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
-            for child in node.orelse:
-                visit(child)
-            return
         if isinstance(node, ast.Import):
             for alias in node.names:
                 found.add(alias.name)
@@ -142,8 +134,9 @@ def layer_violations(edges: dict[str, set[str]]) -> list[str]:
         for target in targets:
             if name.startswith("audiocpp.engine") and target.startswith(ABOVE_ENGINE):
                 bad.append(f"{name} -> {target} (the engine imports nothing above it)")
-            if name.startswith(("audiocpp.server", "audiocpp.batch")) and target.startswith("audiocpp.cli"):
-                bad.append(f"{name} -> {target} (the command line sits above the server and batch jobs)")
+            if name.startswith(("audiocpp.server", "audiocpp.batch", "audiocpp.book")) and \
+                    target.startswith("audiocpp.cli"):
+                bad.append(f"{name} -> {target} (the command line sits above the server, batch and book)")
             if name.startswith("audiocpp.families."):
                 family = name.split(".")[2]
                 if target.startswith(ABOVE_ENGINE):
@@ -189,8 +182,8 @@ def main(argv: list[str]) -> int:
     edges = graph()
     groups = cycles(edges)
     bad = layer_violations(edges)
-    print(f"modules: {len(edges)}, import edges that run: {sum(len(v) for v in edges.values())}")
-    print(f"import cycles (type-only imports excluded): {len(groups)}")
+    print(f"modules: {len(edges)}, import edges: {sum(len(v) for v in edges.values())}")
+    print(f"import cycles (every import counted, type-only and in functions too): {len(groups)}")
     for group in groups:
         print("  " + " <-> ".join(group))
     print(f"layer violations: {len(bad)}")

@@ -1,19 +1,15 @@
-"""Many requests in one forward pass: row programs, batchable ops, the batch loop and the batcher.
+"""Row programs and batchable ops: what a family's ``_synthesize`` is made of.
 
-A family session's ``_synthesize`` is a *row program*: a generator that yields audio pieces and,
-where it needs heavy compute, :class:`Op` objects (``result = yield op``). Run alone, the engine
-executes each op at once (a group of one). In a batch, the :class:`BatchLoop` advances every row
-until it waits on an op, runs the waiting ops in groups of compatible ones (one call, many rows),
-hands each row its result, and repeats; rows join before any step and leave when they end. A
-family without ops still works in a batch: its rows simply run one after another.
+A family session's ``_synthesize`` is a *row program*: a generator that yields audio pieces and, where it
+needs heavy compute, :class:`Op` objects (``result = yield op``). Run alone, each op runs at once (a group
+of one). In a batch, the executor's loop (engine/execution/loop.py) advances every row until it waits on
+an op, runs the waiting ops in groups of compatible ones (one call, many rows), hands each row its result,
+and repeats; rows join before any step and leave when they end. A family without ops still works in a
+batch: its rows simply take turns.
 
-- :mod:`.ops`: the op protocol and :func:`relay` for nested row programs;
-- :mod:`.loop`: :class:`BatchLoop` (one thread, no locks) and the per-row bookkeeping;
-- :mod:`.batcher`: :class:`Batcher`, thread-safe, requests join and leave while it runs.
+:mod:`.ops`: the op protocol, :func:`relay` for nested row programs, :func:`run_now` outside a batch.
 """
 
-from .batcher import Batcher, BatchJob
-from .loop import BatchLoop, BatchResults, Cancelled, RowEvent
-from .ops import Op, relay
+from .ops import Op, relay, run_now
 
-__all__ = ["BatchJob", "BatchLoop", "BatchResults", "Batcher", "Cancelled", "Op", "RowEvent", "relay"]
+__all__ = ["Op", "relay", "run_now"]

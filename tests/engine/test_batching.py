@@ -1,5 +1,5 @@
-"""engine.batching: run_batch / stream_batch, grouping of ops, rows leaving and failing alone, and the
-thread-safe batcher (joining a running batch, cancelling one request, the window, closing).
+"""engine.execution: run_batch / stream_batch, grouping of ops, rows leaving and failing alone, and the
+thread-safe in-process executor (joining a running batch, cancelling one request, the window, closing).
 
 Families without ops (the toy family) run through the same API, their rows taking turns; a
 test-local session yields ``AddOp``s to watch how the loop groups them.
@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from audiocpp.engine import Mode, Task, TaskRequest, UsageError
-from audiocpp.engine.batching import Cancelled, Op
+from audiocpp.engine.batching import Op
+from audiocpp.engine.execution import Cancelled
 from audiocpp.engine.records import AudioBuffer
 from audiocpp.engine.session import Session, Synthesis
 
@@ -148,7 +149,7 @@ def test_sessions_of_another_model_are_refused(toy_model, toy_plugin, toy_model_
 
 # -- the batcher ---------------------------------------------------------------------------------
 def test_a_request_joins_a_running_batch_and_leaves_before_it(toy_model) -> None:
-    batcher = toy_model.batcher(max_batch=4)
+    batcher = toy_model.executor(max_batch=4)
     session = counting(toy_model)
     try:
         long = batcher.submit(TaskRequest(text="slow" + "x" * 96, seed=0), session=session)
@@ -164,7 +165,7 @@ def test_a_request_joins_a_running_batch_and_leaves_before_it(toy_model) -> None
 
 
 def test_cancelling_one_request_stops_only_it(toy_model) -> None:
-    batcher = toy_model.batcher(max_batch=4)
+    batcher = toy_model.executor(max_batch=4)
     session = counting(toy_model)
     try:
         a = batcher.submit(TaskRequest(text="slow" + "x" * 200, seed=0), session=session)
@@ -183,7 +184,7 @@ def test_cancelling_one_request_stops_only_it(toy_model) -> None:
 
 
 def test_requests_within_the_window_start_together(toy_model) -> None:
-    batcher = toy_model.batcher(max_batch=8, window_s=0.3)
+    batcher = toy_model.executor(max_batch=8, window_s=0.3)
     try:
         jobs = [batcher.submit(TaskRequest(text="abc", seed=i), task="tts") for i in range(3)]
         # toy sessions yield no ops; use counting sessions for the group sizes
@@ -203,7 +204,7 @@ def test_requests_within_the_window_start_together(toy_model) -> None:
 
 
 def test_streaming_jobs_yield_their_events(toy_model) -> None:
-    batcher = toy_model.batcher()
+    batcher = toy_model.executor()
     try:
         job = batcher.submit(TaskRequest(text="a bb ccc", seed=3), task="tts", mode="streaming")
         events = list(job.events(timeout=30))
@@ -214,7 +215,7 @@ def test_streaming_jobs_yield_their_events(toy_model) -> None:
 
 
 def test_bad_sessions_fail_at_submit_bad_requests_in_their_job(toy_model) -> None:
-    batcher = toy_model.batcher()
+    batcher = toy_model.executor()
     try:
         with pytest.raises(UsageError, match="does not support task"):
             batcher.submit(TaskRequest(text="x"), task="clon")
@@ -227,7 +228,7 @@ def test_bad_sessions_fail_at_submit_bad_requests_in_their_job(toy_model) -> Non
 
 
 def test_closing_cancels_waiting_requests_and_refuses_new_ones(toy_model) -> None:
-    batcher = toy_model.batcher(max_batch=1)
+    batcher = toy_model.executor(max_batch=1)
     session = counting(toy_model)
     running = batcher.submit(TaskRequest(text="slow" + "x" * 300, seed=0), session=session)
     queued = batcher.submit(TaskRequest(text="abc", seed=0), session=session)
@@ -238,25 +239,42 @@ def test_closing_cancels_waiting_requests_and_refuses_new_ones(toy_model) -> Non
             job.result(timeout=30)
     with pytest.raises(UsageError, match="closed"):
         batcher.submit(TaskRequest(text="x"))
-    assert toy_model.batcher() is not batcher  # a closed batcher is replaced
+    assert toy_model.executor() is not batcher  # a closed batcher is replaced
 
 
-def test_waiting_on_a_job_while_holding_the_model_is_refused(toy_model) -> None:
-    batcher = toy_model.batcher()
-    try:
-        job = batcher.submit(TaskRequest(text="abc", seed=1))
-        stream = toy_model.session("tts", "streaming").stream(TaskRequest(text="a b", seed=1))
-        next(stream)  # this thread now holds the model's guard
-        with pytest.raises(UsageError, match="wait forever"):
-            job.result(timeout=1)
-        stream.close()
-        assert job.result(timeout=30).audio.num_samples > 0
-    finally:
-        batcher.close()
+def test_a_second_stream_in_one_thread_joins_the_batch(toy_model) -> None:
+    """Streams no longer hold the model in the caller's thread: two open at once in one thread are two
+    rows of the executor's batch, each with its own events."""
+    session = counting(toy_model, Mode.STREAMING)
+    first = session.stream(TaskRequest(text="abcd", seed=1))
+    assert next(first).kind == "audio"
+    second = list(session.stream(TaskRequest(text="ab", seed=2)))
+    assert [e.kind for e in second] == ["audio", "audio", "final"] and second[-1].result.details["value"] == 4
+    assert [e.kind for e in first] == ["audio"] * 3 + ["final"]
+
+
+def test_waiting_where_the_batch_cannot_run_is_refused(toy_model) -> None:
+    executor = toy_model.executor()
+    session = counting(toy_model)
+    seen: list[BaseException] = []
+
+    def inside(job) -> None:  # a done-callback runs in the executor's thread
+        try:
+            executor.submit(TaskRequest(text="ab", seed=1), session=session).result(timeout=1)
+        except UsageError as error:
+            seen.append(error)
+
+    job = executor.submit(TaskRequest(text="abc", seed=1), session=session)
+    job.add_done_callback(inside)
+    job.result(timeout=30)
+    assert seen and "would wait forever" in str(seen[0])
+    with toy_model.guard.held():  # a thread holding the model (a family hook)
+        with pytest.raises(UsageError, match="would wait forever"):
+            executor.submit(TaskRequest(text="ab", seed=1), session=session).result(timeout=1)
 
 
 def test_threads_submitting_at_once_each_get_their_own_result(toy_model) -> None:
-    batcher = toy_model.batcher(max_batch=3)
+    batcher = toy_model.executor(max_batch=3)
     session = counting(toy_model)
     results: dict[int, float] = {}
 
@@ -289,7 +307,7 @@ def test_batch_sizes_default_to_what_batching_gains_per_family_and_device() -> N
         assert get_family(family).default_max_batch("cpu") == 8
     demo = ac.load(family="omnivoice")
     assert demo.default_max_batch() == 1
-    batcher = demo.batcher()
+    batcher = demo.executor()
     try:
         assert batcher.max_batch == 1
     finally:

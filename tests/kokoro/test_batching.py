@@ -65,8 +65,8 @@ def test_streaming_row_beside_offline_rows(model, alone) -> None:
     close(results[1], single)
 
 
-def test_batcher_rows_from_threads(model, alone) -> None:
-    batcher = model.batcher(max_batch=4)
+def test_executor_rows_from_threads(model, alone) -> None:
+    batcher = model.executor(max_batch=4)
     jobs: list = [None] * len(alone)
     reqs = requests()
 

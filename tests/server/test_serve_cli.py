@@ -129,11 +129,12 @@ def test_internal_failure_is_a_500_and_the_server_stays_up(tmp_path: Path) -> No
     from audiocpp.server.metrics import ServerMetrics
     from audiocpp.server.models import ServedModel
     from audiocpp.server.scheduler import ModelWorker
+    from audiocpp.server.speech import synthesize
     from audiocpp.server.voices import VoiceStore
 
     served = ServedModel("broken", BrokenModel(get_family("omnivoice").spec, None))
     state = ServerState(models={"broken": served},
-                        workers={"broken": ModelWorker("broken", served.model, 1, 2)},
+                        workers={"broken": ModelWorker("broken", served.model, 1, 2, synthesize=synthesize)},
                         voices=VoiceStore(tmp_path / "voices"), metrics=ServerMetrics())
     with TestClient(create_app(state), client=("127.0.0.1", 50000)) as http:  # /metrics: this machine
         for stream_format in (None, "sse", "audio"):

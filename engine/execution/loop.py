@@ -1,6 +1,6 @@
 """The batch loop: rows (one request each) advanced together, their ops run in groups.
 
-One thread drives a :class:`BatchLoop` (the caller of ``run_batch``, or a :class:`Batcher`'s worker)
+One thread drives a :class:`BatchLoop` (an in-process executor's worker, engine/execution/local.py)
 and holds the model's guard while it does; the loop itself takes no locks. Each :meth:`BatchLoop.step`
 
 1. advances every row that is not waiting on an op until it yields an op, yields an audio piece
@@ -16,41 +16,38 @@ call fails is run again op by op, so one bad row cannot take the others with it.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Hashable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Generator, Hashable, Iterator
+from typing import Any, Protocol
 
+from ..batching.ops import Op
 from ..errors import AudiocppWarning
 from ..metrics import Stopwatch, peak_rss_mb
 from ..nn.cpu_isa import level as cpu_level
-from ..records import AudioBuffer, AudioPiece, Metrics, PreparedRequest, StreamEvent, Synthesis, TaskResult
-from .ops import Op
+from ..progress import Progress
+from ..records import (
+    AudioBuffer,
+    AudioPiece,
+    Metrics,
+    PreparedRequest,
+    StreamEvent,
+    Synthesis,
+    TaskRequest,
+    TaskResult,
+)
+from ..tasks import Mode, Task
+from .jobs import Cancelled, RowEvent
 
-if TYPE_CHECKING:
-    from ..progress import Progress
-    from ..records import TaskRequest
-    from ..session import Session
 
+class RowSession(Protocol):
+    """What the loop needs of a session (engine/session.py's ``Session``): to prepare a request and
+    to give its row program."""
 
-class Cancelled(Exception):
-    """The request was cancelled (by its caller, or because its consumer went away)."""
+    task: Task
+    mode: Mode
 
+    def prepare(self, request: TaskRequest, *, progress: Progress | None = None) -> PreparedRequest: ...
 
-@dataclass(repr=False)
-class RowEvent:
-    """An event of the request ``key``: a stream event, or the error that ended it."""
-
-    key: Hashable
-    event: StreamEvent | None = None
-    error: BaseException | None = None
-
-    @property
-    def is_final(self) -> bool:
-        return self.error is not None or (self.event is not None and self.event.is_final)
-
-    def __repr__(self) -> str:
-        what = self.event if self.error is None else self.error
-        return f"RowEvent(key={self.key!r}, {what!r})"
+    def program(self, request: PreparedRequest) -> Generator[Any, Any, Synthesis]: ...
 
 
 class BatchResults(list):
@@ -60,7 +57,7 @@ class BatchResults(list):
 
 
 class _Row:
-    def __init__(self, key: Hashable, session: Session, request: TaskRequest | PreparedRequest,
+    def __init__(self, key: Hashable, session: RowSession, request: TaskRequest | PreparedRequest,
                  progress: Progress | None, queued_s: float) -> None:
         self.key, self.session, self.progress = key, session, progress
         self.request = request
@@ -100,7 +97,7 @@ class BatchLoop:
     def keys(self) -> list[Hashable]:
         return [row.key for row in self._rows]
 
-    def add(self, key: Hashable, session: Session, request: TaskRequest | PreparedRequest, *,
+    def add(self, key: Hashable, session: RowSession, request: TaskRequest | PreparedRequest, *,
             progress: Progress | None = None, queued_s: float = 0.0) -> None:
         """A new row; it joins at the next :meth:`step`. ``request`` may already be prepared
         (``session.prepare``: its checks and warnings then happened in the caller)."""

@@ -1,0 +1,213 @@
+"""A submitted request: its events as they come (to a thread or to asyncio), its result, its cancellation,
+and the two ways a submission ends early: :class:`Cancelled` and :class:`Busy` (back-pressure).
+
+Every executor hands back a :class:`Job`; whoever runs the request calls :meth:`Job.deliver` with each of
+its events, from any thread. A consumer reads them once, either way:
+
+- ``for event in job.events()`` in a thread (blocks between events);
+- ``async for event in job`` in an event loop: the executor's thread wakes the loop with
+  ``call_soon_threadsafe``, so no thread waits per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
+from dataclasses import dataclass
+
+from ..errors import AudiocppError, UsageError
+from ..records import StreamEvent, TaskResult
+
+
+class Cancelled(Exception):
+    """The request was cancelled (by its caller, a client that went away, a deadline, shutdown)."""
+
+
+class Busy(AudiocppError):
+    """The executor's queue is full (``reason="queue"``), or the owner's share of it is (``"owner"``):
+    refused at once, never parked. ``retry_after``: seconds until a retry is likely to be admitted."""
+
+    def __init__(self, message: str, *, retry_after: int, reason: str = "queue", waiting: int = 0) -> None:
+        super().__init__(message, hint=f"retry in about {retry_after} s")
+        self.retry_after = retry_after
+        self.reason = reason
+        self.waiting = waiting
+
+
+@dataclass(repr=False)
+class RowEvent:
+    """An event of the request ``key``: a stream event, or the error that ended it."""
+
+    key: Hashable
+    event: StreamEvent | None = None
+    error: BaseException | None = None
+
+    @property
+    def is_final(self) -> bool:
+        return self.error is not None or (self.event is not None and self.event.is_final)
+
+    def __repr__(self) -> str:
+        what = self.event if self.error is None else self.error
+        return f"RowEvent(key={self.key!r}, {what!r})"
+
+
+class Job:
+    """One submitted request (see the module docstring). ``owner``: who asked (a server's key), for the
+    executor's admission policy; ``submitted`` / ``joined``: when it was queued and when it started."""
+
+    def __init__(self, key: Hashable, owner: str = "", on_cancel: Callable[[Job], None] | None = None,
+                 sink: Callable[[RowEvent], None] | None = None,
+                 before_wait: Callable[[], None] | None = None) -> None:
+        self.key, self.owner = key, owner
+        self._before_wait = before_wait  # raises where waiting would deadlock (the executor's own thread)
+        self._sink = sink  # where the events go instead of this job's own queue (a batch's shared stream)
+        self.submitted = time.perf_counter()
+        self.joined: float | None = None
+        self._on_cancel = on_cancel
+        self._cond = threading.Condition()
+        self._items: deque[RowEvent] = deque()
+        self._loops: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        self._cancelled = False
+        self._result: TaskResult | None = None
+        self._error: BaseException | None = None
+        self._done = False
+        self._callbacks: list[Callable[[Job], None]] = []
+
+    # -- state ----------------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    @property
+    def error(self) -> BaseException | None:
+        """The error that ended the job (None while it runs or when it succeeded)."""
+        return self._error
+
+    @property
+    def outcome(self) -> TaskResult | BaseException | None:
+        """Without waiting: the result, or the error that ended the job, or None while it runs."""
+        return self._error if self._error is not None else self._result
+
+    def cancel(self) -> None:
+        """Stop the request at its executor's next step (the others go on); its events end with
+        :class:`Cancelled`. A no-op once it ended."""
+        if self._done or self._cancelled:
+            return
+        self._cancelled = True
+        if self._on_cancel is not None:
+            self._on_cancel(self)
+
+    def add_done_callback(self, callback: Callable[[Job], None]) -> None:
+        """``callback(job)`` when the job ends, in the thread that ends it (at once if it has ended).
+        Keep it short: an in-process executor's batch waits for it."""
+        with self._cond:
+            if not self._done:
+                self._callbacks.append(callback)
+                return
+        callback(self)
+
+    # -- consuming ------------------------------------------------------------------------------
+    def events(self, timeout: float | None = None) -> Iterator[StreamEvent]:
+        """The request's stream events (audio pieces, then the final one) as they come; raises the
+        request's error. ``timeout``: the most seconds to wait for each. Read them once."""
+        if self._before_wait is not None:
+            self._before_wait()
+        while True:
+            with self._cond:
+                if not self._items and not self._cond.wait_for(lambda: bool(self._items), timeout):
+                    raise TimeoutError(f"no event of the job within {timeout} s")
+                item = self._items.popleft()
+            yield _unwrap(item)
+            if item.is_final:
+                return
+
+    def __aiter__(self) -> AsyncIterator[StreamEvent]:
+        return self._async_events()
+
+    async def _async_events(self) -> AsyncIterator[StreamEvent]:
+        loop = asyncio.get_running_loop()
+        ready = asyncio.Event()
+        with self._cond:
+            self._loops.append((loop, ready))
+        try:
+            while True:
+                with self._cond:
+                    item = self._items.popleft() if self._items else None
+                    if item is None:
+                        ready.clear()
+                if item is None:
+                    await ready.wait()
+                    continue
+                yield _unwrap(item)
+                if item.is_final:
+                    return
+        finally:
+            with self._cond:
+                self._loops.remove((loop, ready))
+
+    def result(self, timeout: float | None = None) -> TaskResult:
+        """The final result (waits for it); raises the request's error."""
+        if self._before_wait is not None and not self._done:
+            self._before_wait()
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._done, timeout):
+                raise TimeoutError(f"the job did not finish within {timeout} s")
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    # -- producing ------------------------------------------------------------------------------
+    def deliver(self, event: RowEvent) -> None:
+        """Hand the consumer one event (from any thread); a final one (or an error) ends the job."""
+        callbacks: list[Callable[[Job], None]] = []
+        with self._cond:
+            if self._done:
+                return
+            if self._sink is None:
+                self._items.append(event)
+            if event.is_final:
+                self._done = True
+                if event.error is not None:
+                    self._error = event.error
+                else:
+                    self._result = event.event.result  # type: ignore[union-attr]
+                callbacks, self._callbacks = self._callbacks, []
+            loops = list(self._loops)
+            self._cond.notify_all()
+        if self._sink is not None:
+            self._sink(event)
+        for loop, ready in loops:
+            try:
+                loop.call_soon_threadsafe(ready.set)
+            except RuntimeError:  # the loop is closed: nobody is reading any more
+                pass
+        for callback in callbacks:
+            callback(self)
+
+
+def _unwrap(item: RowEvent) -> StreamEvent:
+    if item.error is not None:
+        raise item.error
+    assert item.event is not None
+    return item.event
+
+
+def retry_after(mean_wall_s: float, ahead: int, per_wave: int) -> int:
+    """Seconds before a request refused now would likely be admitted: the requests ahead drain
+    ``per_wave`` at a time, each wave about one request's wall (1 to 60 s)."""
+    waves = math.ceil((ahead + 1) / max(1, per_wave))
+    return int(min(60, max(1, math.ceil(mean_wall_s * waves))))
+
+
+def refuse_when_closed(closed: bool) -> None:
+    if closed:
+        raise UsageError("the executor is closed", hint="make a new one (model.executor() does)")

@@ -1,0 +1,325 @@
+"""The in-process executor: requests from any thread (or event loop) join one running batch of a model.
+
+``model.executor()`` owns a worker thread. :meth:`LocalExecutor.submit` queues a request and returns its
+:class:`~.jobs.Job` at once; the worker admits waiting requests into its :class:`~.loop.BatchLoop` at
+every step (up to ``max_batch`` rows), so a new request joins the running batch at its next decode step
+and a finished or cancelled one leaves at once, without holding back the others. When the worker starts
+from idle it first waits ``window_s`` so that requests arriving together start together (OmniVoice's
+steps are few and long: a request that misses the first one would trail its batch by a whole step).
+The worker holds the model's guard while it has rows (engine/guard.py).
+
+Back-pressure: with ``max_queue`` set, at most ``max_batch + max_queue`` requests are admitted (running
+or waiting); one more is refused at once with :class:`~.jobs.Busy` and a ``retry_after``. Which waiting
+request joins next is the :class:`Admission` policy's: first come, first served, unless requests carry
+owners (a server's keys): then the owner with the fewest requests running first, then the owner served
+longest ago, then the oldest request; ``max_waiting_per_owner`` bounds one owner's share of the queue.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+import weakref
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Protocol
+
+from ..errors import UsageError
+from ..guard import model_guard
+from ..progress import Progress
+from ..records import PreparedRequest, TaskRequest, TaskResult
+from ..tasks import Mode, Task
+from .jobs import Busy, Cancelled, Job, RowEvent, retry_after
+from .loop import BatchLoop, RowSession
+
+
+class ExecutorModel(Protocol):
+    """What an executor needs of a loaded model (engine/model.py's ``LoadedModel``)."""
+
+    family: str
+
+    def check_session(self, task: str | Task, mode: str | Mode = Mode.OFFLINE,
+                      session_options: dict[str, Any] | None = None) -> tuple[Task, Mode, dict[str, Any]]: ...
+
+    def create_session(self, task: str | Task, mode: str | Mode = Mode.OFFLINE,
+                       session_options: dict[str, Any] | None = None) -> Any: ...
+
+
+class Admission:
+    """Which waiting request joins next, and whether one more may wait (see the module docstring)."""
+
+    def __init__(self, max_waiting_per_owner: int | None = None) -> None:
+        self.max_waiting_per_owner = max_waiting_per_owner
+        self._turn = 0
+        self._served: dict[str, int] = {}
+
+    def check(self, owner: str, waiting: int, executor: LocalExecutor) -> None:
+        """Raise :class:`Busy` when ``owner`` already has its share (``waiting``) of the queue."""
+        limit = self.max_waiting_per_owner
+        if owner and limit is not None and executor.active >= executor.max_batch and waiting >= limit:
+            raise Busy(f"{executor.name} is busy: this key already has {waiting} requests waiting, its share "
+                       "of the queue", retry_after=executor.retry_after(), reason="owner", waiting=waiting)
+
+    def pick(self, waiting: Sequence[Job], running_by: dict[str, int]) -> Job:
+        """The next job to run among ``waiting`` (oldest first), ``running_by``: rows running per owner."""
+        job = min(waiting, key=lambda j: (running_by.get(j.owner, 0), self._served.get(j.owner, -1), j.key))
+        self._turn += 1
+        self._served[job.owner] = self._turn
+        return job
+
+
+class _Submission:
+    """What a job needs to join the batch: its session (or how to make one), request and progress."""
+
+    def __init__(self, job: Job, session_key: Hashable, session: RowSession | None,
+                 session_args: tuple[Any, Any, dict[str, Any] | None],
+                 request: TaskRequest | PreparedRequest, progress: Progress | None) -> None:
+        self.job, self.session_key, self.session, self.session_args = job, session_key, session, session_args
+        self.request, self.progress = request, progress
+
+
+#: Executors whose worker may still be running when the interpreter exits
+_LIVE: weakref.WeakSet[LocalExecutor] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """Stop every executor's worker before the interpreter finalizes: a daemon worker caught inside a
+    torch op while C++ statics are destroyed aborts the process ("terminate called without an active
+    exception") after a script that used an executor has done its work."""
+    for executor in list(_LIVE):
+        executor.close()
+
+
+class LocalExecutor:
+    """Runs the requests submitted to one model as rows of one batch (see the module docstring)."""
+
+    def __init__(self, model: ExecutorModel, max_batch: int = 8, window_s: float = 0.0, *,
+                 max_queue: int | None = None, admission: Admission | None = None, name: str = "") -> None:
+        self.model = model
+        self.name = name or f"the {model.family} model"
+        self.max_batch = max(1, int(max_batch))
+        self.window_s = max(0.0, float(window_s))
+        self.max_queue = max_queue
+        self.admission = admission or Admission()
+        self.closed = False
+        #: Observers (a server's metrics): every op group's size, and every join (the job).
+        self.on_group: Callable[[int], None] | None = None
+        self.on_join: Callable[[Job], None] | None = None
+        self._cond = threading.Condition()
+        self._waiting: list[_Submission] = []
+        self._running: dict[Hashable, _Submission] = {}
+        self._sessions: dict[Hashable, RowSession] = {}
+        self._next_key = 0
+        self._mean_wall = 1.0  # seconds a request spends in the batch: a running average, for retry_after
+        self._thread: threading.Thread | None = None
+        _LIVE.add(self)
+
+    def configure(self, *, max_batch: int | None = None, window_s: float | None = None,
+                  max_queue: int | None = None, admission: Admission | None = None) -> None:
+        with self._cond:
+            if max_batch is not None:
+                self.max_batch = max(1, int(max_batch))
+            if window_s is not None:
+                self.window_s = max(0.0, float(window_s))
+            if max_queue is not None:
+                self.max_queue = max(0, int(max_queue))
+            if admission is not None:
+                self.admission = admission
+
+    # -- figures -----------------------------------------------------------------------------
+    @property
+    def active(self) -> int:
+        """Requests running now (rows of the batch)."""
+        return len(self._running)
+
+    @property
+    def waiting(self) -> int:
+        """Requests submitted that have not joined yet."""
+        return len(self._waiting)
+
+    @property
+    def capacity(self) -> int | None:
+        """How many requests may be admitted at once (running and waiting); None: no bound."""
+        return None if self.max_queue is None else self.max_batch + self.max_queue
+
+    def waiting_of(self, owner: str) -> int:
+        with self._cond:
+            return sum(1 for s in self._waiting if s.job.owner == owner)
+
+    def retry_after(self) -> int:
+        return retry_after(self._mean_wall, self.active + self.waiting, self.max_batch)
+
+    # -- submitting --------------------------------------------------------------------------
+    def submit(self, request: TaskRequest | PreparedRequest, *, task: Any = "tts", mode: Any = "offline",
+               session_options: dict[str, Any] | None = None, session: RowSession | None = None,
+               progress: Progress | None = None, owner: str = "") -> Job:
+        """Queue ``request`` (a task, mode and session options of this model, or a ``session`` of it)
+        and return its job at once. Bad task, mode or session options raise here, and :class:`Busy`
+        when the queue (or ``owner``'s share of it) is full; everything about the request itself
+        (text, options, references) is checked when it joins and ends its job with the error, unless
+        it comes prepared (``session.prepare``, with its ``session``)."""
+        return self.submit_all([request], task=task, mode=mode, session_options=session_options,
+                               session=session, progress=progress, owner=owner)[0]
+
+    def submit_all(self, requests: Sequence[TaskRequest | PreparedRequest], *, task: Any = "tts",
+                   mode: Any = "offline", session_options: dict[str, Any] | None = None,
+                   session: RowSession | None = None, sessions: Sequence[RowSession] | None = None,
+                   progress: Progress | None = None, owner: str = "",
+                   sink: Callable[[RowEvent], None] | None = None) -> list[Job]:
+        """Queue ``requests`` together: they join the batch at the same step (``sessions``: one per
+        request, else ``session`` or the task, mode and options for all). ``sink``: every job's events
+        go there (tagged with the job's key) instead of the job's own queue."""
+        args = (task, mode, session_options)
+        if sessions is None and session is None:
+            task, mode, options = self.model.check_session(task, mode, session_options)
+            args = (task, mode, options)
+        picked = list(sessions) if sessions is not None else [session] * len(requests)
+        for s in picked:
+            if s is not None and getattr(s, "model", self.model) is not self.model:
+                raise UsageError(f"a session must belong to the model that runs it ({self.name})")
+        with self._cond:
+            if self.closed:
+                raise UsageError("the executor is closed", hint="model.executor() makes a new one")
+            capacity = self.capacity
+            if capacity is not None and self.active + self.waiting + len(requests) > capacity:
+                raise Busy(f"{self.name} is busy: {self.active} requests running and {self.waiting} waiting, "
+                           "its queue is full", retry_after=self.retry_after(), reason="queue",
+                           waiting=self.waiting)
+            if owner:
+                self.admission.check(owner, sum(1 for s in self._waiting if s.job.owner == owner), self)
+            jobs = []
+            for request, s in zip(requests, picked):
+                key = self._next_key
+                self._next_key += 1
+                job = Job(key, owner, on_cancel=self._cancelled, sink=sink,
+                          before_wait=self._refuse_inside)
+                session_key: Hashable = ("session", id(s)) if s is not None else (
+                    args[0], args[1], tuple(sorted((k, repr(v)) for k, v in (args[2] or {}).items())))
+                self._waiting.append(_Submission(job, session_key, s, args, request, progress))
+                jobs.append(job)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._work, name=f"audiocpp-{self.model.family}",
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+        return jobs
+
+    def run(self, request: TaskRequest, **kwargs: Any) -> TaskResult:
+        """Submit and wait: the request's result (it joins whatever batch is running)."""
+        return self.submit(request, **kwargs).result()
+
+    def close(self) -> None:
+        """Cancel what is queued and running, and stop the worker."""
+        with self._cond:
+            self.closed = True
+            self._cond.notify_all()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=30)
+
+    def _refuse_inside(self) -> None:
+        """Waiting on a job where its batch cannot run would wait forever: in the worker's own thread (a
+        done-callback, a row program), or in a thread that holds the model's guard (a family hook)."""
+        if threading.current_thread() is self._thread or model_guard(self.model).held_here:
+            raise UsageError(f"waiting on a job of {self.name} here would wait forever (this thread runs "
+                             "or holds the model)", hint="wait from another thread, or read the job's "
+                             "outcome in a done-callback")
+
+    def _cancelled(self, job: Job) -> None:
+        """A waiting job leaves the queue at once (its place is free); a running one at the next step."""
+        with self._cond:
+            waiting = next((s for s in self._waiting if s.job is job), None)
+            if waiting is not None:
+                self._waiting.remove(waiting)
+            self._cond.notify_all()
+        if waiting is not None:
+            job.deliver(RowEvent(job.key, error=Cancelled("the request was cancelled")))
+
+    # -- the worker ----------------------------------------------------------------------------
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._waiting and not self.closed:
+                    self._cond.wait()
+                if self.closed:
+                    self._fail_waiting(Cancelled("the executor was closed"))
+                    return
+                window = self.window_s
+            if window > 0:
+                time.sleep(window)
+            with model_guard(self.model).held(what=self.name):
+                self._run_batch()
+
+    def _run_batch(self) -> None:
+        loop = BatchLoop()
+        loop.on_group = self.on_group
+        try:
+            while True:
+                self._admit(loop)
+                if not len(loop):
+                    return
+                for key, running in list(self._running.items()):
+                    if running.job.cancelled or self.closed:
+                        loop.cancel(key)
+                for event in loop.step():
+                    running = self._running.get(event.key)
+                    if running is None:
+                        continue
+                    if event.is_final:
+                        del self._running[event.key]
+                        self._learn_wall(running.job, event)
+                    running.job.deliver(event)
+        except BaseException as error:  # the loop itself broke: every running request fails with it
+            for running in self._running.values():
+                running.job.deliver(RowEvent(running.job.key, error=error))
+            self._running.clear()
+            raise
+        finally:
+            loop.close()
+
+    def _learn_wall(self, job: Job, event: RowEvent) -> None:
+        if event.error is None and job.joined is not None:
+            self._mean_wall = 0.8 * self._mean_wall + 0.2 * (time.perf_counter() - job.joined)
+
+    def _admit(self, loop: BatchLoop) -> None:
+        with self._cond:
+            if self.closed:
+                self._fail_waiting(Cancelled("the executor was closed"))
+                return
+            while self._waiting and len(loop) < self.max_batch:
+                running_by: dict[str, int] = {}
+                for s in self._running.values():
+                    running_by[s.job.owner] = running_by.get(s.job.owner, 0) + 1
+                job = self.admission.pick([s.job for s in self._waiting], running_by)
+                submission = next(s for s in self._waiting if s.job is job)
+                self._waiting.remove(submission)
+                if job.cancelled:
+                    job.deliver(RowEvent(job.key, error=Cancelled("the request was cancelled")))
+                    continue
+                try:
+                    session = submission.session or self._session(submission)
+                except Exception as error:  # noqa: BLE001 - the job's own failure
+                    job.deliver(RowEvent(job.key, error=error))
+                    continue
+                job.joined = time.perf_counter()
+                self._running[job.key] = submission
+                loop.add(job.key, session, submission.request, progress=submission.progress,
+                         queued_s=job.joined - job.submitted)
+                if self.on_join is not None:
+                    self.on_join(job)
+
+    def _session(self, submission: _Submission) -> RowSession:
+        session = self._sessions.get(submission.session_key)
+        if session is None:
+            task, mode, options = submission.session_args
+            session = self.model.create_session(task, mode, options)
+            if len(self._sessions) >= 16:
+                self._sessions.pop(next(iter(self._sessions)))
+            self._sessions[submission.session_key] = session
+        return session
+
+    def _fail_waiting(self, error: BaseException) -> None:
+        waiting, self._waiting = self._waiting, []
+        for submission in waiting:
+            submission.job.deliver(RowEvent(submission.job.key, error=error))
