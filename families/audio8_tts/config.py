@@ -15,21 +15,16 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from audiocpp.engine.config_values import as_bool, as_float, as_int, check_config
+from audiocpp.engine.config_values import ConfigSection, config_error, setting
 from audiocpp.engine.errors import ModelError
-
-SLOW_BACKBONES = ("qwen", "falcon_h1")
-#: Integer fields that may be 0 (ids, the RAS window); every other one is a size.
-ZERO_OK = ("semantic_begin_id", "semantic_end_id", "eos_token_id", "pad_token_id", "ras_window_size",
-           "residual_codebooks")
 
 
 @dataclass(frozen=True)
-class CodecConfig:
+class CodecConfig(ConfigSection):
     """The 44.1 kHz codec. Upstream hard-codes its sizes (the defaults, except ``post_*``: the
     real ``codec.pth``'s); each field is read from the config key ``codec_<field>`` when present,
     which is how the tiny test checkpoints describe their scaled-down codec."""
@@ -56,7 +51,7 @@ class CodecConfig:
     post_head_dim: int = 64
     post_intermediate_size: int = 1216
     semantic_codebook_size: int = 4096
-    residual_codebooks: int = 9
+    residual_codebooks: int = setting(9, zero_ok=True)
     residual_codebook_size: int = 1024
     codebook_dim: int = 8
 
@@ -69,22 +64,9 @@ class CodecConfig:
         """Samples per encoder latent (the quantizer downsamples those by 4 into frames)."""
         return math.prod(self.encoder_strides)
 
-    @classmethod
-    def from_config(cls, raw: dict[str, Any]) -> CodecConfig:
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            key = f"codec_{f.name}"
-            if key in raw:
-                default = getattr(cls, f.name)
-                if isinstance(default, tuple):
-                    values[f.name] = tuple(_coerce(v, int, key) for v in raw[key])
-                else:
-                    values[f.name] = _coerce(raw[key], type(default), key)
-        return cls(**values)
-
 
 @dataclass(frozen=True)
-class Audio8Config:
+class Audio8Config(ConfigSection):
     """``ArkttsConfig`` fields (upstream names) plus ``slow_backbone`` and the codec sizes."""
 
     vocab_size: int = 155776
@@ -103,8 +85,8 @@ class Audio8Config:
     tie_word_embeddings: bool = True
     codebook_size: int = 4096
     num_codebooks: int = 10
-    semantic_begin_id: int = 151678
-    semantic_end_id: int = 155773
+    semantic_begin_id: int = setting(151678, zero_ok=True)
+    semantic_end_id: int = setting(155773, zero_ok=True)
     n_fast_layer: int = 4
     fast_dim: int = 896
     fast_n_head: int = 14
@@ -116,14 +98,16 @@ class Audio8Config:
     fast_attention_o_bias: bool = False
     norm_fastlayer_input: bool = True
     codec_filename: str = "codec.pth"
-    ras_window_size: int = 10
+    ras_window_size: int = setting(10, zero_ok=True)
     ras_temperature: float = 1.0
     ras_top_p: float = 0.9
-    eos_token_id: int = 151645
-    pad_token_id: int = 151643
-    slow_backbone: str = "qwen"
-    codec: CodecConfig = field(default_factory=CodecConfig)
-    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    eos_token_id: int = setting(151645, zero_ok=True)
+    pad_token_id: int = setting(151643, zero_ok=True)
+    slow_backbone: Literal["qwen", "falcon_h1"] = "qwen"
+    codec: CodecConfig = setting(factory=CodecConfig, prefix="codec_")
+    #: The whole config.json, for the backbone's own keys (``model/falcon_h1.py``).
+    raw: dict[str, Any] = setting(factory=dict, read=False, derive=lambda _, raw: dict(raw), compare=False,
+                                  repr=False)
 
     @property
     def num_semantic(self) -> int:
@@ -135,28 +119,12 @@ class Audio8Config:
         return self.codec.sample_rate
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any], *, where: str = "config.json") -> Audio8Config:
-        if not isinstance(raw, dict):
-            raise ModelError(f"{where} is not a JSON object")
+    def prepare(cls, raw: dict[str, Any], where: str) -> dict[str, Any]:
         model_type = raw.get("model_type", "arktts")
         if model_type != "arktts":
             raise ModelError(f"{where} is a {model_type!r} config, not an Audio8 TTS ('arktts') one",
                              hint="pass an Audio8 TTS model folder or package")
-        values: dict[str, Any] = {}
-        try:
-            for f in fields(cls):
-                if f.name in ("codec", "raw") or f.name not in raw:
-                    continue
-                default = getattr(cls, f.name)
-                values[f.name] = _coerce(raw[f.name], type(default), f.name)
-            codec = CodecConfig.from_config(raw)
-        except (TypeError, ValueError) as exc:
-            raise ModelError(f"{where}: {exc}",
-                             hint="the config.json of the checkpoint is malformed") from None
-        cfg = cls(**values, codec=codec, raw=dict(raw))
-        check_config(cfg, where, may_be_zero=ZERO_OK)
-        cfg.check(where)
-        return cfg
+        return raw
 
     @classmethod
     def from_file(cls, path: str | Path) -> Audio8Config:
@@ -166,10 +134,8 @@ class Audio8Config:
             raise ModelError(f"cannot read the Audio8 TTS config {path}: {exc}") from None
         return cls.from_dict(raw, where=str(path))
 
-    def check(self, where: str = "config.json") -> None:
+    def check(self, where: str) -> None:
         problems = []
-        if self.slow_backbone not in SLOW_BACKBONES:
-            problems.append(f"slow_backbone {self.slow_backbone!r} is not one of {', '.join(SLOW_BACKBONES)}")
         if self.n_head % self.n_local_heads or self.fast_n_head % self.fast_n_local_heads:
             problems.append("query heads must be a multiple of KV heads")
         if not 0 <= self.semantic_begin_id <= self.semantic_end_id:
@@ -186,15 +152,5 @@ class Audio8Config:
         if c.num_codebooks != self.num_codebooks or c.semantic_codebook_size != self.codebook_size:
             problems.append("the codec's codebooks do not match num_codebooks / codebook_size")
         if problems:
-            raise ModelError(f"{where}: " + "; ".join(problems), hint="the config.json does not describe an "
-                             "Audio8 TTS model this version can run")
-
-
-def _coerce(value: Any, kind: type, name: str) -> Any:
-    convert = {bool: as_bool, int: as_int, float: as_float}.get(kind)
-    if convert is None:
-        return str(value)
-    try:
-        return convert(value)
-    except TypeError as exc:
-        raise TypeError(f"{name}: {exc}") from None
+            raise config_error(where, "; ".join(problems), hint="the config.json does not describe an "
+                               "Audio8 TTS model this version can run")

@@ -2,31 +2,26 @@
 
 A config holds the phoneme ``vocab`` (symbol -> token id), the PL-BERT (ALBERT) sizes under
 ``plbert``, the prosody predictor and text encoder sizes, and the iSTFTNet decoder's ``istftnet``
-block. Every field is read strictly (``engine.config_values``): a wrong type or an impossible size is a
-ModelError naming the field.
+block. Every field is read by ``engine.config_values`` (``ConfigSection.from_dict``): a wrong type or an
+impossible size is a ModelError naming the field.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from audiocpp.engine.config_values import (
-    as_float,
-    as_int,
-    as_ints,
-    check_config,
-    config_errors,
-)
+from audiocpp.engine.config_values import ConfigSection, config_error, setting
 
 #: The samples per second every Kokoro decoder writes (upstream hard-codes 24000 in its source module).
 SAMPLE_RATE = 24000
 
 
 @dataclass(frozen=True)
-class AlbertConfig:
-    """PL-BERT: transformers' ``AlbertConfig`` defaults, overridden by ``plbert``."""
+class AlbertConfig(ConfigSection):
+    """PL-BERT: transformers' ``AlbertConfig`` defaults, overridden by ``plbert``; ``vocab_size`` is
+    the config's ``n_token``."""
 
     vocab_size: int
     hidden_size: int = 768
@@ -46,7 +41,7 @@ class AlbertConfig:
 
 
 @dataclass(frozen=True)
-class ISTFTNetConfig:
+class ISTFTNetConfig(ConfigSection):
     upsample_rates: tuple[int, ...]
     upsample_kernel_sizes: tuple[int, ...]
     upsample_initial_channel: int
@@ -62,17 +57,17 @@ class ISTFTNetConfig:
 
 
 @dataclass(frozen=True)
-class KokoroConfig:
-    vocab: dict[str, int] = field(hash=False)
+class KokoroConfig(ConfigSection):
+    vocab: dict[str, int] = setting(hash=False)
     n_token: int
     hidden_dim: int
     style_dim: int
     n_layer: int
     max_dur: int
     text_encoder_kernel_size: int
-    n_mels: int
     plbert: AlbertConfig
     istftnet: ISTFTNetConfig
+    n_mels: int = 80
     dropout: float = 0.2
 
     @property
@@ -95,52 +90,17 @@ class KokoroConfig:
         return SAMPLE_RATE
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any], where: str = "config.json") -> KokoroConfig:
-        with config_errors(where):
-            if not isinstance(raw, dict):
-                raise TypeError("expected a JSON object")
-            vocab_raw = raw.get("vocab")
-            if not isinstance(vocab_raw, dict) or not vocab_raw:
-                raise ValueError("'vocab' must be an object mapping phoneme symbols to token ids")
-            vocab = {}
-            for symbol, ident in vocab_raw.items():
-                if not isinstance(symbol, str) or len(symbol) != 1:
-                    raise ValueError(f"vocab key {symbol!r} must be one character")
-                vocab[symbol] = as_int(ident)
-            n_token = as_int(raw["n_token"])
-            bad = [s for s, i in vocab.items() if not 0 < i < n_token]
-            if bad:
-                raise ValueError(f"vocab ids must lie in 1..n_token-1 ({n_token - 1}); {bad[0]!r} does not")
-            pl = dict(raw.get("plbert") or {})
-            albert = AlbertConfig(
-                vocab_size=n_token,
-                **{k: (as_float(v) if k == "layer_norm_eps" else as_int(v))
-                   for k, v in pl.items() if k in _ALBERT_INT_KEYS},
-            )
-            ist = raw["istftnet"]
-            dilations = ist["resblock_dilation_sizes"]
-            if not isinstance(dilations, list):
-                raise TypeError("istftnet.resblock_dilation_sizes must be a list of lists")
-            istft = ISTFTNetConfig(
-                upsample_rates=as_ints(ist["upsample_rates"]),
-                upsample_kernel_sizes=as_ints(ist["upsample_kernel_sizes"]),
-                upsample_initial_channel=as_int(ist["upsample_initial_channel"]),
-                resblock_kernel_sizes=as_ints(ist["resblock_kernel_sizes"]),
-                resblock_dilation_sizes=tuple(as_ints(d) for d in dilations),
-                gen_istft_n_fft=as_int(ist["gen_istft_n_fft"]),
-                gen_istft_hop_size=as_int(ist["gen_istft_hop_size"]),
-            )
-            cfg = cls(
-                vocab=vocab, n_token=n_token, hidden_dim=as_int(raw["hidden_dim"]),
-                style_dim=as_int(raw["style_dim"]), n_layer=as_int(raw["n_layer"]),
-                max_dur=as_int(raw["max_dur"]),
-                text_encoder_kernel_size=as_int(raw["text_encoder_kernel_size"]),
-                n_mels=as_int(raw.get("n_mels", 80)), plbert=albert, istftnet=istft,
-                dropout=as_float(raw.get("dropout", 0.2)),
-            )
-            _check_shapes(cfg)
-        check_config(cfg, where, may_be_zero=("dropout",))
-        return cfg
+    def prepare(cls, raw: dict[str, Any], where: str) -> dict[str, Any]:
+        """PL-BERT's vocabulary is the phoneme vocabulary (``n_token``); no ``plbert`` is all defaults."""
+        plbert = {} if raw.get("plbert") is None else raw["plbert"]
+        if isinstance(plbert, dict):
+            raw["plbert"] = {**plbert, "vocab_size": raw.get("n_token")}
+        return raw
+
+    def check(self, where: str) -> None:
+        problem = _shape_problem(self)
+        if problem:
+            raise config_error(where, problem)
 
     def to_dict(self) -> dict[str, Any]:
         """hexgrad's config.json layout (what a converted model folder or a package embeds)."""
@@ -159,41 +119,45 @@ class KokoroConfig:
             "max_dur": self.max_dur, "multispeaker": True, "n_layer": self.n_layer, "n_mels": self.n_mels,
             "n_token": self.n_token, "style_dim": self.style_dim,
             "text_encoder_kernel_size": self.text_encoder_kernel_size,
-            "plbert": {k: getattr(self.plbert, k) for k in _ALBERT_INT_KEYS
-                       if k not in ("embedding_size", "num_hidden_groups", "inner_group_num",
-                                    "type_vocab_size", "layer_norm_eps")},
+            "plbert": {k: getattr(self.plbert, k) for k in _PLBERT_KEYS},
             "vocab": dict(self.vocab),
         }
 
 
-_ALBERT_INT_KEYS = ("hidden_size", "num_attention_heads", "intermediate_size", "max_position_embeddings",
-                    "num_hidden_layers", "embedding_size", "num_hidden_groups", "inner_group_num",
-                    "type_vocab_size", "layer_norm_eps")
+#: The ``plbert`` keys of hexgrad's config.json (the other AlbertConfig fields keep their defaults).
+_PLBERT_KEYS = ("hidden_size", "num_attention_heads", "intermediate_size", "max_position_embeddings",
+                "num_hidden_layers")
 
 
-def _check_shapes(cfg: KokoroConfig) -> None:
+def _shape_problem(cfg: KokoroConfig) -> str | None:
+    """The first thing in ``cfg`` that the networks cannot be built with, if any."""
     pl, ist = cfg.plbert, cfg.istftnet
+    if not cfg.vocab:
+        return "'vocab' must be an object mapping phoneme symbols to token ids"
+    long = [s for s in cfg.vocab if len(s) != 1]
+    if long:
+        return f"vocab key {long[0]!r} must be one character"
+    bad = [s for s, i in cfg.vocab.items() if not 0 < i < cfg.n_token]
+    if bad:
+        return f"vocab ids must lie in 1..n_token-1 ({cfg.n_token - 1}); {bad[0]!r} does not"
     if pl.hidden_size % pl.num_attention_heads:
-        raise ValueError(f"plbert.hidden_size {pl.hidden_size} is not a multiple of num_attention_heads "
-                         f"{pl.num_attention_heads}")
+        return (f"plbert.hidden_size {pl.hidden_size} is not a multiple of num_attention_heads "
+                f"{pl.num_attention_heads}")
     if pl.num_hidden_layers % pl.num_hidden_groups:
-        raise ValueError("plbert.num_hidden_layers must be a multiple of num_hidden_groups")
+        return "plbert.num_hidden_layers must be a multiple of num_hidden_groups"
     if pl.max_position_embeddings < 3:
-        raise ValueError("plbert.max_position_embeddings must leave room for a phoneme and the two "
-                         "boundary tokens")
+        return "plbert.max_position_embeddings must leave room for a phoneme and the two boundary tokens"
     if len(ist.upsample_rates) != len(ist.upsample_kernel_sizes) or not ist.upsample_rates:
-        raise ValueError("istftnet.upsample_rates and upsample_kernel_sizes must be non-empty lists of one "
-                         "length")
+        return "istftnet.upsample_rates and upsample_kernel_sizes must be non-empty lists of one length"
     if len(ist.resblock_kernel_sizes) != len(ist.resblock_dilation_sizes):
-        raise ValueError("istftnet.resblock_kernel_sizes and resblock_dilation_sizes must have one length")
+        return "istftnet.resblock_kernel_sizes and resblock_dilation_sizes must have one length"
     if any(len(d) != 3 for d in ist.resblock_dilation_sizes):
-        raise ValueError("istftnet.resblock_dilation_sizes must hold three dilations per block")
+        return "istftnet.resblock_dilation_sizes must hold three dilations per block"
     if ist.upsample_initial_channel % (2 ** len(ist.upsample_rates)):
-        raise ValueError("istftnet.upsample_initial_channel must halve once per upsampling stage")
-    if cfg.hidden_dim % 2 or cfg.hidden_dim < 2:
-        raise ValueError("hidden_dim must be even (its LSTMs are bidirectional halves)")
-    if cfg.style_dim < 1:
-        raise ValueError("style_dim must be positive")
+        return "istftnet.upsample_initial_channel must halve once per upsampling stage"
+    if cfg.hidden_dim % 2:
+        return "hidden_dim must be even (its LSTMs are bidirectional halves)"
+    return None
 
 
 #: Kokoro-82M v1.0's config.json without its vocab (hexgrad/Kokoro-82M; kokoro-onnx's export was made

@@ -1,22 +1,22 @@
 """Typed OmniVoice configs: the Qwen3 backbone + audio heads, and the Higgs Audio v2 codec.
 
-Built from ``config.json`` / ``audio_tokenizer/config.json`` (with transformers' defaults for
-missing fields, and DacConfig's derived ``upsampling_ratios`` / ``hidden_size``) or from the
-metadata of omnivoice.cpp's two GGUFs (``omnivoice-lm`` and ``omnivoice-tokenizer``).
+Read by ``engine.config_values`` from ``config.json`` / ``audio_tokenizer/config.json`` (transformers'
+defaults for missing fields) or from the metadata of omnivoice.cpp's two GGUFs (``omnivoice-lm`` and
+``omnivoice-tokenizer``), mapped to the same dict shape first.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
-from audiocpp.engine.config_values import as_bool, as_float, as_int, check_config, config_errors
+from audiocpp.engine.config_values import ConfigSection, config_error, nest, setting
 from audiocpp.engine.errors import ModelError
 
 
 @dataclass(frozen=True)
-class LMConfig:
+class LMConfig(ConfigSection):
     """Qwen3 backbone dims (``llm_config`` in config.json)."""
 
     vocab_size: int = 151936
@@ -24,104 +24,67 @@ class LMConfig:
     intermediate_size: int = 22016
     num_hidden_layers: int = 32
     num_attention_heads: int = 32
-    num_key_value_heads: int = 32
-    head_dim: int = 128
+    num_key_value_heads: int = setting(32, derive=lambda v, _: v["num_attention_heads"])
+    head_dim: int = setting(128, derive=lambda v, _: v["hidden_size"] // v["num_attention_heads"])
     rms_norm_eps: float = 1e-6
     rope_theta: float = 10000.0
     max_position_embeddings: int = 32768
     attention_bias: bool = False
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> LMConfig:
-        if d.get("model_type", "qwen3") != "qwen3":
-            raise ModelError(f"OmniVoice's llm_config has model_type {d.get('model_type')!r}; "
+    def prepare(cls, raw: dict[str, Any], where: str) -> dict[str, Any]:
+        """Refuses what OmniVoice's Qwen3 never uses; ``rope_theta`` may sit in ``rope_parameters``
+        (transformers 5) or ``rope_scaling``."""
+        if raw.get("model_type", "qwen3") != "qwen3":
+            raise ModelError(f"{where}: OmniVoice's llm_config has model_type {raw.get('model_type')!r}; "
                              "only qwen3 is supported")
-        if d.get("hidden_act", "silu") != "silu":
-            raise ModelError(f"unsupported hidden_act {d.get('hidden_act')!r} in llm_config (expected silu)")
-        if d.get("use_sliding_window"):
-            raise ModelError("llm_config enables sliding-window attention, which OmniVoice does not use")
-        rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
+        if raw.get("hidden_act", "silu") != "silu":
+            raise ModelError(f"{where}: unsupported hidden_act {raw.get('hidden_act')!r} in llm_config "
+                             "(expected silu)")
+        if raw.get("use_sliding_window"):
+            raise ModelError(f"{where}: llm_config enables sliding-window attention, which OmniVoice does "
+                             "not use")
+        rope = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
+        if not isinstance(rope, dict):
+            raise config_error(where, f"llm_config.rope_parameters must be an object, got {rope!r}")
         rope_type = rope.get("rope_type", rope.get("type", "default"))
         if rope_type != "default":
-            raise ModelError(f"unsupported rope_type {rope_type!r} in llm_config (expected default)")
-        theta = rope.get("rope_theta", d.get("rope_theta", 10000.0))
-        heads = as_int(d.get("num_attention_heads", cls.num_attention_heads))
-        hidden = as_int(d.get("hidden_size", cls.hidden_size))
-        head_dim = d.get("head_dim") or hidden // heads
-        return cls(
-            vocab_size=as_int(d.get("vocab_size", cls.vocab_size)),
-            hidden_size=hidden,
-            intermediate_size=as_int(d.get("intermediate_size", cls.intermediate_size)),
-            num_hidden_layers=as_int(d.get("num_hidden_layers", cls.num_hidden_layers)),
-            num_attention_heads=heads,
-            num_key_value_heads=as_int(d.get("num_key_value_heads") or heads),
-            head_dim=as_int(head_dim),
-            rms_norm_eps=as_float(d.get("rms_norm_eps", cls.rms_norm_eps)),
-            rope_theta=as_float(theta),
-            max_position_embeddings=as_int(d.get("max_position_embeddings", cls.max_position_embeddings)),
-            attention_bias=as_bool(d.get("attention_bias", False)),
-        )
+            raise ModelError(f"{where}: unsupported rope_type {rope_type!r} in llm_config (expected default)")
+        if "rope_theta" in rope:
+            raw["rope_theta"] = rope["rope_theta"]
+        return raw
 
 
 @dataclass(frozen=True)
-class OmniVoiceConfig:
-    llm: LMConfig
+class OmniVoiceConfig(ConfigSection):
+    llm: LMConfig = setting(key="llm_config")
     audio_vocab_size: int = 1025
     audio_mask_id: int = 1024
     num_audio_codebook: int = 8
     audio_codebook_weights: tuple[int, ...] = (8, 8, 6, 6, 4, 4, 2, 2)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> OmniVoiceConfig:
-        if d.get("model_type", "omnivoice") != "omnivoice":
-            raise ModelError(f"config.json has model_type {d.get('model_type')!r}, not 'omnivoice'")
-        if "llm_config" not in d:
-            raise ModelError("config.json has no llm_config", hint="is this a k2-fsa/OmniVoice checkpoint?")
-        return cls(
-            llm=LMConfig.from_dict(d["llm_config"]),
-            audio_vocab_size=as_int(d.get("audio_vocab_size", 1025)),
-            audio_mask_id=as_int(d.get("audio_mask_id", 1024)),
-            num_audio_codebook=as_int(d.get("num_audio_codebook", 8)),
-            audio_codebook_weights=tuple(d.get("audio_codebook_weights") or (8, 8, 6, 6, 4, 4, 2, 2)),
-        )
+    def prepare(cls, raw: dict[str, Any], where: str) -> dict[str, Any]:
+        if raw.get("model_type", "omnivoice") != "omnivoice":
+            raise ModelError(f"{where} has model_type {raw.get('model_type')!r}, not 'omnivoice'")
+        if "llm_config" not in raw:
+            raise ModelError(f"{where} has no llm_config", hint="is this a k2-fsa/OmniVoice checkpoint?")
+        return raw
 
     @classmethod
-    def from_gguf(cls, md: dict[str, Any]) -> OmniVoiceConfig:
+    def from_gguf(cls, md: dict[str, Any], where: str = "the LM GGUF") -> OmniVoiceConfig:
         """From omnivoice.cpp's ``omnivoice-lm`` GGUF metadata."""
         arch = md.get("general.architecture", "omnivoice-lm")
-
-        def get(key: str, default: Any = None) -> Any:
-            value = md.get(f"{arch}.{key}", default)
-            if value is None:
-                raise ModelError(f"GGUF metadata {arch}.{key} is missing",
-                                 hint="is this an omnivoice.cpp LM GGUF?")
-            return value
-
-        heads = int(get("attention.head_count"))
-        llm = LMConfig(
-            vocab_size=int(get("vocab_size")),
-            hidden_size=int(get("embedding_length")),
-            intermediate_size=int(get("feed_forward_length")),
-            num_hidden_layers=int(get("block_count")),
-            num_attention_heads=heads,
-            num_key_value_heads=int(get("attention.head_count_kv", heads)),
-            head_dim=int(get("attention.key_length")),
-            rms_norm_eps=float(get("attention.layer_norm_rms_epsilon", 1e-6)),
-            rope_theta=float(get("rope.freq_base", 1e6)),
-            max_position_embeddings=int(get("context_length", 40960)),
-        )
-        return cls(
-            llm=llm,
-            audio_vocab_size=int(md.get("omnivoice.audio_vocab_size", 1025)),
-            audio_mask_id=int(md.get("omnivoice.audio_mask_id", 1024)),
-            num_audio_codebook=int(md.get("omnivoice.num_audio_codebook", 8)),
-            audio_codebook_weights=tuple(int(w) for w in md.get("omnivoice.audio_codebook_weights",
-                                                                  (8, 8, 6, 6, 4, 4, 2, 2))),
-        )
+        table = {f"llm_config.{key}": (f"{arch}.{name}", absent) for key, (name, absent) in _GGUF_LM.items()}
+        table.update({key: (f"omnivoice.{key}", None) for key in _GGUF_AUDIO})
+        hint = "is this an omnivoice.cpp LM GGUF?"
+        return cls.from_dict(_from_gguf(md, table, hint=hint), where=f"{where} (GGUF metadata)", hint=hint)
 
 
 @dataclass(frozen=True)
-class DacConfig:
+class DacConfig(ConfigSection):
+    """HiggsAudio's acoustic model (``acoustic_model_config``); its defaults stand for absent keys."""
+
     encoder_hidden_size: int = 64
     downsampling_ratios: tuple[int, ...] = (8, 5, 4, 2)
     decoder_hidden_size: int = 1024
@@ -129,18 +92,14 @@ class DacConfig:
     hidden_size: int = 256
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> DacConfig:
-        """DacConfig semantics: ``upsampling_ratios`` and ``hidden_size`` derive from the
-        encoder side unless given (HiggsAudio's config always gives them)."""
-        enc = as_int(d.get("encoder_hidden_size", 64))
-        down = tuple(as_int(r) for r in d.get("downsampling_ratios", (2, 4, 8, 8)))
-        up = tuple(as_int(r) for r in d.get("upsampling_ratios", down[::-1]))
-        hidden = as_int(d.get("hidden_size", enc * 2 ** len(down)))
-        return cls(enc, down, as_int(d.get("decoder_hidden_size", 1536)), up, hidden)
+    def prepare(cls, raw: dict[str, Any], where: str) -> dict[str, Any]:
+        if raw.get("model_type", "dac") != "dac":
+            raise ModelError(f"{where}: unsupported acoustic model {raw.get('model_type')!r} (expected dac)")
+        return raw
 
 
 @dataclass(frozen=True)
-class HubertConfig:
+class HubertConfig(ConfigSection):
     hidden_size: int = 768
     num_hidden_layers: int = 12
     num_attention_heads: int = 12
@@ -159,35 +118,32 @@ class HubertConfig:
     do_stable_layer_norm: bool = False
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> HubertConfig:
-        if d.get("model_type", "hubert") != "hubert":
-            raise ModelError(f"unsupported semantic model {d.get('model_type')!r} (expected hubert)")
-        if d.get("conv_pos_batch_norm"):
-            raise ModelError("HuBERT with conv_pos_batch_norm is not supported")
-        kw: dict[str, Any] = {}
-        for f in cls.__dataclass_fields__.values():
-            if f.name in d:
-                value = d[f.name]
-                kw[f.name] = tuple(value) if isinstance(value, list) else value
-        cfg = cls(**kw)
-        for act in (cfg.hidden_act, cfg.feat_extract_activation):
+    def prepare(cls, raw: dict[str, Any], where: str) -> dict[str, Any]:
+        if raw.get("model_type", "hubert") != "hubert":
+            raise ModelError(f"{where}: unsupported semantic model {raw.get('model_type')!r} "
+                             "(expected hubert)")
+        if raw.get("conv_pos_batch_norm"):
+            raise ModelError(f"{where}: HuBERT with conv_pos_batch_norm is not supported")
+        return raw
+
+    def check(self, where: str) -> None:
+        for act in (self.hidden_act, self.feat_extract_activation):
             if act != "gelu":
-                raise ModelError(f"unsupported HuBERT activation {act!r} (expected gelu)")
-        if cfg.feat_extract_norm not in ("group", "layer"):
-            raise ModelError(f"unsupported HuBERT feat_extract_norm {cfg.feat_extract_norm!r}")
-        return cfg
+                raise ModelError(f"{where}: unsupported HuBERT activation {act!r} (expected gelu)")
+        if self.feat_extract_norm not in ("group", "layer"):
+            raise ModelError(f"{where}: unsupported HuBERT feat_extract_norm {self.feat_extract_norm!r}")
 
 
 @dataclass(frozen=True)
-class CodecConfig:
+class CodecConfig(ConfigSection):
     """``HiggsAudioV2TokenizerConfig`` and its derived properties."""
 
-    acoustic: DacConfig = field(default_factory=DacConfig)
-    semantic: HubertConfig = field(default_factory=HubertConfig)
-    target_bandwidths: tuple[float, ...] = (0.5, 1, 1.5, 2, 4)
+    acoustic: DacConfig = setting(key="acoustic_model_config", factory=DacConfig)
+    semantic: HubertConfig = setting(key="semantic_model_config", factory=HubertConfig)
+    target_bandwidths: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0, 4.0)
     sample_rate: int = 24000
     kernel_size: int = 3
-    channel_ratios: tuple[float, ...] = (1, 1)
+    channel_ratios: tuple[float, ...] = (1.0, 1.0)
     strides: tuple[int, ...] = (1, 1)
     block_dilations: tuple[int, ...] = (1, 1)
     unit_kernel_size: int = 3
@@ -196,7 +152,7 @@ class CodecConfig:
     semantic_sample_rate: int = 16000
     downsample_factor: int = 320
     #: Set when the quantizer count comes from elsewhere (omnivoice.cpp GGUFs lack the bandwidths).
-    num_quantizers_override: int | None = None
+    num_quantizers_override: int | None = setting(None, read=False)
 
     @property
     def hop_length(self) -> int:
@@ -222,94 +178,64 @@ class CodecConfig:
         return int(self.hop_length / (self.sample_rate / self.semantic_sample_rate) / self.downsample_factor)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> CodecConfig:
-        if d.get("model_type", "higgs_audio_v2_tokenizer") != "higgs_audio_v2_tokenizer":
-            raise ModelError(f"audio_tokenizer/config.json has model_type {d.get('model_type')!r}, "
+    def prepare(cls, raw: dict[str, Any], where: str) -> dict[str, Any]:
+        if raw.get("model_type", "higgs_audio_v2_tokenizer") != "higgs_audio_v2_tokenizer":
+            raise ModelError(f"{where} has model_type {raw.get('model_type')!r}, "
                              "not 'higgs_audio_v2_tokenizer'")
-        ac = d.get("acoustic_model_config")
-        acoustic = DacConfig() if ac is None else DacConfig.from_dict(
-            {"encoder_hidden_size": 64, "downsampling_ratios": [8, 5, 4, 2], "decoder_hidden_size": 1024,
-             "upsampling_ratios": [8, 5, 4, 2], "hidden_size": 256, **ac})
-        if ac is not None and ac.get("model_type", "dac") != "dac":
-            raise ModelError(f"unsupported acoustic model {ac.get('model_type')!r} (expected dac)")
-        semantic = HubertConfig.from_dict(d.get("semantic_model_config") or {})
-
-        def tup(key: str, default: tuple) -> tuple:
-            value = d.get(key)
-            return default if value is None else tuple(value)
-
-        return cls(
-            acoustic=acoustic,
-            semantic=semantic,
-            target_bandwidths=tup("target_bandwidths", cls.target_bandwidths),
-            sample_rate=as_int(d.get("sample_rate", 24000)),
-            kernel_size=as_int(d.get("kernel_size", 3)),
-            channel_ratios=tup("channel_ratios", (1, 1)),
-            strides=tup("strides", (1, 1)),
-            block_dilations=tup("block_dilations", (1, 1)),
-            unit_kernel_size=as_int(d.get("unit_kernel_size", 3)),
-            codebook_size=as_int(d.get("codebook_size", 1024)),
-            codebook_dim=as_int(d.get("codebook_dim") or 64),
-            semantic_sample_rate=as_int(d.get("semantic_sample_rate", 16000)),
-            downsample_factor=as_int(d.get("downsample_factor", 320)),
-        )
+        return raw
 
     @classmethod
-    def from_gguf(cls, md: dict[str, Any], num_quantizers: int) -> CodecConfig:
+    def from_gguf(cls, md: dict[str, Any], num_quantizers: int, where: str = "the codec GGUF") -> CodecConfig:
         """From omnivoice.cpp's ``omnivoice-tokenizer`` GGUF metadata."""
+        hint = "is this an omnivoice.cpp tokenizer (codec) GGUF?"
+        table = {key: (f"omnivoice.{name}", absent) for key, (name, absent) in _GGUF_CODEC.items()}
+        config = cls.from_dict(_from_gguf(md, table, hint=hint), where=f"{where} (GGUF metadata)", hint=hint)
+        return replace(config, num_quantizers_override=num_quantizers)
 
-        def get(key: str, default: Any = None) -> Any:
-            value = md.get(f"omnivoice.{key}", default)
-            if value is None:
-                raise ModelError(f"GGUF metadata omnivoice.{key} is missing",
-                                 hint="is this an omnivoice.cpp tokenizer (codec) GGUF?")
-            return value
 
-        def ints(key: str) -> tuple[int, ...]:
-            return tuple(int(v) for v in get(key))
+#: A GGUF key without which the file is not omnivoice.cpp's.
+REQUIRED: Any = object()
+#: omnivoice.cpp's LM GGUF: llm_config key -> (GGUF key after the architecture, the value when it is
+#: absent: REQUIRED, or None to let the config's own default apply).
+_GGUF_LM: dict[str, tuple[str, Any]] = {
+    "vocab_size": ("vocab_size", REQUIRED), "hidden_size": ("embedding_length", REQUIRED),
+    "intermediate_size": ("feed_forward_length", REQUIRED), "num_hidden_layers": ("block_count", REQUIRED),
+    "num_attention_heads": ("attention.head_count", REQUIRED), "head_dim": ("attention.key_length", REQUIRED),
+    "num_key_value_heads": ("attention.head_count_kv", None),
+    "rms_norm_eps": ("attention.layer_norm_rms_epsilon", None), "rope_theta": ("rope.freq_base", 1e6),
+    "max_position_embeddings": ("context_length", 40960),
+}
+#: The LM GGUF's ``omnivoice.<key>`` keys (config.json's top level).
+_GGUF_AUDIO = ("audio_vocab_size", "audio_mask_id", "num_audio_codebook", "audio_codebook_weights")
+#: omnivoice.cpp's codec GGUF: config key -> (GGUF key after ``omnivoice.``, as in ``_GGUF_LM``).
+_GGUF_CODEC: dict[str, tuple[str, Any]] = {
+    **{f"acoustic_model_config.{k}": (f"acoustic.{k}", REQUIRED) for k in (
+        "encoder_hidden_size", "downsampling_ratios", "decoder_hidden_size", "upsampling_ratios",
+        "hidden_size")},
+    **{f"semantic_model_config.{k}": (f"semantic.{k}", REQUIRED) for k in (
+        "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "conv_dim",
+        "conv_stride", "conv_kernel", "num_conv_pos_embeddings", "num_conv_pos_embedding_groups")},
+    "semantic_model_config.layer_norm_eps": ("semantic.layer_norm_eps", None),
+    **{k: (k, None) for k in ("sample_rate", "codebook_size", "codebook_dim", "semantic_sample_rate",
+                              "downsample_factor")},
+}
 
-        acoustic = DacConfig(
-            encoder_hidden_size=int(get("acoustic.encoder_hidden_size")),
-            downsampling_ratios=ints("acoustic.downsampling_ratios"),
-            decoder_hidden_size=int(get("acoustic.decoder_hidden_size")),
-            upsampling_ratios=ints("acoustic.upsampling_ratios"),
-            hidden_size=int(get("acoustic.hidden_size")),
-        )
-        semantic = HubertConfig(
-            hidden_size=int(get("semantic.hidden_size")),
-            num_hidden_layers=int(get("semantic.num_hidden_layers")),
-            num_attention_heads=int(get("semantic.num_attention_heads")),
-            intermediate_size=int(get("semantic.intermediate_size")),
-            layer_norm_eps=float(get("semantic.layer_norm_eps", 1e-5)),
-            conv_dim=ints("semantic.conv_dim"),
-            conv_stride=ints("semantic.conv_stride"),
-            conv_kernel=ints("semantic.conv_kernel"),
-            num_conv_pos_embeddings=int(get("semantic.num_conv_pos_embeddings")),
-            num_conv_pos_embedding_groups=int(get("semantic.num_conv_pos_embedding_groups")),
-        )
-        return cls(
-            acoustic=acoustic,
-            semantic=semantic,
-            sample_rate=int(get("sample_rate", 24000)),
-            codebook_size=int(get("codebook_size", 1024)),
-            codebook_dim=int(get("codebook_dim", 64)),
-            semantic_sample_rate=int(get("semantic_sample_rate", 16000)),
-            downsample_factor=int(get("downsample_factor", 320)),
-            num_quantizers_override=num_quantizers,
-        )
+
+def _from_gguf(md: dict[str, Any], table: dict[str, tuple[str, Any]], *, hint: str) -> dict[str, Any]:
+    """The config dict that a GGUF's metadata stands for (``table``: dotted config key -> GGUF key and
+    the value when it is absent)."""
+    flat: dict[str, Any] = {}
+    for path, (key, absent) in table.items():
+        value = md.get(key, absent)
+        if value is REQUIRED:
+            raise ModelError(f"GGUF metadata {key} is missing", hint=hint)
+        if value is not None:
+            flat[path] = value.tolist() if hasattr(value, "tolist") else value
+    return nest(flat)
 
 
 def parse_configs(lm: Any, codec: Any, *, where: str) -> tuple[OmniVoiceConfig, CodecConfig]:
     """``config.json`` and ``audio_tokenizer/config.json`` of a checkpoint, checked: a value of the
     wrong type or an impossible size is one ModelError naming it."""
-    parsed = []
-    for raw, name, parse in ((lm, "config.json", OmniVoiceConfig.from_dict),
-                             (codec, "audio_tokenizer/config.json", CodecConfig.from_dict)):
-        label = f"{name} of {where}"
-        if not isinstance(raw, dict):
-            raise ModelError(f"{label} is not a JSON object", hint=f"is {where} an OmniVoice checkpoint?")
-        with config_errors(label):
-            config = parse(raw)
-        check_config(config, label)
-        parsed.append(config)
-    return parsed[0], parsed[1]
+    return (OmniVoiceConfig.from_dict(lm, where=f"config.json of {where}"),
+            CodecConfig.from_dict(codec, where=f"audio_tokenizer/config.json of {where}"))

@@ -5,40 +5,32 @@ share every block and differ in a handful of switches collected in :class:`Varia
 ``VoxCPMConfig.from_dict`` applies upstream's per-architecture defaults (``model/voxcpm2.py`` /
 ``model/voxcpm.py`` pydantic models) and derives the sub-transformer configs exactly as upstream
 deep-copies ``lm_config`` (the encoder, residual LM and DiT inherit the KV heads, rope settings, muP,
-``scale_depth`` and ``rms_norm_eps`` of the base LM).
+``scale_depth`` and ``rms_norm_eps`` of the base LM). Every section is read by ``engine.config_values``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from audiocpp.engine.config_values import (
-    as_bool,
-    as_float,
-    as_floats,
-    as_int,
-    as_ints,
-    check_config,
-    config_errors,
-)
+from audiocpp.engine.config_values import ConfigSection, config_error, setting
 from audiocpp.engine.errors import ModelError
 
 Architecture = Literal["voxcpm", "voxcpm2"]
 
 
 @dataclass(frozen=True)
-class RopeScaling:
-    type: str
+class RopeScaling(ConfigSection):
     short_factor: tuple[float, ...]
     long_factor: tuple[float, ...]
     original_max_position_embeddings: int
+    type: str = "longrope"
 
 
 @dataclass(frozen=True)
-class MiniCPMConfig:
+class MiniCPMConfig(ConfigSection):
     """One MiniCPM4 transformer stack (upstream ``MiniCPM4Config``)."""
 
     hidden_size: int
@@ -51,9 +43,9 @@ class MiniCPMConfig:
     max_position_embeddings: int
     rope_scaling: RopeScaling
     vocab_size: int
+    scale_emb: float
+    scale_depth: float
     use_mup: bool = True
-    scale_emb: float = 1.0
-    scale_depth: float = 1.0
     dim_model_base: int = 256
     kv_channels: int | None = None
     no_rope: bool = False
@@ -77,7 +69,7 @@ class MiniCPMConfig:
 
 
 @dataclass(frozen=True)
-class LocalConfig:
+class LocalConfig(ConfigSection):
     """``encoder_config`` / ``dit_config``: the local transformers' own sizes."""
 
     hidden_dim: int = 1024
@@ -88,16 +80,16 @@ class LocalConfig:
 
 
 @dataclass(frozen=True)
-class CfmConfig:
+class CfmConfig(ConfigSection):
     """What inference reads of ``cfm_config`` (the training fields are accepted and ignored)."""
 
     sigma_min: float = 1e-6
-    solver: str = "euler"
+    solver: Literal["euler"] = "euler"
     inference_cfg_rate: float = 1.0
 
 
 @dataclass(frozen=True)
-class AudioVAEConfig:
+class AudioVAEConfig(ConfigSection):
     """AudioVAE v1 (``audio_vae.py``) and v2 (``audio_vae_v2.py``) in one config.
 
     ``version`` selects the causal-conv padding (v2 left-pads ``2*pad - output_padding``,
@@ -115,9 +107,14 @@ class AudioVAEConfig:
     out_sample_rate: int = 48000
     use_noise_block: bool = False
     sr_bin_boundaries: tuple[int, ...] | None = (20000, 30000, 40000)
-    cond_type: str = "scale_bias"
+    cond_type: Literal["scale_bias", "scale_bias_init", "add", "concat"] = "scale_bias"
     cond_dim: int = 128
     cond_out_layer: bool = False
+
+    def check(self, where: str) -> None:
+        if self.use_noise_block:
+            raise config_error(where, "audio_vae_config.use_noise_block is not supported",
+                               hint="no released VoxCPM checkpoint uses the noise block")
 
     @property
     def chunk_size(self) -> int:
@@ -130,10 +127,14 @@ class AudioVAEConfig:
         return math.prod(self.decoder_rates)
 
 
-V1_VAE_DEFAULTS: dict[str, Any] = {
-    "version": 1, "decoder_dim": 1536, "decoder_rates": (8, 8, 5, 2), "out_sample_rate": 16000,
-    "sr_bin_boundaries": None,
-}
+#: VoxCPM1's AudioVAE (``audio_vae.py``) where it differs from v2's; v1 reads none of :data:`V2_VAE_KEYS`
+#: and writes at its input rate.
+V1_VAE_DEFAULTS: dict[str, Any] = {"version": 1, "decoder_dim": 1536, "decoder_rates": (8, 8, 5, 2),
+                                   "sr_bin_boundaries": None}
+V2_VAE_KEYS = ("out_sample_rate", "sr_bin_boundaries", "cond_type", "cond_dim", "cond_out_layer")
+#: VoxCPM1's top-level defaults (``model/voxcpm.py``) where they differ from VoxCPM2's.
+V1_DEFAULTS: dict[str, Any] = {"patch_size": 2, "residual_lm_num_layers": 6,
+                               "scalar_quantization_latent_dim": 256, "max_length": 4096}
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,7 @@ V1_VARIANT = Variant(
     residual_fusion="add", dit_mu="sum", reference_prefix=False, prompt_trim="fixed",
     streaming="window", streaming_prefix_len=3,
 )
+_VARIANTS = {"voxcpm": V1_VARIANT, "voxcpm2": V2_VARIANT}
 
 # Upstream's hard-coded special ids (model/voxcpm2.py), the same in v1.
 AUDIO_START_TOKEN = 101
@@ -178,23 +180,23 @@ REF_AUDIO_END_TOKEN = 104
 
 
 @dataclass(frozen=True)
-class VoxCPMConfig:
+class VoxCPMConfig(ConfigSection):
     architecture: Architecture
-    lm: MiniCPMConfig
-    encoder: LocalConfig
-    dit: LocalConfig
-    cfm: CfmConfig
-    audio_vae: AudioVAEConfig
+    lm: MiniCPMConfig = setting(key="lm_config")
+    encoder: LocalConfig = setting(key="encoder_config")
+    dit: LocalConfig = setting(key="dit_config")
+    cfm: CfmConfig = setting(key="dit_config.cfm_config")
+    audio_vae: AudioVAEConfig = setting(key="audio_vae_config", factory=AudioVAEConfig)
     patch_size: int = 4
     feat_dim: int = 64
-    residual_lm_num_layers: int = 8
+    residual_lm_num_layers: int = setting(8, zero_ok=True)
     residual_lm_no_rope: bool = False
     scalar_quantization_latent_dim: int = 512
     scalar_quantization_scale: int = 9
     dit_mean_mode: bool = False
     max_length: int = 8192
     dtype: str = "bfloat16"
-    variant: Variant = field(default_factory=Variant)
+    variant: Variant = setting(factory=Variant, read=False, derive=lambda v, _: _VARIANTS[v["architecture"]])
 
     # -- derived stacks (as upstream deep-copies lm_config) ----------------------------------
     def residual_lm_config(self) -> MiniCPMConfig:
@@ -226,181 +228,52 @@ class VoxCPMConfig:
 
     # -- parsing ------------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, raw: dict[str, Any], *, where: str = "config.json") -> VoxCPMConfig:
-        if not isinstance(raw, dict):
-            raise ModelError(f"{where} is not a JSON object",
-                             hint="the config does not look like a VoxCPM config.json")
-        with config_errors(where):
-            config = cls._parse(raw, where)
-        check_config(config, where, may_be_zero=("residual_lm_num_layers",))
-        config.check_sizes(where)
-        return config
+    def prepare(cls, raw: dict[str, Any], where: str) -> dict[str, Any]:
+        """One shape for both architectures: v1's defaults where they differ, v2's ``dit_mean_mode``
+        (``dit_config.dit_mean_mode``; v1 reads a top-level one), v1's VAE without v2's keys."""
+        arch = raw.get("architecture", "voxcpm")
+        arch = arch.lower() if isinstance(arch, str) else arch
+        if arch not in ("voxcpm", "voxcpm2"):
+            raise ModelError(f"{where}: unsupported VoxCPM architecture {arch!r}",
+                             hint="expected voxcpm or voxcpm2")
+        raw["architecture"] = arch
+        if arch == "voxcpm2":
+            dit = raw.get("dit_config")
+            raw["dit_mean_mode"] = dit.get("dit_mean_mode") if isinstance(dit, dict) else None
+        else:
+            raw.update({k: v for k, v in V1_DEFAULTS.items() if raw.get(k) is None})
+            raw["residual_lm_no_rope"] = False  # v1's residual LM always uses rope
+        vae = raw.get("audio_vae_config")
+        if vae is None or isinstance(vae, dict):
+            raw["audio_vae_config"] = _vae_dict(vae or {}, v2=arch == "voxcpm2")
+        return raw
 
-    def check_sizes(self, where: str) -> None:
+    def check(self, where: str) -> None:
         """Sizes the networks need beyond being positive: LongRoPE needs one factor per frequency
         of every stack that uses rope, the DiT's time embedding an even width, and the VAE decoder
         halves its width at every upsampling stage."""
         vae = self.audio_vae
         if self.dit.hidden_dim % 2:
-            raise ModelError(f"{where}: dit_config.hidden_dim {self.dit.hidden_dim} must be even "
-                             "(the DiT's sinusoidal time embedding)",
-                             hint="the config.json of the checkpoint is malformed")
+            raise config_error(where, f"dit_config.hidden_dim {self.dit.hidden_dim} must be even "
+                               "(the DiT's sinusoidal time embedding)")
         if vae.decoder_dim // 2 ** len(vae.decoder_rates) < 1:
-            raise ModelError(f"{where}: audio_vae_config.decoder_dim {vae.decoder_dim} is too small to "
-                             f"halve at each of its {len(vae.decoder_rates)} upsampling stages",
-                             hint="the config.json of the checkpoint is malformed")
+            raise config_error(where, f"audio_vae_config.decoder_dim {vae.decoder_dim} is too small to "
+                               f"halve at each of its {len(vae.decoder_rates)} upsampling stages")
         stacks = {"lm_config": self.lm, "residual LM": self.residual_lm_config(),
                   "encoder_config": self.encoder_lm_config(), "dit_config": self.dit_lm_config()}
         rope = self.lm.rope_scaling
         for name, stack in stacks.items():
             want = stack.head_dim // 2
             if not stack.no_rope and (len(rope.short_factor) != want or len(rope.long_factor) != want):
-                raise ModelError(f"{where}: lm_config.rope_scaling has {len(rope.short_factor)} short and "
-                                 f"{len(rope.long_factor)} long factors; {name} needs head_dim/2 = {want}",
-                                 hint="the config.json of the checkpoint is malformed")
-
-    @classmethod
-    def _parse(cls, raw: dict[str, Any], where: str) -> VoxCPMConfig:
-        arch = str(raw.get("architecture", "voxcpm")).lower()
-        if arch not in ("voxcpm", "voxcpm2"):
-            raise ModelError(f"{where}: unsupported VoxCPM architecture {arch!r}",
-                             hint="expected voxcpm or voxcpm2")
-        v2 = arch == "voxcpm2"
-        lm = _parse_lm(_require(raw, "lm_config", where), where)
-        enc = _parse_local(raw.get("encoder_config"), "encoder_config", where)
-        dit_raw = _require(raw, "dit_config", where)
-        dit = _parse_local(dit_raw, "dit_config", where)
-        cfm_raw = _require(dit_raw, "cfm_config", f"{where} dit_config")
-        cfm = CfmConfig(
-            sigma_min=as_float(cfm_raw.get("sigma_min", 1e-6)),
-            solver=str(cfm_raw.get("solver", "euler")),
-            inference_cfg_rate=as_float(cfm_raw.get("inference_cfg_rate", 1.0)),
-        )
-        if cfm.solver != "euler":
-            raise ModelError(f"{where}: cfm solver {cfm.solver!r} is not supported",
-                             hint="upstream only has euler")
-        # v2 reads dit_config.dit_mean_mode; v1 reads a top-level dit_mean_mode.
-        mean_mode = (as_bool(dit_raw.get("dit_mean_mode", False)) if v2
-                     else as_bool(raw.get("dit_mean_mode", False)))
-        vae = _parse_vae(raw.get("audio_vae_config"), v2, where)
-        defaults: dict[str, Any] = (
-            {"patch_size": 4, "residual_lm_num_layers": 8, "scalar_quantization_latent_dim": 512,
-             "max_length": 8192}
-            if v2
-            else {"patch_size": 2, "residual_lm_num_layers": 6, "scalar_quantization_latent_dim": 256,
-                  "max_length": 4096}
-        )
-        return cls(
-            architecture=arch,  # type: ignore[arg-type]
-            lm=lm,
-            encoder=enc,
-            dit=dit,
-            cfm=cfm,
-            audio_vae=vae,
-            patch_size=as_int(raw.get("patch_size", defaults["patch_size"])),
-            feat_dim=as_int(raw.get("feat_dim", 64)),
-            residual_lm_num_layers=as_int(raw.get("residual_lm_num_layers",
-                                                  defaults["residual_lm_num_layers"])),
-            # v1's config has no such key: its residual LM always uses rope.
-            residual_lm_no_rope=as_bool(raw.get("residual_lm_no_rope", False)) if v2 else False,
-            scalar_quantization_latent_dim=as_int(
-                raw.get("scalar_quantization_latent_dim", defaults["scalar_quantization_latent_dim"])
-            ),
-            scalar_quantization_scale=as_int(raw.get("scalar_quantization_scale", 9)),
-            dit_mean_mode=mean_mode,
-            max_length=as_int(raw.get("max_length", defaults["max_length"])),
-            dtype=str(raw.get("dtype", "bfloat16")),
-            variant=V2_VARIANT if v2 else V1_VARIANT,
-        )
+                raise config_error(where, f"lm_config.rope_scaling has {len(rope.short_factor)} short and "
+                                   f"{len(rope.long_factor)} long factors; {name} needs head_dim/2 = {want}")
 
 
-def _require(raw: Any, key: str, where: str) -> Any:
-    if not isinstance(raw, dict) or key not in raw or raw[key] is None:
-        raise ModelError(f"{where} has no {key!r}", hint="the config does not look like a VoxCPM config.json")
-    return raw[key]
-
-
-_LM_REQUIRED = (
-    "hidden_size", "intermediate_size", "max_position_embeddings", "num_attention_heads",
-    "num_hidden_layers", "num_key_value_heads", "rms_norm_eps", "rope_scaling", "vocab_size",
-    "scale_emb", "scale_depth", "rope_theta",
-)
-
-
-def _parse_lm(raw: dict[str, Any], where: str) -> MiniCPMConfig:
-    missing = [k for k in _LM_REQUIRED if k not in raw]
-    if missing:
-        raise ModelError(f"{where}: lm_config lacks {', '.join(missing)}",
-                         hint="upstream's MiniCPM4Config requires them")
-    rs = raw["rope_scaling"]
-    if not isinstance(rs, dict):
-        raise ModelError(f"{where}: lm_config.rope_scaling must be an object")
-    for key in ("long_factor", "short_factor", "original_max_position_embeddings"):
-        if key not in rs:
-            raise ModelError(f"{where}: lm_config.rope_scaling lacks {key!r}")
-    rope = RopeScaling(
-        type=str(rs.get("type", "longrope")),
-        short_factor=as_floats(rs["short_factor"]),
-        long_factor=as_floats(rs["long_factor"]),
-        original_max_position_embeddings=as_int(rs["original_max_position_embeddings"]),
-    )
-    kv = raw.get("kv_channels")
-    return MiniCPMConfig(
-        hidden_size=as_int(raw["hidden_size"]),
-        intermediate_size=as_int(raw["intermediate_size"]),
-        num_attention_heads=as_int(raw["num_attention_heads"]),
-        num_key_value_heads=as_int(raw["num_key_value_heads"]),
-        num_hidden_layers=as_int(raw["num_hidden_layers"]),
-        rms_norm_eps=as_float(raw["rms_norm_eps"]),
-        rope_theta=as_float(raw["rope_theta"]),
-        max_position_embeddings=as_int(raw["max_position_embeddings"]),
-        rope_scaling=rope,
-        vocab_size=as_int(raw["vocab_size"]),
-        use_mup=as_bool(raw.get("use_mup", True)),
-        scale_emb=as_float(raw["scale_emb"]),
-        scale_depth=as_float(raw["scale_depth"]),
-        dim_model_base=as_int(raw.get("dim_model_base", 256)),
-        kv_channels=None if kv is None else as_int(kv),
-        no_rope=as_bool(raw.get("no_rope", False)),
-    )
-
-
-def _parse_local(raw: dict[str, Any] | None, key: str, where: str) -> LocalConfig:
-    if raw is None:
-        raise ModelError(f"{where} has no {key!r}")
-    base = LocalConfig()
-    kv = raw.get("kv_channels")
-    return LocalConfig(
-        hidden_dim=as_int(raw.get("hidden_dim", base.hidden_dim)),
-        ffn_dim=as_int(raw.get("ffn_dim", base.ffn_dim)),
-        num_heads=as_int(raw.get("num_heads", base.num_heads)),
-        num_layers=as_int(raw.get("num_layers", base.num_layers)),
-        kv_channels=None if kv is None else as_int(kv),
-    )
-
-
-def _parse_vae(raw: dict[str, Any] | None, v2: bool, where: str) -> AudioVAEConfig:
-    base = AudioVAEConfig() if v2 else AudioVAEConfig(**V1_VAE_DEFAULTS)
-    if raw is None:
-        return base
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(AudioVAEConfig):
-        if f.name == "version" or f.name not in raw:
-            continue
-        if not v2 and f.name in ("out_sample_rate", "sr_bin_boundaries", "cond_type", "cond_dim",
-                                 "cond_out_layer"):
-            continue  # v1's AudioVAEConfig has no such fields (pydantic ignores them)
-        value = raw[f.name]
-        if f.name in ("encoder_rates", "decoder_rates") \
-                or (f.name == "sr_bin_boundaries" and value is not None):
-            value = as_ints(value)
-        values[f.name] = value
-    vae = dataclasses.replace(base, **values)
-    if not v2:
-        vae = dataclasses.replace(vae, out_sample_rate=vae.sample_rate)
-    if vae.use_noise_block:
-        raise ModelError(f"{where}: audio_vae_config.use_noise_block is not supported",
-                         hint="no released VoxCPM checkpoint uses the noise block")
-    if vae.cond_type not in ("scale_bias", "scale_bias_init", "add", "concat"):
-        raise ModelError(f"{where}: audio_vae_config.cond_type {vae.cond_type!r} is not supported")
-    return vae
+def _vae_dict(vae: dict[str, Any], *, v2: bool) -> dict[str, Any]:
+    """``audio_vae_config`` with its architecture's ``version``; v1's with v1's defaults and without v2's
+    keys (pydantic ignores them), its output at its input rate."""
+    if v2:
+        return {**vae, "version": 2}
+    kept = {k: v for k, v in vae.items() if k not in V2_VAE_KEYS and v is not None}
+    v1 = {**V1_VAE_DEFAULTS, **kept, "version": 1}
+    return {**v1, "out_sample_rate": v1.get("sample_rate", AudioVAEConfig.sample_rate)}
