@@ -21,40 +21,24 @@ from __future__ import annotations
 
 import statistics
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.bench_common import run_worker_process
-from tools.weights_bench import ensure_package, free_gib, parse_weights
-
-WORKER = Path(__file__).resolve().with_name("batch_worker.py")
-OURS_PY = Path(sys.executable)
+from tools.bench_common import free_gib
+from tools.weights_bench import compute_of, each_package, run_tool_worker
 
 
-@dataclass
-class Options:
-    batch: str = "1,2,4,8"
-    weights: str = "q8_0,f32"
-    threads: int = 2
-    worker_args: list[str] = field(default_factory=list)  # the family's request size (--frames, --patches...)
-    stream: bool = True
-
-
-def run(family: str, folder: Path, opts: Options, *, label: str | None = None) -> list[dict]:
-    """Package ``folder`` in each weight type, run the batch worker on each, print the table."""
+def run(family: str, folder: Path, *, batch: str = "1,2,4,8", weights: str = "q8_0,f32", threads: int = 2,
+        worker_args: list[str] | None = None, stream: bool = True, label: str | None = None) -> list[dict]:
+    """Package ``folder`` in each weight type, run the batch worker on each (batch sizes ``batch``; the
+    family's request size in ``worker_args``: --frames, --patches...; ``stream``: also the first-audio
+    runs), print the table."""
     results = []
-    for kind in parse_weights(opts.weights):
-        path = ensure_package(label or family, folder, kind, family=family)
+    for kind, path in each_package(label or family, folder, weights, family=family):
         print(f"{kind}: {path.name}; available memory {free_gib():.1f} GiB", file=sys.stderr, flush=True)
-        cmd = [str(OURS_PY), str(WORKER), family, str(path), "--batch", opts.batch,
-               "--threads", str(opts.threads),
-               "--compute-dtype", "float32" if kind == "f32" else "auto", *opts.worker_args]
-        if not opts.stream:
-            cmd.append("--no-stream")
-        result = run_worker_process(cmd, f"{path.name}")
-        result["weights"] = kind
-        results.append(result)
-        print_table(label or family, result)
+        args = ["--batch", batch, "--threads", str(threads), "--compute-dtype", compute_of(kind),
+                *(worker_args or []), *([] if stream else ["--no-stream"])]
+        results.append({**run_tool_worker("batch_worker.py", family, path, args), "weights": kind})
+        print_table(label or family, results[-1])
     return results
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -27,7 +26,8 @@ warnings.filterwarnings("ignore")
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script
     sys.path.append(str(REPO))
-from tools.bench_common import reset_peak, status_bytes  # noqa: E402
+from tools import bench_requests  # noqa: E402
+from tools.bench_common import cosine, reset_peak, status_bytes  # noqa: E402
 
 #: Sentences of similar length (each request its own text and seed).
 TEXTS = [
@@ -43,39 +43,13 @@ TEXTS = [
 
 
 def requests(family: str, count: int, args: argparse.Namespace) -> list:
+    """``count`` requests of the benchmark's fixed size, each its own text and seed."""
     from audiocpp.engine.records import TaskRequest
 
-    out = []
-    for i in range(count):
-        text = TEXTS[i % len(TEXTS)]
-        if family == "omnivoice":
-            options = {"duration": args.duration, "num_inference_steps": args.steps, "guidance_scale": 2.0}
-        elif family in ("voxcpm2", "voxcpm1"):
-            options = {"min_tokens": args.patches, "max_tokens": args.patches, "retry_badcase": False}
-        elif family == "kokoro":  # its length is the text's; the first shipped voice reads English
-            options = {"voice": "jf_alpha"}
-        else:
-            options = {"max_new_tokens": args.frames}
-        language = "en-us" if family == "kokoro" else None
-        out.append(TaskRequest(text=text, seed=100 + i, options=options, language=language))
-    return out
-
-
-def add_request_size(ap: argparse.ArgumentParser) -> None:
-    """The fixed size of the benchmark requests (:func:`requests`), per family."""
-    ap.add_argument("--duration", type=float, default=5.0)
-    ap.add_argument("--steps", type=int, default=16)
-    ap.add_argument("--patches", type=int, default=16)
-    ap.add_argument("--frames", type=int, default=48)
-
-
-def outputs(family: str, result) -> object:
-    details = result.details
-    if family == "omnivoice":
-        return details["tokens"][0]
-    if family in ("voxcpm2", "voxcpm1"):
-        return details["latents"][0]
-    return details["codes"][0]
+    language = "en-us" if family == "kokoro" else None  # Kokoro's length is the text's
+    options = bench_requests.sized_options(family, args)
+    return [TaskRequest(text=TEXTS[i % len(TEXTS)], seed=100 + i, options=dict(options), language=language)
+            for i in range(count)]
 
 
 def compare(family: str, alone: list, batch: list) -> dict:
@@ -84,19 +58,14 @@ def compare(family: str, alone: list, batch: list) -> dict:
 
     same, worst_diff, worst_cos = 0, 0.0, 1.0
     for a, b in zip(alone, batch):
-        x, y = outputs(family, a), outputs(family, b)
+        x, y = bench_requests.output_of(family, a), bench_requests.output_of(family, b)
         if x.shape == y.shape:
             if family in ("voxcpm2", "voxcpm1"):
                 worst_diff = max(worst_diff, float(np.abs(x - y).max()))
-                same += int(np.array_equal(x, y))
-            else:
-                same += int(np.array_equal(x, y))
-        sa, sb = a.audio.samples.astype(np.float64), b.audio.samples.astype(np.float64)
-        if sa.shape == sb.shape and sa.size:
-            denom = float(np.linalg.norm(sa) * np.linalg.norm(sb))
-            worst_cos = min(worst_cos, float(sa @ sb / denom) if denom else 1.0)
-        else:
-            worst_cos = float("nan")
+            same += int(np.array_equal(x, y))
+        sa, sb = a.audio.samples, b.audio.samples
+        # silent pairs (no cosine) leave the worst as it is; a length mismatch makes it NaN
+        worst_cos = min(worst_cos, cosine(sa, sb)) if sa.shape == sb.shape and sa.size else float("nan")
     return {"identical": same, "of": len(alone), "worst_latent_diff": worst_diff, "worst_cosine": worst_cos}
 
 
@@ -121,21 +90,15 @@ class CodecClock:
         return value
 
 
-def codec_of(family: str, model):
-    return model.codec if family == "omnivoice" else model.parts.codec
-
-
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("family", choices=["omnivoice", "voxcpm2", "voxcpm1", "audio8_tts"])
     ap.add_argument("path", type=Path)
     ap.add_argument("--batch", default="1,2,4,8")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--compute-dtype", default="auto")
-    add_request_size(ap)
+    bench_requests.add_session_options(ap)
+    bench_requests.add_request_size(ap)
     ap.add_argument("--no-stream", action="store_true", help="skip the streaming (first audio) runs")
-    ap.add_argument("--session-option", action="append", default=[], metavar="KEY=VALUE",
-                    help="a session option of both sessions (repeatable), e.g. codec_dtype=bfloat16")
     args = ap.parse_args(argv)
     import torch
 
@@ -145,11 +108,10 @@ def main(argv: list[str]) -> int:
     baseline = status_bytes("VmRSS")
     family = args.family
     model = load(args.path, family=family)
-    options = {} if args.compute_dtype == "auto" else {"compute_dtype": args.compute_dtype}
-    options.update(item.split("=", 1) for item in args.session_option)
+    options = bench_requests.session_options(args)
     session = model.session("tts", **options)
     streaming = model.session("tts", "streaming", **options) if not args.no_stream else None
-    clock = CodecClock(codec_of(family, model))
+    clock = CodecClock(bench_requests.codec_of(family, model))
     rss_loaded = status_bytes("VmRSS")
     sizes = [int(b) for b in args.batch.split(",")]
     warm = requests(family, 1, args)[0]
@@ -185,14 +147,8 @@ def main(argv: list[str]) -> int:
             row["ttfa_batch"] = [r.metrics.time_to_first_audio_s for r in stream]
         rows.append(row)
         print(json.dumps({"progress": row}), file=sys.stderr, flush=True)
-    print(json.dumps({
-        "family": family, "path": str(args.path),
-        "compute_dtype": str(getattr(session, "dtype", None) or getattr(
-            getattr(session, "decoder", None), "compute_dtype", "")).removeprefix("torch."),
-        "session_options": options,
-        "threads": torch.get_num_threads(), "baseline_rss": baseline, "rss_loaded": rss_loaded, "rows": rows,
-        "loadavg": " ".join(f"{x:.1f}" for x in os.getloadavg()),
-    }))
+    print(json.dumps({**bench_requests.worker_fields(family, args.path, session), "session_options": options,
+                      "baseline_rss": baseline, "rss_loaded": rss_loaded, "rows": rows}))
     return 0
 
 

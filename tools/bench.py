@@ -24,36 +24,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
+from tools.bench_common import isa_levels, level_env  # noqa: E402
 
 
 def available() -> list[str]:
     return sorted(p.parent.name for p in HERE.glob("*/bench.py"))
-
-
-def isa_levels(value: str) -> list[str]:
-    """The levels ``--isa`` names (``all``: every level of this CPU, best first)."""
-    from audiocpp.engine.nn import cpu_isa
-
-    have = [level for level in cpu_isa.levels() if cpu_isa.cpu_has(cpu_isa.LEVEL_FLAGS[level])]
-    if value == "all":
-        return list(reversed(have))
-    levels = [v.strip() for v in value.split(",") if v.strip()]
-    for level in levels:
-        if level not in cpu_isa.levels():
-            raise SystemExit(f"error: --isa {level!r} is not a level of this {cpu_isa.arch()} CPU "
-                             f"(use {', '.join(cpu_isa.levels())} or all)")
-        if level not in have:
-            raise SystemExit(f"error: this CPU cannot run the {level} level (it has {', '.join(have)})")
-    return levels
-
-
-def level_env(level: str) -> dict[str, str]:
-    from audiocpp.engine.nn import cpu_isa
-
-    limits = ("AUDIOCPP_CPU_ISA", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
-    env = {k: v for k, v in os.environ.items() if k not in limits}
-    env.update(cpu_isa.LEVEL_ENV.get(level, {cpu_isa.CAP_ENV: level}))
-    return env
 
 
 def run_levels(family: str, levels: list[str], rest: list[str]) -> int:

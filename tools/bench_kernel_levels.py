@@ -4,52 +4,12 @@ same data in one process (see that tool's docstring)."""
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from audiocpp.engine.nn import bf16_linear, cpu_isa, jit, q8_0_linear, rng, snake_kernel
-
-
-def timed(fn: Callable[[], Any], budget: float = 0.4) -> float:
-    """Seconds per call (two warm-up calls, then as many as ``budget`` seconds allow)."""
-    fn()
-    fn()
-    start, n = time.perf_counter(), 0
-    while n == 0 or time.perf_counter() - start < budget:
-        fn()
-        n += 1
-    return (time.perf_counter() - start) / n
-
-
-def read_bandwidth(gib: float = 1.0) -> float:
-    """Bytes per second of a sum over ``gib`` GiB (this process's threads; the best of four)."""
-    big = torch.ones(int(gib * 2**28))
-    times = []
-    for _ in range(4):
-        start = time.perf_counter()
-        big.sum()
-        times.append(time.perf_counter() - start)
-    return big.nbytes / min(times[1:])
-
-
-def float32_gemm_rate(n: int = 2048) -> float:
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    return 2 * n**3 / min(timed(lambda: a @ b, 0.0) for _ in range(3))
-
-
-def levels_of(value: str) -> list[str]:
-    """The levels ``--isa`` names (``all``: every level this CPU has, best first)."""
-    have = [level for level in cpu_isa.levels() if cpu_isa.cpu_has(cpu_isa.LEVEL_FLAGS[level])]
-    if value == "all":
-        return list(reversed(have))
-    wanted = [v.strip() for v in value.split(",") if v.strip()]
-    missing = [level for level in wanted if level not in have]
-    if missing:
-        raise SystemExit(f"error: this CPU cannot run {', '.join(missing)} (it has {', '.join(have)})")
-    return wanted
+from tools.bench_common import gemm_rate, isa_levels, read_bandwidth, seconds_per_call
 
 
 class Q8Bench:
@@ -73,7 +33,7 @@ class Q8Bench:
         cells = []
         for m in rows:
             x = torch.randn(m, self.k)
-            t = timed(lambda x=x: op.block_linear(x, *packed))
+            t = seconds_per_call(lambda x=x: op.block_linear(x, *packed))
             cells.append(f"{t * 1e3:8.3f} ({2 * m * self.n * self.k / t / 1e9:6.0f})")
         return cells
 
@@ -87,7 +47,7 @@ class Q8Bench:
             op.block_linear(x, *matrices[turn[0] % len(matrices)])
             turn[0] += 1
 
-        return self.n * self.k * (34 if bits == 8 else 18) / 32 / timed(step)
+        return self.n * self.k * (34 if bits == 8 else 18) / 32 / seconds_per_call(step)
 
 
 def q8_table(levels: list[str], rows: list[int], bench: Q8Bench, bandwidth: float) -> None:
@@ -120,7 +80,7 @@ def bf16_table(levels: list[str], k: int, n: int) -> None:
         cells = []
         for m in (1, 8):
             x = torch.randn(m, k)
-            t = timed(lambda x=x, op=op: op(x, w, None))
+            t = seconds_per_call(lambda x=x, op=op: op(x, w, None))
             extra = f", {n * k * 2 / t / 1e9:.1f} GB/s" if m == 1 else ""
             cells.append(f"{m} rows {t * 1e3:.3f} ({2 * m * n * k / t / 1e9:.0f}{extra})")
         print(f"{level:10s} " + "   ".join(cells), flush=True)
@@ -130,7 +90,7 @@ def elementwise_table(levels: list[str]) -> None:
     x = torch.randn(4096, 1024)
     alpha = torch.rand(1024) + 0.05
     inverse = (alpha + 1e-9).reciprocal()
-    passes = timed(lambda: snake_kernel.snake_passes(x, alpha))
+    passes = seconds_per_call(lambda: snake_kernel.snake_passes(x, alpha))
     print(f"\n== Snake over 4096 x 1024 float32 (GB/s in + out; torch's five passes {passes * 1e3:.2f} ms); "
           "MT19937: 155,776 draws, 4,097 kept (Audio8 0.6B's semantic row)")
     positions = torch.arange(0, 155776, 38)
@@ -138,9 +98,9 @@ def elementwise_table(levels: list[str]) -> None:
     for level in levels:
         snake = snake_kernel.kernel_at(level).snake_channels_last
         draw = rng.kernel_at(level).uniform_at
-        t32 = timed(lambda snake=snake: snake(x, alpha, inverse, False))
-        t16 = timed(lambda snake=snake: snake(x, alpha, inverse, True))
-        tmt = timed(lambda draw=draw: draw(state, 155776, positions))
+        t32 = seconds_per_call(lambda snake=snake: snake(x, alpha, inverse, False))
+        t16 = seconds_per_call(lambda snake=snake: snake(x, alpha, inverse, True))
+        tmt = seconds_per_call(lambda draw=draw: draw(state, 155776, positions))
         print(f"{level:10s} snake float32 out {t32 * 1e3:.2f} ms ({x.nbytes * 2 / t32 / 1e9:.1f} GB/s), "
               f"bfloat16 out {t16 * 1e3:.2f} ms; mt19937 {tmt * 1e3:.3f} ms "
               f"({155776 / tmt / 1e6:.0f} M draws/s)", flush=True)
@@ -148,12 +108,12 @@ def elementwise_table(levels: list[str]) -> None:
 
 def isa_table(args: argparse.Namespace) -> int:
     """Every kernel at every level asked for, on the same data, in this process."""
-    levels = levels_of(args.isa)
+    levels = isa_levels(args.isa)
     k, n = (int(v) for v in args.shape.split("x"))
     rows = [int(r) for r in args.rows.split(",")]
     bandwidth = read_bandwidth()
     print(f"{cpu_isa.describe()}; {torch.get_num_threads()} thread(s); torch at "
-          f"{torch.backends.cpu.get_cpu_capability()}: float32 GEMM {float32_gemm_rate() / 1e9:.0f} GFLOP/s, "
+          f"{torch.backends.cpu.get_cpu_capability()}: float32 GEMM {gemm_rate() / 1e9:.0f} GFLOP/s, "
           f"read bandwidth {bandwidth / 1e9:.1f} GB/s (a sum over 1 GiB)")
     q8_table(levels, rows, Q8Bench(k, n, args.working_set), bandwidth)
     bf16_table(levels, k, n)

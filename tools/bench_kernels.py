@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -44,18 +43,9 @@ from audiocpp.engine.nn import q8_0_linear
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: tools.* imports
     sys.path.insert(0, str(REPO))
+from tools.bench_common import seconds_per_call  # noqa: E402
 
 warnings.filterwarnings("ignore")
-
-
-def timed(fn, budget: float = 0.4) -> float:
-    fn()
-    fn()
-    start, n = time.perf_counter(), 0
-    while time.perf_counter() - start < budget:
-        fn()
-        n += 1
-    return (time.perf_counter() - start) / n * 1e3
 
 
 def q8_0_blocks(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -147,8 +137,8 @@ def main(argv: list[str]) -> int:
         print(f"{'rows':>5s} " + " ".join(f"{name:>16s}" for name in names))
         for m in rows:
             x = torch.randn(m, k)
-            print(f"{m:5d} " + " ".join(f"{timed(lambda f=ks[name], x=x: f(x)):16.3f}" for name in names),
-                  flush=True)
+            ms = [1e3 * seconds_per_call(lambda f=ks[name], x=x: f(x)) for name in names]
+            print(f"{m:5d} " + " ".join(f"{t:16.3f}" for t in ms), flush=True)
         print(f"relative output error vs float64 ({k} -> {n}, 16 rows):")
         for outliers in (0, 20):
             x = torch.randn(16, k)

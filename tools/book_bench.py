@@ -28,7 +28,6 @@ nothing.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -36,13 +35,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script
     sys.path.insert(0, str(REPO))
 
-from tools.bench_common import bench_dir, spread, worker_env  # noqa: E402
+from tools.bench_common import bench_dir, spread, worker_env, write_json  # noqa: E402
+from tools.bench_sides import alternate  # noqa: E402
 
 FAMILIES = ("audio8_tts", "voxcpm1")
 BATCH_SIZES = (8, 1)
@@ -96,7 +97,7 @@ def real_package(family: str, audio8_upstream: Path) -> Path:
     else:
         from tools.voxcpm1.bench import ensure_checkpoint as voxcpm1_checkpoint
 
-        folder = voxcpm1_checkpoint(bench_dir())["float32"].with_name("voxcpm1-0.5b-real")
+        folder = voxcpm1_checkpoint(bench_dir())
     return ensure_package(family, folder, "q8_0")
 
 
@@ -164,20 +165,20 @@ def run_book(
 
 def bench_family(family: str, model: Path, chapter: Path, args: argparse.Namespace, scratch: Path) -> dict:
     options = chunk_options(family, args.frames, args.patches)
-    runs: dict[int, list[dict]] = {size: [] for size in BATCH_SIZES}
-    for round_ in range(args.rounds):
-        order = BATCH_SIZES if round_ % 2 == 0 else tuple(reversed(BATCH_SIZES))
-        for size in order:
-            run = run_book(chapter, model, size, scratch, options, args.threads)
-            if run["synthesized"] != run["chunks"]:
-                raise SystemExit(f"a run reused {run['chunks'] - run['synthesized']} chunks: not a fresh run")
-            runs[size].append(run)
-            print(
-                f"  {family} round {round_ + 1}/{args.rounds} --batch-size {size}: "
-                f"wall {run['wall_s']:.2f} s, synthesis {run['synth_s']:.2f} s",
-                file=sys.stderr,
-                flush=True,
-            )
+
+    def fresh_run(size: int) -> dict:
+        run = run_book(chapter, model, size, scratch, options, args.threads)
+        if run["synthesized"] != run["chunks"]:
+            raise SystemExit(f"a run reused {run['chunks'] - run['synthesized']} chunks: not a fresh run")
+        return run
+
+    def report(round_: int, size: int, run: dict) -> None:
+        print(f"  {family} round {round_ + 1}/{args.rounds} --batch-size {size}: "
+              f"wall {run['wall_s']:.2f} s, synthesis {run['synth_s']:.2f} s", file=sys.stderr, flush=True)
+
+    # the first size of a round swapped every round (8 1, 1 8, ...)
+    runs = alternate({size: partial(fresh_run, size) for size in BATCH_SIZES}, args.rounds, swap=True,
+                     report=report)
     return {"family": family, "model": str(model), "threads": args.threads, "options": options, "runs": runs}
 
 
@@ -255,11 +256,7 @@ def main(argv: list[str]) -> int:
             result = bench_family(family, model, chapter, args, scratch)
             print_family(result, chars)
             results.append(result)
-    if args.json:
-        args.json.write_text(
-            json.dumps({"chars": chars, "results": results, "loadavg": os.getloadavg()}, indent=1),
-            encoding="utf-8",
-        )
+    write_json(args.json, {"chars": chars, "results": results, "loadavg": os.getloadavg()})
     return 0
 
 

@@ -22,11 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.bench_common import run_worker_process
-from tools.weights_bench import ensure_package, parse_weights
-
-WORKER = Path(__file__).resolve().with_name("profile_worker.py")
-OURS_PY = Path(sys.executable)
+from tools.weights_bench import compute_of, each_package, run_tool_worker
 
 
 @dataclass
@@ -41,15 +37,9 @@ class Options:
 def run(family: str, folder: Path, opts: Options, *, label: str | None = None) -> list[dict]:
     """Package ``folder`` in each weight type, profile one request on each, print the tables."""
     results = []
-    for kind in parse_weights(opts.weights):
-        path = ensure_package(label or family, folder, kind, family=family)
-        cmd = [str(OURS_PY), str(WORKER), family, str(path), "--threads", str(opts.threads),
-               "--repeats", str(opts.repeats), "--batch", str(opts.batch),
-               "--compute-dtype", "float32" if kind == "f32" else "auto", *opts.worker_args]
-        result = run_worker_process(cmd, path.name)
-        result["weights"] = kind
-        results.append(result)
-        print_table(label or family, result)
+    for kind, path in each_package(label or family, folder, opts.weights, family=family):
+        results.append({**profile(family, path, compute_of(kind), opts, path.name), "weights": kind})
+        print_table(label or family, results[-1])
     return results
 
 
@@ -57,14 +47,17 @@ def run_package(family: str, path: Path, computes: list[str], opts: Options, *, 
     """Profile one request on a given package (a real model's) in each compute mode, print the tables."""
     results = []
     for compute in computes:
-        cmd = [str(OURS_PY), str(WORKER), family, str(path), "--threads", str(opts.threads),
-               "--repeats", str(opts.repeats), "--batch", str(opts.batch), "--compute-dtype", compute,
-               *opts.worker_args]
-        result = run_worker_process(cmd, f"{path.name} ({compute})")
-        result.update(weights=compute, real=True)
-        results.append(result)
-        print_table(label, result)
+        result = profile(family, path, compute, opts, f"{path.name} ({compute})")
+        results.append({**result, "weights": compute, "real": True})
+        print_table(label, results[-1])
     return results
+
+
+def profile(family: str, path: Path, compute: str, opts: Options, name: str) -> dict:
+    """One worker process: the profile of the package ``path`` in the compute mode ``compute``."""
+    return run_tool_worker("profile_worker.py", family, path, [
+        "--threads", str(opts.threads), "--repeats", str(opts.repeats), "--batch", str(opts.batch),
+        "--compute-dtype", compute, *opts.worker_args], name)
 
 
 def bound_of(stage: dict, calls: int, rates: dict[str, float]) -> tuple[float, str]:

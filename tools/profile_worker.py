@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -37,7 +36,9 @@ warnings.filterwarnings("ignore")
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script
     sys.path.append(str(REPO))
-from tools.batch_worker import add_request_size, requests  # noqa: E402
+from tools import bench_requests  # noqa: E402
+from tools.batch_worker import requests  # noqa: E402
+from tools.bench_common import gemm_rate, read_bandwidth  # noqa: E402
 
 #: Per family: (stage, object getter from the session, method name). Stages may nest (a stage's
 #: counts include its inner stages'); the table lists them outermost first.
@@ -123,26 +124,11 @@ def machine_rates(threads: int) -> dict[str, float]:
     torch.set_num_threads(threads)
     from audiocpp.engine.nn.cpu_isa import native_bf16
 
-    out: dict[str, float] = {}
-    for dtype in (torch.float32, torch.bfloat16):
-        # emulated bfloat16 (no AVX512-BF16 / AMX at this level) runs at well under 1 GFLOP/s: a
-        # smaller product measures it in seconds rather than minutes
-        n = 2048 if dtype == torch.float32 or native_bf16() else 256
-        a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-        times = []
-        for _ in range(4):
-            start = time.perf_counter()
-            a @ b
-            times.append(time.perf_counter() - start)
-        out[f"gemm_{str(dtype).removeprefix('torch.')}"] = 2 * n**3 / min(times[1:])
-    big = torch.ones(128 * 2**20)  # 512 MiB
-    times = []
-    for _ in range(4):
-        start = time.perf_counter()
-        big.sum()
-        times.append(time.perf_counter() - start)
-    out["read_bandwidth"] = big.nbytes / min(times[1:])
-    return out
+    # emulated bfloat16 (no AVX512-BF16 / AMX at this level) runs at well under 1 GFLOP/s: a smaller
+    # product measures it in seconds rather than minutes
+    return {"gemm_float32": gemm_rate("float32"),
+            "gemm_bfloat16": gemm_rate("bfloat16", 2048 if native_bf16() else 256),
+            "read_bandwidth": read_bandwidth(0.5)}
 
 
 class Count:
@@ -319,25 +305,19 @@ def main(argv: list[str]) -> int:
     ap.add_argument("family", choices=sorted(STAGES))
     ap.add_argument("path", type=Path)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--compute-dtype", default="auto")
-    add_request_size(ap)
+    bench_requests.add_session_options(ap)
+    bench_requests.add_request_size(ap)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--batch", type=int, default=1, help="requests run as one batch (run_batch)")
     ap.add_argument("--text", help="every request's text (default: the batch benchmark's sentences)")
-    ap.add_argument("--session-option", action="append", default=[], metavar="KEY=VALUE",
-                    help="a session option (repeatable), e.g. codec_dtype=bfloat16")
     args = ap.parse_args(argv)
     if args.batch < 1:
         ap.error("--batch must be at least 1")
-    import torch
-
     from audiocpp.engine import load
 
     rates = machine_rates(args.threads)
     model = load(args.path, family=args.family)
-    options = {} if args.compute_dtype == "auto" else {"compute_dtype": args.compute_dtype}
-    options.update(item.split("=", 1) for item in args.session_option)
-    session = model.session("tts", **options)
+    session = model.session("tts", **bench_requests.session_options(args))
     batch = requests(args.family, args.batch, args)
     if args.text:
         batch = [replace(r, text=args.text) for r in batch]
@@ -363,18 +343,14 @@ def main(argv: list[str]) -> int:
     with count.mode():
         synthesize()
     count.remove()
-    dtype = str(getattr(session, "dtype", None) or getattr(getattr(session, "decoder", None), "compute_dtype",
-                                                           None) or getattr(session, "compute", "")
-                ).removeprefix("torch.")
     print(json.dumps({
-        "family": args.family, "path": str(args.path), "compute_dtype": dtype,
-        "threads": torch.get_num_threads(), "rates": rates, "audio_s": audio_s, "batch": args.batch,
+        **bench_requests.worker_fields(args.family, args.path, session), "rates": rates, "audio_s": audio_s,
+        "batch": args.batch,
         "wall": statistics.median(walls), "walls": walls,
         "stages": [{"name": name, "seconds": statistics.median(per_stage[name]), "calls": calls.get(name, 0),
                     **counted(count, name)} for name in stages.names],
         "other": counted(count, "other"),
         "nested": sorted(stages.inside),
-        "loadavg": " ".join(f"{x:.1f}" for x in os.getloadavg()),
     }))
     return 0
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script
     sys.path.insert(0, str(REPO))
+from tools.bench_common import isa_levels, level_env  # noqa: E402
 
 PROBE = r"""
 import json, sys, time
@@ -56,12 +56,6 @@ def timed(cmd: list[str], env: dict[str, str], *, output: bool = True) -> tuple[
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:3])} failed:\n{proc.stderr[-2000:]}")
     return time.perf_counter() - start, proc.stdout
-
-
-def level_env(level: str | None) -> dict[str, str]:
-    from tools.bench import level_env as env_of
-
-    return env_of(level) if level else dict(os.environ)
 
 
 def compile_sources() -> None:
@@ -92,10 +86,11 @@ def measure(package: Path, level: str | None, runs: int) -> dict:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("packages", nargs="+", type=Path)
-    ap.add_argument("--isa", help="ISA levels (default: this host as it is)")
+    ap.add_argument("--isa", help="ISA levels, e.g. avx2,avx512 (all: every level this CPU has; default: "
+                    "this host as it is)")
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args(argv)
-    levels = args.isa.split(",") if args.isa else [None]
+    levels = isa_levels(args.isa) if args.isa else [None]
     compile_sources()
     print(f"{'package':34s} {'level':8s} {'GiB':>5s} {'read':>6s} {'python+torch':>12s} {'process':>8s} "
           f"{'= torch':>8s} {'+ audiocpp':>10s} {'+ load':>7s} {'+ session':>9s}  process - torch vs read")

@@ -16,7 +16,6 @@ as ``<family>-<type>.gguf`` with ``audiocpp package``.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import statistics
@@ -28,10 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tools.bench_common import bench_dir, run_worker_process
+from tools.bench_common import bench_dir, cosine, free_gib, run_worker_process, write_json
 
-REPO = Path(__file__).resolve().parents[1]
-WORKER = Path(__file__).resolve().with_name("weights_worker.py")
+HERE = Path(__file__).resolve().parent
 # the interpreter that runs the benchmark (the project venv, or a GPU machine's)
 OURS_PY = Path(sys.executable)
 WEIGHT_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
@@ -64,26 +62,28 @@ def ensure_package(name: str, folder: Path, kind: str, *, family: str | None = N
     return out
 
 
-def free_gib() -> float:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) / 2**20
-    return float("nan")
+def each_package(name: str, folder: Path, weights: str, *, family: str | None = None):
+    """``(kind, package)`` for each type of ``weights``, ``folder`` packaged once per type."""
+    for kind in parse_weights(weights):
+        yield kind, ensure_package(name, folder, kind, family=family)
+
+
+def compute_of(kind: str) -> str:
+    """The compute mode of a weight type's worker: float32 (exact) for f32, else the default (auto)."""
+    return "float32" if kind == "f32" else "auto"
+
+
+def run_tool_worker(script: str, family: str, path: Path, args: list[str], name: str | None = None) -> dict:
+    """``tools/<script> FAMILY PACKAGE ARGS...`` in this interpreter (weights_worker.py, batch_worker.py,
+    profile_worker.py): its JSON record."""
+    cmd = [str(OURS_PY), str(HERE / script), family, str(path), *args]
+    return run_worker_process(cmd, name or path.name)
 
 
 def run_worker(family: str, path: Path, save: Path, opts: Options) -> dict:
-    cmd = [str(OURS_PY), str(WORKER), family, str(path), "--save", str(save), "--repeats", str(opts.repeats),
-           "--threads", str(opts.threads), *opts.worker_args]
-    if opts.device:
-        cmd += ["--device", opts.device]
-    return run_worker_process(cmd, f"{path.name}")
-
-
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    n = min(len(a), len(b))
-    a, b = np.asarray(a[:n], np.float64), np.asarray(b[:n], np.float64)
-    denom = float(np.linalg.norm(a) * np.linalg.norm(b))
-    return float(a @ b / denom) if denom else float("nan")
+    return run_tool_worker("weights_worker.py", family, path, [
+        "--save", str(save), "--repeats", str(opts.repeats), "--threads", str(opts.threads),
+        *opts.worker_args, *(["--device", opts.device] if opts.device else [])])
 
 
 def drift(family: str, ref: dict, other: dict) -> str:
@@ -138,12 +138,11 @@ class Options:
 
 def run(family: str, folder: Path, opts: Options) -> list[dict]:
     """Package ``folder`` in each of ``opts.weights`` and print the side-by-side table."""
-    kinds = parse_weights(opts.weights)
-    paths = {k: ensure_package(family, folder, k) for k in kinds}
+    paths = dict(each_package(family, folder, opts.weights))
     work = Path(tempfile.mkdtemp(prefix=f"{family}-weights-"))
     rows = []
     try:
-        for kind in kinds:
+        for kind in paths:
             print(f"{kind}: {paths[kind].name} ({paths[kind].stat().st_size / 2**30:.2f} GiB); "
                   f"available memory {free_gib():.1f} GiB", file=sys.stderr, flush=True)
             save = work / f"{kind}.npz"
@@ -157,8 +156,7 @@ def run(family: str, folder: Path, opts: Options) -> list[dict]:
                       f"{drift(family, outputs[ref], outputs[row['weights']])}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    if opts.json:
-        Path(opts.json).write_text(json.dumps(rows, indent=2), encoding="utf-8")
+    write_json(opts.json, rows)
     return rows
 
 

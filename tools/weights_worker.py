@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 import time
 import warnings
@@ -27,24 +26,20 @@ warnings.filterwarnings("ignore")
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script
     sys.path.append(str(REPO))
-from tools.bench_common import reset_peak, status_bytes  # noqa: E402
+from tools import bench_requests  # noqa: E402
+from tools.bench_common import proc_number, reset_peak, status_bytes, timed_runs  # noqa: E402
 
 TEXTS = {
     "omnivoice": "The old lighthouse keeper climbed the stairs slowly, counting each step he took.",
     "voxcpm2": "The quick brown fox jumps over the lazy dog.",
     "audio8_tts": "The quick brown fox jumps over the lazy dog.",
 }
+SEEDS = {"omnivoice": 0}  # 7 elsewhere
 
 
 def io_read_bytes() -> int:
     """Bytes this process read with read() calls (``rchar``; page faults of a memory map do not count)."""
-    try:
-        for line in Path("/proc/self/io").read_text().splitlines():
-            if line.startswith("rchar:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+    return proc_number("/proc/self/io", "rchar")
 
 
 def read_once(path: Path) -> float:
@@ -61,25 +56,17 @@ def read_once(path: Path) -> float:
 def request(family: str, args):
     from audiocpp.engine.records import TaskRequest
 
-    text = TEXTS[family]
-    if family == "omnivoice":
-        return TaskRequest(text=text, seed=0, options={"duration": args.duration,
-                                                       "num_inference_steps": args.steps,
-                                                       "guidance_scale": 2.0})
-    if family == "voxcpm2":
-        return TaskRequest(text=text, seed=7, options={"min_tokens": args.patches, "max_tokens": args.patches,
-                                                       "retry_badcase": False, "num_inference_steps": 10,
-                                                       "guidance_scale": 2.0})
-    return TaskRequest(text=text, seed=7, options={"max_new_tokens": args.frames})
+    options = bench_requests.sized_options(family, args)
+    return TaskRequest(text=TEXTS[family], seed=SEEDS.get(family, 7), options=options)
 
 
 def networks(family: str, model, session) -> list:
     """The torch modules a session computes with (the generator in its dtype and the codec)."""
     if family == "omnivoice":
-        return [session.decoder.lm, model.codec]
+        return [session.decoder.lm, bench_requests.codec_of(family, model)]
     if family == "voxcpm2":
-        return [session.generator.model, model.parts.codec]
-    return [session.network, model.parts.codec]
+        return [session.generator.model, bench_requests.codec_of(family, model)]
+    return [session.network, bench_requests.codec_of(family, model)]
 
 
 def resident(modules: list) -> dict[str, int]:
@@ -166,10 +153,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default=None)
-    ap.add_argument("--duration", type=float, default=5.0)
-    ap.add_argument("--steps", type=int, default=16)
-    ap.add_argument("--patches", type=int, default=4)
-    ap.add_argument("--frames", type=int, default=16)
+    bench_requests.add_request_size(ap, patches=4, frames=16)
     args = ap.parse_args(argv)
     import numpy as np
     import torch
@@ -196,31 +180,23 @@ def main(argv: list[str]) -> int:
     req = request(args.family, args)
     session.run(req)  # warm-up: first touch of every weight page, allocator
     reset = reset_peak()
-    walls = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        result = session.run(req)
-        walls.append(time.perf_counter() - start)
-    details = result.details
-    key, value = ("latents", details["latents"][0]) if args.family == "voxcpm2" else \
-        ("tokens", np.asarray(details["tokens" if args.family == "omnivoice" else "codes"][0]))
+    walls, result = timed_runs(lambda: session.run(req), args.repeats)
+    key = "latents" if args.family == "voxcpm2" else "tokens"  # Audio8's codes saved as tokens
+    value = np.asarray(bench_requests.output_of(args.family, result))
     first = first_step(args.family, model, session, args)
     extra = {} if first is None else {"first_logits": first}
     if args.family == "audio8_tts":  # greedy codes: sampled ones of random weights diverge at the first draw
         greedy = session.run(dataclasses.replace(req, options={**req.options, "do_sample": False}))
         extra["greedy"] = np.asarray(greedy.details["codes"][0])
     np.savez(args.save, audio=result.audio.samples, **{key: value}, **extra)
-    dtype = (getattr(session, "dtype", None)
-             or getattr(getattr(session, "decoder", None), "compute_dtype", None))
     print(json.dumps({
-        "family": args.family, "file_bytes": args.path.stat().st_size, "read_once_s": read_s,
+        **bench_requests.worker_fields(args.family, args.path, session), "device": str(model.parts.device),
+        "file_bytes": args.path.stat().st_size, "read_once_s": read_s,
         "load_s": load_s, "load_read_calls_bytes": read_by_calls,
         "baseline_rss": baseline, "rss_loaded": rss_loaded, "peak_rss_load": peak_load,
         "peak_rss_gen": status_bytes("VmHWM") if reset else None,
         "rss_end": status_bytes("VmRSS"), "resident": weights, "walls": walls,
         "audio_s": result.audio.duration,
-        "compute_dtype": str(dtype).removeprefix("torch."), "device": str(model.parts.device),
-        "threads": torch.get_num_threads(), "loadavg": " ".join(f"{x:.1f}" for x in os.getloadavg()),
     }))
     return 0
 

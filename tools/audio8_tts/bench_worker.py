@@ -12,9 +12,7 @@ RSS while generating, and a hash of the codes (both sides' codes should be ident
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import sys
 import time
 import warnings
@@ -24,7 +22,7 @@ warnings.filterwarnings("ignore")
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # run as a script, in the project venv or a reference env
     sys.path.append(str(REPO))
-from tools.bench_common import reset_peak, status_bytes  # noqa: E402
+from tools.bench_requests import OursSide, request_options, run_side, side_arguments  # noqa: E402
 
 
 def _hash(codes) -> str:
@@ -33,32 +31,17 @@ def _hash(codes) -> str:
     return hashlib.sha256(np.ascontiguousarray(np.asarray(codes, dtype=np.int64)).tobytes()).hexdigest()[:16]
 
 
-class Ours:
+class Ours(OursSide):
     def __init__(self, ckpt: Path, dtype: str) -> None:
-        from audiocpp.engine.records import TaskRequest
-        from audiocpp.families.audio8_tts import plugin
-
-        self.TaskRequest = TaskRequest
-        model = plugin.load(ckpt)
-        self.offline = model.session("tts", "offline", compute_dtype=dtype)
-        self.streaming = model.session("tts", "streaming", compute_dtype=dtype)
-
-    def _request(self, text: str, frames: int, seed: int):
-        return self.TaskRequest(text=text, seed=seed,
-                                options={"max_new_tokens": frames, "streaming_chunk_frames": 1})
+        # streamed frame by frame: the first audio event after the first frame
+        super().__init__("audio8_tts", ckpt, lambda frames: {**request_options("audio8_tts", frames=frames),
+                                                             "streaming_chunk_frames": 1},
+                         session={"compute_dtype": dtype})
 
     def run(self, text: str, frames: int, seed: int) -> tuple[float, int, str]:
-        result = self.offline.run(self._request(text, frames, seed))
+        result = self.result(text, frames, seed)
         codes = result.details["codes"][0]
         return result.audio.duration, int(codes.shape[1]), _hash(codes)
-
-    def first_audio(self, text: str, frames: int, seed: int) -> float:
-        t0 = time.perf_counter()
-        first = None
-        for event in self.streaming.stream(self._request(text, frames, seed)):
-            if first is None and not event.is_final:
-                first = time.perf_counter() - t0
-        return first if first is not None else float("nan")
 
 
 class Upstream:
@@ -91,38 +74,12 @@ class Upstream:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("side", choices=["ours", "upstream"])
-    parser.add_argument("ckpt", type=Path)
-    parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--frames", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--text", default="The quick brown fox jumps over the lazy dog.")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--threads", type=int, default=0)
+    parser = side_arguments("--frames", 16, repeats=2)
     parser.add_argument("--upstream", type=Path, default=Path("/work/upstream/audio8"))
     args = parser.parse_args(argv)
-    import torch
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    t0 = time.perf_counter()
-    side = (Ours(args.ckpt, args.dtype) if args.side == "ours"
-            else Upstream(args.ckpt, args.dtype, args.upstream))
-    load_s = time.perf_counter() - t0
-    side.run(args.text, 2, args.seed)  # warm-up: first touch of every weight page
-    reset = reset_peak()
-    walls, audio_s, frames, codes = [], 0.0, 0, ""
-    for _ in range(args.repeats):
-        t = time.perf_counter()
-        audio_s, frames, codes = side.run(args.text, args.frames, args.seed)
-        walls.append(time.perf_counter() - t)
-    ttfa = [side.first_audio(args.text, args.frames, args.seed) for _ in range(args.repeats)]
-    print(json.dumps({
-        "side": args.side, "dtype": args.dtype, "threads": torch.get_num_threads(), "load_s": load_s,
-        "walls": walls, "audio_s": audio_s, "frames": frames, "codes": codes, "ttfa": ttfa,
-        "peak_rss_gen_mb": status_bytes("VmHWM") / 2**20 if reset else None,
-    }))
+    run_side(args, lambda: (Ours(args.ckpt, args.dtype) if args.side == "ours"
+                            else Upstream(args.ckpt, args.dtype, args.upstream)),
+             args.frames, lambda last: {"audio_s": last[0], "frames": last[1], "codes": last[2]})
     return 0
 
 

@@ -26,20 +26,29 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
+from functools import partial
 from pathlib import Path
 
-from tools.bench_common import bench_dir, merge, require, run_worker_process, spread
+from tools.bench_common import bench_dir, require, run_worker_process
+from tools.bench_sides import Worker, add_round_options, alternate_merged, print_sides, thread_counts
 
-REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+UPSTREAM = Worker(HERE / "bench_upstream.py", "kokoro")  # hexgrad's side, in the reference env
+
+
+def side_command(side: str, request: Path, package: Path, onnx: Path, folder: Path) -> list[str]:
+    """hexgrad's KModel in the reference env (bench_upstream.py); ours and onnxruntime in this
+    interpreter (bench_worker.py)."""
+    if side == "hexgrad":
+        return [str(UPSTREAM.upstream_python), str(UPSTREAM.script), str(request), str(folder)]
+    return [sys.executable, str(HERE / "bench_worker.py"), side, str(request),
+            str(package if side == "ours" else onnx)]
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="tools/bench.py kokoro", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", default="2,1")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=2)
+    add_round_options(parser, repeats=3, rounds=2, threads="2,1")
     parser.add_argument("--sides", default="ours,ort,hexgrad")
     parser.add_argument("--profile", action="store_true", help="where our time goes, stage by stage")
     args = parser.parse_args(argv)
@@ -49,39 +58,23 @@ def main(argv: list[str]) -> int:
     if args.profile:
         from tools.profile_bench import Options, run_package
 
-        for threads in [int(t) for t in args.threads.split(",")]:
+        for threads in thread_counts(args.threads):
             opts = Options(threads=threads, repeats=args.repeats, worker_args=["--text", TEXT])
             run_package("kokoro", package, ["auto", "float32"], opts, label="kokoro (Kokoro-82M v1.0)")
         return 0
     request_path = bench_dir() / "kokoro-request.json"
     request_path.write_text(json.dumps(request, ensure_ascii=False), encoding="utf-8")
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
-    upstream = REPO / ".ref-envs" / "kokoro" / "bin" / "python"
     if "hexgrad" in sides:
-        require(upstream, "bash tools/reference_envs/kokoro.sh")
+        require(UPSTREAM.upstream_python, UPSTREAM.upstream_fix)
     print(f"request: {len(request['ids'])} tokens, voice {request['voice']}; ours: {package.name}; "
           f"onnxruntime: {onnx.name}; hexgrad: {folder}")
-    for threads in [int(t) for t in args.threads.split(",")]:
-        runs: dict[str, list[dict]] = {s: [] for s in sides}
-        for _ in range(args.rounds):
-            for side in sides:
-                if side == "hexgrad":
-                    script = REPO / "tools" / "kokoro" / "bench_upstream.py"
-                    cmd = [str(upstream), str(script), str(request_path), str(folder)]
-                else:
-                    cmd = [sys.executable, str(REPO / "tools" / "kokoro" / "bench_worker.py"), side,
-                           str(request_path), str(package if side == "ours" else onnx)]
-                cmd += ["--threads", str(threads), "--repeats", str(args.repeats)]
-                runs[side].append(run_worker_process(cmd, side))
-        merged = {side: merge(r) for side, r in runs.items()}
-        print(f"\n== {threads} thread{'s' if threads > 1 else ''}")
-        for side, m in merged.items():
-            rtf = statistics.median(m["walls"]) / m["audio_s"]
-            print(f"{side:8s} wall {spread(m['walls'])}  audio {m['audio_s']:.2f} s ({m['frames']} frames)  "
-                  f"RTF {rtf:.3f}  peak RSS {m['peak_rss_gen_mb']:.0f} MB  load {m['load_s']:.2f} s")
-        if "ours" in merged:
-            mine = statistics.median(merged["ours"]["walls"])
-            for side in sides:
-                if side != "ours":
-                    print(f"ours / {side}: {mine / statistics.median(merged[side]['walls']):.2f}x")
+    for threads in thread_counts(args.threads):
+        timing = ["--threads", str(threads), "--repeats", str(args.repeats)]
+        merged = alternate_merged({side: partial(run_worker_process, [
+            *side_command(side, request_path, package, onnx, folder), *timing], side) for side in sides},
+            args.rounds)
+        print_sides(f"{threads} thread{'s' if threads > 1 else ''}", merged,
+                    ratios=[("ours", side) for side in sides if side != "ours"],
+                    extra=("audio (frames)", lambda r: f"{r['audio_s']:.2f} s ({r['frames']} frames)"))
     return 0

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 import warnings
 from pathlib import Path
 
@@ -41,28 +40,21 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     request = json.loads(args.request.read_text(encoding="utf-8"))
-    t0 = time.perf_counter()
-    config = json.loads((args.folder / "config.json").read_text(encoding="utf-8"))
-    weights = str(args.folder / "kokoro-v1_0.pth")
-    model = KModel(repo_id="hexgrad/Kokoro-82M", config=config, model=weights).eval()
-    load_s = time.perf_counter() - t0
     ids = torch.LongTensor([[0, *request["ids"], 0]])
     style = torch.from_numpy(np.load(request["style"]).reshape(1, -1))
 
-    def run():
+    def load():
+        config = json.loads((args.folder / "config.json").read_text(encoding="utf-8"))
+        weights = str(args.folder / "kokoro-v1_0.pth")
+        return KModel(repo_id="hexgrad/Kokoro-82M", config=config, model=weights).eval()
+
+    def run(model):
         torch.manual_seed(1)
         audio, dur = model.forward_with_tokens(ids, style, 1.0)
         return audio.numel() / 24000, int(dur.sum())
 
-    run()
-    common.reset_peak()
-    walls, audio_s, frames = [], 0.0, 0
-    for _ in range(args.repeats):
-        t = time.perf_counter()
-        audio_s, frames = run()
-        walls.append(time.perf_counter() - t)
-    print(json.dumps({"side": "hexgrad", "walls": walls, "ttfa": [], "audio_s": audio_s, "frames": frames,
-                      "load_s": load_s, "peak_rss_gen_mb": common.status_bytes("VmHWM") / 2**20}))
+    record, (audio_s, frames) = common.measure_side(load, run, args.repeats)
+    print(json.dumps({"side": "hexgrad", **record, "audio_s": audio_s, "frames": frames}))
 
 
 if __name__ == "__main__":

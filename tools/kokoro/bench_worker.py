@@ -12,14 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[2]
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from tools.bench_common import reset_peak, status_bytes  # noqa: E402
+from tools.bench_common import measure_side  # noqa: E402
 
 
 def ours(request: dict, model_path: str, threads: int):
@@ -66,19 +65,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     request = json.loads(args.request.read_text(encoding="utf-8"))
-    t0 = time.perf_counter()
-    run = (ours if args.side == "ours" else ort)(request, args.model, args.threads)
-    load_s = time.perf_counter() - t0
-    run()
-    reset_peak()
-    walls, audio_s, frames = [], 0.0, 0
-    for _ in range(args.repeats):
-        t = time.perf_counter()
-        audio_s, frames = run()
-        walls.append(time.perf_counter() - t)
-    print(json.dumps({"side": args.side, "walls": walls, "ttfa": [], "audio_s": audio_s,
-                      "frames": int(frames),
-                      "load_s": load_s, "peak_rss_gen_mb": status_bytes("VmHWM") / 2**20}))
+    load = ours if args.side == "ours" else ort
+    record, (audio_s, frames) = measure_side(lambda: load(request, args.model, args.threads),
+                                             lambda run: run(), args.repeats)
+    print(json.dumps({"side": args.side, **record, "audio_s": audio_s, "frames": int(frames)}))
 
 
 if __name__ == "__main__":

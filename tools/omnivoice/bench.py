@@ -28,13 +28,16 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import numpy as np
+
+from tools.bench_common import loadavg, require, run_worker_process, worker_env
+from tools.bench_sides import add_mode_options, alternate, print_sides, run_modes
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = Path(__file__).resolve().parent
@@ -65,60 +68,40 @@ def ensure_model(path: Path | None) -> Path:
     return target
 
 
-def worker(python: Path, impl: str, model: Path, args, save: Path | None, dtype: str = "float32",
-           extra: tuple[str, ...] = ()) -> dict:
-    cmd = [str(python), str(TOOLS / "bench_worker.py"), "--impl", impl, "--model", str(model), "--text", TEXT,
-           "--duration", str(args.duration), "--steps", str(args.steps), "--repeats", str(args.repeats),
-           "--compute-dtype", dtype, *(("--save", str(save)) if save else ()), *extra]
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        raise SystemExit(f"{impl} ({dtype}) failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+def worker_command(python: Path, impl: str, model: Path, args, dtype: str) -> list[str]:
+    return [str(python), str(TOOLS / "bench_worker.py"), "--impl", impl, "--model", str(model),
+            "--text", TEXT, "--duration", str(args.duration), "--steps", str(args.steps),
+            "--compute-dtype", dtype]
 
 
-def interleaved(plan: list, args) -> list[tuple[str, dict]]:
-    """Start one serving worker per implementation, warm each up, then time them in turns
-    (A B C A B C ...), so that the machine's other load falls on all of them alike."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    procs = []
+def interleaved(plan: list, args) -> dict[str, dict]:
+    """Start one serving worker per implementation (loaded one at a time: memory and disk), then time
+    them in turns (A B C A B C ...; the first round is the warm-up), so that the machine's other load
+    falls on all of them alike."""
+    procs = {}
     for name, python, impl, model, dtype, save in plan:
-        cmd = [str(python), str(TOOLS / "bench_worker.py"), "--impl", impl, "--model", str(model),
-               "--text", TEXT, "--duration", str(args.duration), "--steps", str(args.steps),
-               "--compute-dtype", dtype, "--save", str(save), "--serve"]
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-        procs.append((name, proc))
-        _reply(name, proc)  # loaded; load one at a time (memory and disk)
-
-    walls: dict[str, list[float]] = {name: [] for name, _ in procs}
-    for round_ in range(args.repeats + 1):  # round 0 is the warm-up
-        for name, proc in procs:
-            proc.stdin.write("run\n")
-            proc.stdin.flush()
-            wall = _reply(name, proc)["wall"]
-            if round_ > 0:
-                walls[name].append(wall)
-    rows = []
-    for name, proc in procs:
-        proc.stdin.write("quit\n")
-        proc.stdin.flush()
-        rows.append((name, {**_reply(name, proc), "walls": walls[name]}))
+        cmd = [*worker_command(python, impl, model, args, dtype), "--save", str(save), "--serve"]
+        procs[name] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                       env=worker_env())
+        _ask(name, procs[name], None)  # loaded
+    runs = alternate({name: partial(_ask, name, proc, "run") for name, proc in procs.items()},
+                     args.repeats + 1)
+    rows = {}
+    for name, proc in procs.items():
+        rows[name] = {**_ask(name, proc, "quit"), "walls": [r["wall"] for r in runs[name][1:]]}
         proc.wait()
     return rows
 
 
-def _reply(name: str, proc: subprocess.Popen) -> dict:
+def _ask(name: str, proc: subprocess.Popen, command: str | None) -> dict:
+    """Send a serving worker a command (``run``, ``quit``; None: none) and read its JSON reply."""
+    if command is not None:
+        proc.stdin.write(command + "\n")
+        proc.stdin.flush()
     line = proc.stdout.readline()
     if not line:
         raise SystemExit(f"{name}: the worker died (exit {proc.wait()})")
     return json.loads(line)
-
-
-def loadavg() -> str:
-    try:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "?"
 
 
 def main(argv: list[str]) -> int:
@@ -131,13 +114,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--no-bf16", action="store_true")
     ap.add_argument("--package", help="also time ours on a package in the default compute mode (auto): a "
                     "GGUF path, or a weight type (q8_0, bf16...): the benchmark checkpoint packaged so once")
-    ap.add_argument("--weights", help="f32,bf16,q8_0: package the checkpoint in each type, run ours on each")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads of the --weights workers")
-    ap.add_argument("--device", help="device of the --weights workers (default: auto)")
-    ap.add_argument("--batch", help="1,2,4,8: batched generation against sequential (tools/batch_bench.py)")
-    ap.add_argument("--profile", action="store_true",
-                    help="where one request's time goes, stage by stage (tools/profile_bench.py); "
-                    "with --batch N: of N requests as one batch")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads of the --weights workers (--batch / --profile: at least 2)")
+    add_mode_options(ap, size=None)
     args = ap.parse_args(argv)
     model = ensure_model(args.model)
     from audiocpp.engine.nn.cpu_isa import native_bf16
@@ -149,35 +128,16 @@ def main(argv: list[str]) -> int:
 
         args.package = (ensure_package("omnivoice", model, args.package) if args.package in WEIGHT_TYPES
                         else Path(args.package))
-    if args.profile:
-        from tools.profile_bench import Options as ProfileOptions
-        from tools.profile_bench import profile_batch
-        from tools.profile_bench import run as run_profile
-
-        size = ["--duration", str(args.duration), "--steps", str(args.steps)]
-        opts = ProfileOptions(args.weights or "f32,q8_0", max(2, args.threads), 2, profile_batch(args.batch),
-                              size)
-        run_profile("omnivoice", model, opts)
-        return 0
-    if args.batch:
-        from tools.batch_bench import Options as BatchOptions
-        from tools.batch_bench import run as run_batch
-
-        run_batch("omnivoice", model,
-                  BatchOptions(args.batch, args.weights or "q8_0,f32", max(2, args.threads),
-                               ["--duration", str(args.duration), "--steps", str(args.steps)]))
-        return 0
-    if args.weights:
-        from tools.weights_bench import Options, run
-
-        run("omnivoice", model, Options(args.weights, args.repeats, args.threads, [
-            "--duration", str(args.duration), "--steps", str(args.steps)], args.device))
+    size = ["--duration", str(args.duration), "--steps", str(args.steps)]
+    if run_modes(args, "omnivoice", model, size=size, threads=max(2, args.threads),
+                 weights_threads=args.threads, profile_repeats=2):
         return 0
     work = Path(tempfile.mkdtemp(prefix="omnivoice-bench-"))
     print(f"model {model}; text {len(TEXT)} chars; {args.duration} s, {args.steps} steps, guidance 2.0; "
-          f"{args.repeats} timed runs after 1 warm-up; load average before: {loadavg()}")
+          f"{args.repeats} timed runs after 1 warm-up; load average before: {loadavg(2)}")
     plan = []
     if not args.skip_upstream:
+        require(REF_PYTHON, "tools/reference_envs/omnivoice.sh")
         plan.append(("upstream fp32", REF_PYTHON, "upstream", model, "float32", work / "upstream.npz"))
     plan.append(("ours fp32", Path(sys.executable), "ours", model, "float32", work / "ours.npz"))
     if not args.no_bf16:
@@ -186,24 +146,20 @@ def main(argv: list[str]) -> int:
         plan.append((f"ours {args.package.stem}"[:15], Path(sys.executable), "ours", args.package, "auto",
                      work / "package.npz"))
     rows = interleaved(plan, args)
-    base = next((r for name, r in rows if name == "upstream fp32"), None)
-    print(f"{'implementation':15} {'median s':>9} {'min..max s':>14} {'RTF':>6} {'peak RSS MB':>12} "
-          f"{'ratio':>6}")
-    for name, r in rows:
-        med = statistics.median(r["walls"])
-        ratio = f"{med / statistics.median(base['walls']):.3f}" if base else "-"
-        print(f"{name:15} {med:9.2f} {min(r['walls']):6.2f}..{max(r['walls']):6.2f} "
-              f"{med / args.duration:6.2f} {r['peak_rss_mb']:12.0f} {ratio:>6}")
-    print(f"load average after: {loadavg()}")
+    base = rows.get("upstream fp32")
+    print_sides(f"{args.repeats} timed rounds, peak RSS of the whole process", rows,
+                ratios=[(name, "upstream fp32") for name in rows], rss=("peak RSS", "peak_rss_mb"))
+    print(f"load average after: {loadavg(2)}")
     ours_tokens = np.load(work / "ours.npz")["tokens"]
     if base:
-        same = base["tokens_sha"] == next(r for n, r in rows if n == "ours fp32")["tokens_sha"]
+        same = base["tokens_sha"] == rows["ours fp32"]["tokens_sha"]
         up = np.load(work / "upstream.npz")
         print(f"ours fp32 tokens == upstream tokens: {same} "
               f"({int((up['tokens'] == ours_tokens).sum())}/{ours_tokens.size})")
     if not args.no_bf16:
         bf16 = np.load(work / "bf16.npz")["tokens"]
-        d = worker(Path(sys.executable), "ours", model, args, None, "bfloat16", ("--drift",))
+        cmd = [*worker_command(Path(sys.executable), "ours", model, args, "bfloat16"), "--drift"]
+        d = run_worker_process(cmd, "ours bf16 drift")
         print(f"bf16 drift vs fp32: step-0 logits max |diff| {d['logits_max_abs_diff']}, relative RMS "
               f"{d['logits_rel_rms']:.2e}; step-0 greedy predictions {d['step0_greedy_equal']:.4f} equal; "
               f"final tokens {int((bf16 == ours_tokens).sum())}/{ours_tokens.size} equal "
@@ -212,7 +168,7 @@ def main(argv: list[str]) -> int:
         pk = np.load(work / "package.npz")["tokens"]
         print(f"{args.package.name}: final tokens {int((pk == ours_tokens).sum())}/{ours_tokens.size} "
               "equal to fp32")
-    print(json.dumps({"rows": {n: r for n, r in rows}}))
+    print(json.dumps({"rows": rows}))
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -27,6 +27,11 @@ warnings.filterwarnings("ignore")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # run as a script, in the project venv or the reference env
+    sys.path.append(str(REPO))
+from tools.bench_common import timed_runs  # noqa: E402
+
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
@@ -127,11 +132,7 @@ def main(argv: list[str]) -> int:
         return serve(args, load_s, once)
     for _ in range(args.warmup):
         once()
-    walls = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        audio, tokens = once()
-        walls.append(time.perf_counter() - start)
+    walls, (audio, tokens) = timed_runs(once, args.repeats)
     if args.save is not None:
         np.savez(args.save, audio=audio, tokens=tokens)
     print(json.dumps({**summary(args, load_s, audio, tokens), "walls": [round(w, 3) for w in walls]}))

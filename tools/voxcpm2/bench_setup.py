@@ -1,23 +1,68 @@
-"""What the VoxCPM1 and VoxCPM2 benchmarks share: the checkpoint folders per compute dtype,
-running tools/voxcpm2/bench_worker.py for one side, pooling its timings and printing a row."""
+"""What the VoxCPM1 and VoxCPM2 benchmarks share: their options, the checkpoint folders per compute dtype,
+the worker (tools/voxcpm2/bench_worker.py, both families) and the dtype x threads settings run side by
+side against upstream (voxcpm 2.0.3 in .ref-envs/voxcpm)."""
 
 from __future__ import annotations
 
+import argparse
 import json
-import statistics
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
-from tools.bench_common import bench_dir, merge, run_worker_process, spread
+from tools import bench_sides as sides
+from tools.bench_common import bench_dir, write_json
 
-__all__ = ["TEXT", "bench_dir", "default_dtypes", "dtype_folders", "merge", "print_row", "run_settings",
-           "run_worker", "spread"]
-
-REPO = Path(__file__).resolve().parents[2]
-WORKER = Path(__file__).resolve().with_name("bench_worker.py")
-OURS_PY = REPO / ".venv" / "bin" / "python"
-UPSTREAM_PY = REPO / ".ref-envs" / "voxcpm" / "bin" / "python"
+WORKER = sides.Worker(Path(__file__).resolve().with_name("bench_worker.py"), "voxcpm")
 TEXT = "The quick brown fox jumps over the lazy dog."
+
+
+def add_options(parser: argparse.ArgumentParser, *, patches: int, rounds: int, threads: str,
+                weights_alone: bool) -> None:
+    """The options of both benchmarks (``weights_alone``: ``--weights`` and ``--device`` run
+    tools/weights_bench.py on their own, VoxCPM2 only)."""
+    parser.add_argument("--patches", type=int, default=patches)
+    sides.add_round_options(parser, repeats=3, rounds=rounds, threads=threads)
+    parser.add_argument("--dtypes", help="compute dtypes of both sides on the folder (default float32, and "
+                        "bfloat16 where the CPU computes it in hardware)")
+    parser.add_argument("--package", help="also ours on the checkpoint packaged in this type (q8_0: the "
+                        "default package mode, compute auto) against upstream float32")
+    sides.add_output_options(parser)
+    sides.add_mode_options(parser, size="--patches", default=16, weights_alone=weights_alone,
+                           device=weights_alone)
+
+
+def main(argv: list[str], family: str, doc: str, checkpoint: Callable[[Path], Path], sized: str,
+         drift: Callable[[Path, argparse.Namespace], int] | None = None, **defaults: Any) -> int:
+    """``tools/bench.py voxcpm2|voxcpm1``: parse the options (``defaults``: --patches, --rounds, --threads),
+    build the ``checkpoint`` once, then run the mode asked for (--profile, --batch, VoxCPM2's --weights,
+    VoxCPM1's ``--drift``) or the settings side by side (``sized`` names the checkpoint's size)."""
+    parser = argparse.ArgumentParser(prog=f"tools/bench.py {family}", description=doc.split("\n\n")[0])
+    weights_alone = family == "voxcpm2"  # tools/weights_worker.py has no VoxCPM1
+    add_options(parser, weights_alone=weights_alone, **defaults)
+    if drift is not None:
+        parser.add_argument("--drift", action="store_true",
+                            help="measure reduced-precision drift instead (see above)")
+    args = parser.parse_args(argv)
+    base = checkpoint(bench_dir())
+    if sides.run_modes(args, family, base, size=["--patches", str(args.patches)],
+                       long_size=sides.size_or(argv, "--patches", args.patches, 16), threads=2,
+                       weights_threads=sides.thread_counts(args.threads)[0], weights_alone=weights_alone):
+        return 0
+    if drift is not None and args.drift:
+        return drift(dtype_folders(base)["float32"], args)
+    run_settings(args, base, family, sized)
+    return 0
+
+
+def ensure_checkpoint(base: Path, what: str, write: Callable[[Path], Any]) -> Path:
+    """The random checkpoint ``base`` (``what``: its size, for the notice), made by ``write`` once."""
+    if not (base / "config.json").is_file() or not (base / "audiovae.pth").is_file():
+        print(f"building the {what} random checkpoint in {base} (once)...", file=sys.stderr)
+        write(base)
+    return base
 
 
 def dtype_folders(base: Path) -> dict[str, Path]:
@@ -37,38 +82,6 @@ def dtype_folders(base: Path) -> dict[str, Path]:
     return folders
 
 
-def run_worker(side: str, ckpt: Path, dtype: str, threads: int, *, patches: int, repeats: int,
-               family: str) -> dict:
-    python = OURS_PY if side == "ours" else UPSTREAM_PY
-    if not python.exists():
-        raise SystemExit(f"{python} is missing: run tools/setup_env.sh and tools/reference_envs/voxcpm.sh")
-    cmd = [str(python), str(WORKER), side, str(ckpt), "--dtype", dtype, "--patches", str(patches),
-           "--repeats", str(repeats), "--threads", str(threads), "--text", TEXT, "--family", family]
-    return run_worker_process(cmd, side)
-
-
-def print_row(result: dict, title: str) -> None:
-    """One dtype/threads setting: both sides' medians, RTF, first audio, RSS and the ratio."""
-    print(f"\n== {title}")
-    print(f"{'side':9s} {'wall median (min..max)':28s} {'RTF':>7s} {'first audio (stream)':28s} "
-          f"{'peak RSS gen':>13s} {'load':>8s}  per-process medians")
-    for side in ("upstream", "ours"):
-        r = result.get(side)
-        if r is None:
-            continue
-        rtf = statistics.median(r["walls"]) / r["audio_s"]
-        rss = f"{r['peak_rss_gen_mb'] / 1024:.2f} GiB" if r.get("peak_rss_gen_mb") else "n/a"
-        per = ", ".join(f"{m:.2f}" for m in r["process_medians"])
-        print(f"{side:9s} {spread(r['walls']):28s} {rtf:7.2f} {spread(r['ttfa']):28s} {rss:>13s} "
-              f"{r['load_s']:6.1f} s  {per}")
-    if "upstream" in result and "ours" in result:
-        up, ours = result["upstream"], result["ours"]
-        wall = statistics.median(ours["walls"]) / statistics.median(up["walls"])
-        ttfa = statistics.median(ours["ttfa"]) / statistics.median(up["ttfa"])
-        print(f"ratio ours/upstream: wall {wall:.2f}, first audio {ttfa:.2f}")
-    sys.stdout.flush()
-
-
 def default_dtypes() -> str:
     """The compute dtypes compared by default: float32, and bfloat16 where the CPU (at the level this
     process runs, ``AUDIOCPP_CPU_ISA``) computes it in hardware; emulated, a bfloat16 run takes hours."""
@@ -77,31 +90,41 @@ def default_dtypes() -> str:
     return "float32,bfloat16" if native_bf16() else "float32"
 
 
-def run_settings(args, folders: dict[str, Path], family: str, describe) -> list[dict]:
+def worker(args: argparse.Namespace, family: str, side: str, ckpt: Path, dtype: str,
+           threads: int) -> dict:
+    return WORKER.run(side, str(ckpt), "--dtype", dtype, "--patches", str(args.patches), "--repeats",
+                      str(args.repeats), "--threads", str(threads), "--text", TEXT, "--family", family)
+
+
+def process_medians(record: dict) -> str:
+    return ", ".join(f"{m:.2f}" for m in record["process_medians"])
+
+
+def run_settings(args: argparse.Namespace, base: Path, family: str, sized: str) -> list[dict]:
     """Every dtype x threads setting: ``args.rounds`` alternating upstream/ours processes each. With
     ``args.package`` (a weight type), also ours on that package in the default compute mode
     (``auto``) against upstream in float32: the default package mode against upstream's."""
+    folders = dtype_folders(base)
     settings = [(dtype, folders[dtype], dtype) for dtype in (args.dtypes or default_dtypes()).split(",")]
-    if getattr(args, "package", None):
+    if args.package:
         from tools.weights_bench import ensure_package
 
-        base = folders["float32"].with_name(folders["float32"].name.removesuffix("-float32"))
         settings.append(("float32", ensure_package(family, base, args.package, family=family), "auto"))
     rows = []
     for dtype, ours_ckpt, ours_dtype in settings:
-        for threads in (int(t) for t in args.threads.split(",")):
-            runs: dict[str, list[dict]] = {"upstream": [], "ours": []}
-            for _ in range(args.rounds):
-                for side in ("ours",) if args.ours_only else ("upstream", "ours"):
-                    ckpt, side_dtype = ((folders[dtype], dtype) if side == "upstream"
-                                        else (ours_ckpt, ours_dtype))
-                    runs[side].append(run_worker(side, ckpt, side_dtype, threads, patches=args.patches,
-                                                 repeats=args.repeats, family=family))
-            result = {"dtype": dtype, "threads": threads, **{s: merge(r) for s, r in runs.items() if r}}
+        for threads in sides.thread_counts(args.threads):
+            runs = {"upstream": partial(worker, args, family, "upstream", folders[dtype], dtype, threads),
+                    "ours": partial(worker, args, family, "ours", ours_ckpt, ours_dtype, threads)}
+            if args.ours_only:
+                del runs["upstream"]
+            result = {"dtype": dtype, "threads": threads, **sides.alternate_merged(runs, args.rounds)}
             if ours_ckpt != folders[dtype]:
                 result["dtype"] = f"upstream {dtype}, ours {ours_ckpt.name} compute {ours_dtype}"
             rows.append(result)
-            print_row(result, describe(result))
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=2), encoding="utf-8")
+            sides.print_sides(
+                f"{sized}, {result['dtype']}, {threads} thread(s), {args.patches} patches, "
+                f"{args.rounds} processes x {args.repeats} repeats per side, text {TEXT!r}",
+                {s: result[s] for s in ("upstream", "ours") if s in result},
+                first_audio="first audio (stream)", extra=("per-process medians", process_medians))
+    write_json(args.json, rows)
     return rows

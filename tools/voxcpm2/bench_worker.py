@@ -13,10 +13,7 @@ text with the same seed: one warm-up run, then ``--repeats`` timed offline runs 
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -24,36 +21,25 @@ warnings.filterwarnings("ignore")
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # run as a script, in the project venv or a reference env
     sys.path.append(str(REPO))
-from tools.bench_common import reset_peak, status_bytes  # noqa: E402
+from tools.bench_common import first_audio_time  # noqa: E402
+from tools.bench_requests import (  # noqa: E402
+    GUIDANCE,
+    VOXCPM_STEPS,
+    OursSide,
+    request_options,
+    run_side,
+    side_arguments,
+)
 
 
-class Ours:
+class Ours(OursSide):
     def __init__(self, ckpt: Path, dtype: str, family: str = "voxcpm2") -> None:
-        from audiocpp.engine.records import TaskRequest
-        from audiocpp.engine.registry import get_family
-
-        self.TaskRequest = TaskRequest
-        model = get_family(family).load(ckpt)
-        self.offline = model.session("tts", "offline", compute_dtype=dtype)
-        self.streaming = model.session("tts", "streaming", compute_dtype=dtype)
-        self.sample_rate = model.sample_rate
-
-    def _request(self, text: str, patches: int, seed: int):
-        return self.TaskRequest(text=text, seed=seed, options={
-            "min_tokens": patches, "max_tokens": patches, "retry_badcase": False,
-            "num_inference_steps": 10, "guidance_scale": 2.0})
+        super().__init__(family, ckpt, lambda patches: request_options(family, patches=patches),
+                         session={"compute_dtype": dtype})
 
     def run(self, text: str, patches: int, seed: int) -> tuple[float, int]:
-        result = self.offline.run(self._request(text, patches, seed))
+        result = self.result(text, patches, seed)
         return result.audio.duration, result.details["num_patches"][0]
-
-    def first_audio(self, text: str, patches: int, seed: int) -> float:
-        t0 = time.perf_counter()
-        first = None
-        for event in self.streaming.stream(self._request(text, patches, seed)):
-            if first is None and not event.is_final:
-                first = time.perf_counter() - t0
-        return first if first is not None else float("nan")
 
 
 class Upstream:
@@ -69,8 +55,8 @@ class Upstream:
             raise SystemExit(f"upstream runs in {got}, the benchmark asked for {dtype}")
 
     def _kwargs(self, text: str, patches: int) -> dict:
-        return dict(text=text, cfg_value=2.0, inference_timesteps=10, min_len=patches, max_len=patches,
-                    normalize=False, denoise=False, retry_badcase=False)
+        return dict(text=text, cfg_value=GUIDANCE, inference_timesteps=VOXCPM_STEPS, min_len=patches,
+                    max_len=patches, normalize=False, denoise=False, retry_badcase=False)
 
     def run(self, text: str, patches: int, seed: int) -> tuple[float, int]:
         self.torch.manual_seed(seed)
@@ -79,49 +65,16 @@ class Upstream:
 
     def first_audio(self, text: str, patches: int, seed: int) -> float:
         self.torch.manual_seed(seed)
-        t0 = time.perf_counter()
-        first = None
-        for _chunk in self.tts.generate_streaming(**self._kwargs(text, patches)):
-            if first is None:
-                first = time.perf_counter() - t0
-        return first if first is not None else float("nan")
+        return first_audio_time(self.tts.generate_streaming(**self._kwargs(text, patches)))
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("side", choices=["ours", "upstream"])
-    parser.add_argument("ckpt", type=Path)
-    parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--patches", type=int, default=6)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--text", default="The quick brown fox jumps over the lazy dog.")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--threads", type=int, default=0)
+    parser = side_arguments("--patches", 6, repeats=3)
     parser.add_argument("--family", default="voxcpm2", help="our family plugin (voxcpm2 or voxcpm1)")
     args = parser.parse_args(argv)
-    import torch
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    t0 = time.perf_counter()
-    side = (Ours(args.ckpt, args.dtype, args.family) if args.side == "ours"
-            else Upstream(args.ckpt, args.dtype))
-    load_s = time.perf_counter() - t0
-    rss_load_mb = status_bytes("VmHWM") / 2**20
-    side.run(args.text, 2, args.seed)  # warm-up (first-touch of every weight page, allocator)
-    reset = reset_peak()
-    walls, audio_s, patches = [], 0.0, 0
-    for _ in range(args.repeats):
-        t = time.perf_counter()
-        audio_s, patches = side.run(args.text, args.patches, args.seed)
-        walls.append(time.perf_counter() - t)
-    ttfa = [side.first_audio(args.text, args.patches, args.seed) for _ in range(args.repeats)]
-    print(json.dumps({
-        "side": args.side, "dtype": args.dtype, "threads": torch.get_num_threads(), "load_s": load_s,
-        "walls": walls, "audio_s": audio_s, "patches": patches, "ttfa": ttfa,
-        "peak_rss_load_mb": rss_load_mb, "peak_rss_gen_mb": status_bytes("VmHWM") / 2**20 if reset else None,
-        "rss_now_mb": status_bytes("VmRSS") / 2**20,
-    }))
+    run_side(args, lambda: (Ours(args.ckpt, args.dtype, args.family) if args.side == "ours"
+                            else Upstream(args.ckpt, args.dtype)),
+             args.patches, lambda last: {"audio_s": last[0], "patches": last[1]})
     return 0
 
 
