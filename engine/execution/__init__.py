@@ -7,7 +7,9 @@ the job it gets back (docs/architecture.md, "Execution").
 - :mod:`.local`: :class:`LocalExecutor`, in this process: requests join the running batch at its next
   step (``model.executor()``), with its :class:`Admission` policy;
 - :mod:`.batches`: :func:`run_rows` / :func:`stream_rows`, many requests as one batch, waited for
-  together (``run_batch`` / ``stream_batch``).
+  together (``run_batch`` / ``stream_batch``);
+- :mod:`.inline`: ``run_here`` / ``stream_here``, a batch run by the calling thread (tools that need
+  torch's thread-local state around a synthesis: a dispatch mode counting ops, a profiler).
 """
 
 from .batches import run_rows, stream_rows
