@@ -18,6 +18,7 @@ longest ago, then the oldest request; ``max_waiting_per_owner`` bounds one owner
 from __future__ import annotations
 
 import atexit
+import sys
 import threading
 import time
 import weakref
@@ -76,6 +77,21 @@ class _Submission:
                  request: TaskRequest | PreparedRequest, progress: Progress | None) -> None:
         self.job, self.session_key, self.session, self.session_args = job, session_key, session, session_args
         self.request, self.progress = request, progress
+        self.torch_threads = _torch_threads()  # the submitter's: the worker computes with as many
+
+
+def _torch_threads() -> int | None:
+    """This thread's torch intra-op thread count (None before torch is imported)."""
+    torch = sys.modules.get("torch")
+    return None if torch is None else int(torch.get_num_threads())
+
+
+def _use_torch_threads(wanted: int | None) -> None:
+    """Make this (the worker's) thread compute with ``wanted`` torch threads. Torch keeps the count per
+    thread once a thread has run a parallel op (OpenMP), so ``torch.set_num_threads`` in the submitter
+    after the worker started would otherwise not reach it: sums split another way, other float bits."""
+    if wanted is not None and _torch_threads() != wanted:
+        sys.modules["torch"].set_num_threads(wanted)
 
 
 #: Executors whose worker may still be running when the interpreter exits
@@ -297,6 +313,7 @@ class LocalExecutor:
                 if job.cancelled:
                     job.deliver(RowEvent(job.key, error=Cancelled("the request was cancelled")))
                     continue
+                _use_torch_threads(submission.torch_threads)  # before a new session's own `threads` option
                 try:
                     session = submission.session or self._session(submission)
                 except Exception as error:  # noqa: BLE001 - the job's own failure

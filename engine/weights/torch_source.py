@@ -37,8 +37,13 @@ def load_weights_only(path: Path, *, mmap: bool = True) -> Any:
     if not path.is_file():
         raise ModelError(f"{path} does not exist" if not path.exists() else f"{path} is not a file")
     kwargs: dict[str, Any] = {"map_location": "cpu", "weights_only": True}
-    archive = zipfile.is_zipfile(path)
-    if not archive and not _starts_like_a_pickle(path):
+    # torch.load takes a file for a zip archive by its first bytes only (zipfile.is_zipfile finds a
+    # directory anywhere): decided the same way, a damaged archive never reaches torch's legacy reader
+    archive = _starts_with(path, b"PK\x03\x04")
+    if archive and not zipfile.is_zipfile(path):
+        raise ModelError(f"{path} is a damaged PyTorch checkpoint (a zip archive without its directory)",
+                         hint="the file is probably truncated; download it again")
+    if not archive and not _starts_with(path, b"\x80"):
         raise ModelError(f"{path} is not a PyTorch checkpoint (neither torch.save's zip archive nor a "
                          "pickle)",
                          hint="pass a .pth/.bin/.pt file written by torch.save, or another weights format")
@@ -72,10 +77,11 @@ def load_weights_only(path: Path, *, mmap: bool = True) -> Any:
     return obj
 
 
-def _starts_like_a_pickle(path: Path) -> bool:
-    """A legacy torch file is a pickle: it opens with the PROTO opcode (protocol 2 and above)."""
+def _starts_with(path: Path, magic: bytes) -> bool:
+    """Whether the file opens with ``magic``: a zip archive's local header, or a legacy torch file's
+    pickle PROTO opcode (protocol 2 and above)."""
     with open(path, "rb") as fh:
-        return fh.read(1) == b"\x80"
+        return fh.read(len(magic)) == magic
 
 
 def _unpickler_reason(message: str) -> str:

@@ -125,7 +125,7 @@ def test_bin_test_says_what_it_installs_and_ends_with_the_totals() -> None:
     header = (REPO / "bin" / "test").read_text()
     assert "chromium" in header and "apt-get" in header and ".ref-envs" in header
     proc = subprocess.run([str(REPO / "bin" / "test"), "-q", "tests/engine/test_layers.py::"
-                           "test_type_only_imports_are_not_edges", "-p", "no:cacheprovider"],
+                           "test_the_checks_catch_a_cycle_and_each_upward_import", "-p", "no:cacheprovider"],
                           capture_output=True, text=True, timeout=900, cwd=REPO)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[bin/test] sets up .venv" in proc.stderr

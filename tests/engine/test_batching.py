@@ -253,6 +253,47 @@ def test_a_second_stream_in_one_thread_joins_the_batch(toy_model) -> None:
     assert [e.kind for e in first] == ["audio"] * 3 + ["final"]
 
 
+class ThreadsOp(AddOp):
+    """Records the torch thread count of the thread that runs it."""
+
+    seen: list[int] = []
+
+    @classmethod
+    def run_group(cls, ops: Sequence[AddOp]) -> list[Any]:
+        import torch
+
+        torch.ones(64).sum()  # a parallel-capable op: torch fixes this thread's count at its first one
+        cls.seen.append(torch.get_num_threads())
+        return [op.value + 1 for op in ops]
+
+
+class ThreadsSession(CountingSession):
+    def _synthesize(self, request: Any):
+        value = yield ThreadsOp(0.0)
+        return Synthesis(AudioBuffer(np.full(8, value, np.float32), 16000))
+
+
+def test_the_worker_computes_with_the_submitters_torch_threads(toy_model) -> None:
+    """torch keeps a thread count per thread once the thread has run an op: a worker started under two
+    threads kept two after its caller asked for one, and its sums split another way than the caller's
+    (the audio of a model loaded later, on a new worker, differed in its last bits)."""
+    import torch
+
+    before = torch.get_num_threads()
+    session = ThreadsSession(toy_model, Task.TTS, Mode.OFFLINE, {})
+    ThreadsOp.seen.clear()
+    try:
+        torch.set_num_threads(2)
+        session.run(TaskRequest(text="a", seed=1))
+        torch.set_num_threads(1)
+        session.run(TaskRequest(text="a", seed=1))
+        torch.set_num_threads(2)
+        session.run(TaskRequest(text="a", seed=1))
+    finally:
+        torch.set_num_threads(before)
+    assert ThreadsOp.seen == [2, 1, 2]
+
+
 def test_waiting_where_the_batch_cannot_run_is_refused(toy_model) -> None:
     executor = toy_model.executor()
     session = counting(toy_model)
@@ -268,9 +309,8 @@ def test_waiting_where_the_batch_cannot_run_is_refused(toy_model) -> None:
     job.add_done_callback(inside)
     job.result(timeout=30)
     assert seen and "would wait forever" in str(seen[0])
-    with toy_model.guard.held():  # a thread holding the model (a family hook)
-        with pytest.raises(UsageError, match="would wait forever"):
-            executor.submit(TaskRequest(text="ab", seed=1), session=session).result(timeout=1)
+    with toy_model.guard.held(), pytest.raises(UsageError, match="would wait forever"):  # a hook's thread
+        executor.submit(TaskRequest(text="ab", seed=1), session=session).result(timeout=1)
 
 
 def test_threads_submitting_at_once_each_get_their_own_result(toy_model) -> None:

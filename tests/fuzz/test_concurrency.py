@@ -49,24 +49,40 @@ def test_threads_on_one_model_give_the_sequential_audio(vox: Any) -> None:
     assert len({b"".join(p) for p in alone}) == 3  # three different requests, not one answer
 
 
-def test_an_open_stream_holds_the_model_until_it_is_closed(vox: Any) -> None:
+def test_an_open_stream_does_not_hold_back_other_threads(vox: Any) -> None:
+    """A stream its caller has stopped reading does not block the model: the executor runs it on and
+    keeps its pieces, another thread's request finishes meanwhile, and the first stream, read later,
+    gives exactly what it gives alone."""
+    alone = _speak(vox, 0, "streaming")
     first = vox.session("tts", "streaming").stream(_request(0))
-    next(first)  # started: the guard is held
+    pieces = [next(first).audio.samples.tobytes()]
     done = threading.Event()
     other = threading.Thread(target=lambda: (_speak(vox, 1), done.set()))
     other.start()
-    assert not done.wait(1.0), "a second thread ran while a stream of the same model was open"
-    first.close()
     other.join(timeout=600)
-    assert done.is_set()
+    assert done.is_set(), "another thread's request waited for an unread stream"
+    pieces += [event.audio.samples.tobytes() for event in first]
+    assert pieces == alone
 
 
-def test_a_second_stream_in_the_same_thread_is_refused_not_a_deadlock(vox: Any) -> None:
+def test_a_second_request_in_the_thread_of_an_open_stream_runs(vox: Any) -> None:
+    """A request made in the thread that holds an open stream runs (no deadlock, no refusal): the
+    stream's rows go on in the executor's thread; both give their alone-audio."""
+    alone = [_speak(vox, 0), _speak(vox, 1)]
     first = vox.session("tts").stream(_request(0))
-    next(first)
-    with pytest.raises(UsageError, match="already synthesizing in this thread"):
+    head = next(first).audio.samples.tobytes()
+    second = vox.session("tts").run(_request(1))
+    assert [second.audio.samples.tobytes()] == alone[1][-1:]
+    assert [head] + [event.audio.samples.tobytes() for event in first] == alone[0]
+
+
+def test_waiting_inside_the_models_own_thread_is_refused_not_a_deadlock(vox: Any) -> None:
+    """Waiting on a request of the model from a thread that holds the model's guard (a family hook)
+    would wait forever: it is refused with a clear error."""
+    from audiocpp.engine.guard import model_guard
+
+    with model_guard(vox).held(what="a hook"), pytest.raises(UsageError, match="would wait forever"):
         vox.session("tts").run(_request(1))
-    first.close()
     assert _speak(vox, 1)  # and the model is free again
 
 

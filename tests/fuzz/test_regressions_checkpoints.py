@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from audiocpp.engine.errors import ModelError
+from audiocpp.engine.weights.torch_source import load_weights_only
 
 from . import seeds
 from .harness import check
@@ -94,6 +95,27 @@ def test_a_legacy_string_length_is_not_an_allocation(tmp_path: Path) -> None:
     path.write_bytes(data[:at] + b"X\xff\xff\xff\x7f" + data[at + 5:])
     outcome = check("regression", lambda: read_everything(path), files=[path])
     assert isinstance(outcome, ModelError)
+
+
+def test_a_legacy_file_with_a_zip_directory_inside_is_read_as_torch_reads_it(tmp_path: Path) -> None:
+    """zipfile.is_zipfile finds a zip directory anywhere in a file, torch.load only trusts the first
+    bytes: a legacy checkpoint with a zip after it went to torch's own legacy reader, past the capped
+    one, and its 2 GB string length was allocated (MemoryError under the memory cap; the voice-prompt
+    fuzzer's find)."""
+    data = seeds.torch_seeds()["legacy"]
+    at = data.index(b"X\n\x00\x00\x00state_dict")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("archive/data.pkl", b"\0")
+    path = tmp_path / "both.pth"
+    path.write_bytes(data[:at] + b"X\xff\xff\xff\x7f" + data[at + 5:] + buf.getvalue())
+    assert zipfile.is_zipfile(path)
+    outcome = check("regression", lambda: load_weights_only(path, mmap=False), files=[path])  # voice prompts'
+    assert isinstance(outcome, ModelError)
+    damaged = tmp_path / "damaged.pth"  # a zip's first bytes without its directory
+    damaged.write_bytes(b"PK\x03\x04" + b"\0" * 64)
+    with pytest.raises(ModelError, match="damaged"):
+        load_weights_only(damaged, mmap=False)
 
 
 def test_a_zip_bomb_checkpoint_is_refused_before_inflating(tmp_path: Path) -> None:
