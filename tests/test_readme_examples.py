@@ -202,6 +202,9 @@ PORT_FLAG = re.compile(r"(?P<flag>--(?:wyoming-)?port)(?P<sep>[ =])(?P<port>\d+)
 ALL_HOSTS = re.compile(r"(?P<flag>--(?:wyoming-)?host[ =])0\.0\.0\.0\b")
 HOST_PORT = re.compile(r"(?P<host>127\.0\.0\.1|localhost):(?P<port>\d+)\b")
 
+#: Variables a shell sets for itself: not exports a README block made.
+SHELL_OWN = {"PWD", "OLDPWD", "SHLVL", "_"}
+
 SHELL_PRELUDE = r"""
 set -e -o pipefail
 __line=0
@@ -213,7 +216,7 @@ __readme_line() {  # the README line the next command starts at; the time each t
   fi
   __line=$1; __since=$now
 }
-trap '__readme_line 0' EXIT
+trap '__readme_line 0; env -0 > "$READMETEST_ENV_OUT"' EXIT
 trap 'echo "readme-test: README.md line $__line failed (exit $?)" >&2' ERR
 __readme_stop_server() {
   if [ -s "$READMETEST_SERVER_PID" ]; then
@@ -292,7 +295,8 @@ class World:
             path = self.work / f"readme_L{block.line}.py"  # its line numbers are the README's
             path.write_text("\n" * (block.first - 1) + self.localized(block.code) + "\n", encoding="utf-8")
             argv = [sys.executable, str(path)]
-        proc = subprocess.Popen(argv, cwd=self.work, env=self.env, stdin=subprocess.DEVNULL,
+        env = {**self.env, "READMETEST_ENV_OUT": str(self.work / ".readme-env")}
+        proc = subprocess.Popen(argv, cwd=self.work, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True)
         try:
@@ -301,7 +305,20 @@ class World:
             os.killpg(proc.pid, signal.SIGKILL)  # the block's own process group: bash and what it started
             out, _ = proc.communicate()
             out += f"\nreadme-test: the block ran past {BLOCK_TIMEOUT_S} s and was stopped"
+        if block.kind == "shell":
+            self.keep_exports(self.work / ".readme-env")
         return subprocess.CompletedProcess(argv, proc.returncode, out)
+
+    def keep_exports(self, dump: Path) -> None:
+        """What a shell block exported (``export KEY=...``) is in the environment of the blocks after it."""
+        if not dump.is_file():
+            return
+        for entry in dump.read_bytes().split(b"\0"):
+            name, sep, value = entry.decode(errors="replace").partition("=")
+            if sep and name not in SHELL_OWN and not name.startswith(("READMETEST_", "BASH_FUNC_")) \
+                    and self.env.get(name) != value:
+                self.env[name] = value
+        dump.unlink()
 
     def stop_servers(self) -> None:
         if not self.server_pid_file.is_file():
