@@ -19,13 +19,13 @@ from __future__ import annotations
 import codecs
 import io
 import os
-import struct
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
+from audiocpp.engine.audio.wav import wav_header as engine_wav_header
 from audiocpp.engine.errors import AudioError, UsageError
 from audiocpp.engine.records import AudioBuffer, TaskResult
 from audiocpp.engine.text.stream import (
@@ -37,7 +37,6 @@ from audiocpp.engine.text.stream import (
 STREAM_FORMATS: dict[str, tuple[str, int, int]] = {
     "wav16": ("PCM_16", 1, 2), "wav24": ("PCM_24", 1, 3), "wav32": ("FLOAT", 3, 4), "pcm16": ("PCM_16", 0, 2),
 }
-_UNKNOWN = 0xFFFFFFFF
 
 
 def is_stdout(path: Path | str | None) -> bool:
@@ -83,13 +82,9 @@ def check_sample_rate(rate: int | None, fmt: str) -> None:
 
 
 def wav_header(rate: int, fmt: str, num_samples: int | None = None) -> bytes:
-    """A 44-byte mono WAV header; ``num_samples=None``: unknown sizes (a stream)."""
+    """A 44-byte mono WAV header of ``fmt``; ``num_samples=None``: unknown sizes (a stream)."""
     _, tag, width = STREAM_FORMATS[fmt]
-    data = _UNKNOWN if num_samples is None else num_samples * width
-    riff = _UNKNOWN if num_samples is None else 36 + data
-    return (b"RIFF" + struct.pack("<I", riff) + b"WAVE" + b"fmt "
-            + struct.pack("<IHHIIHH", 16, tag, 1, rate, rate * width, width, 8 * width)
-            + b"data" + struct.pack("<I", data))
+    return engine_wav_header(rate, tag=tag, width=width, num_samples=num_samples)
 
 
 def encode_samples(samples: np.ndarray, fmt: str) -> bytes:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import io
 import shutil
-import struct
 import subprocess
 from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 
+from audiocpp.engine.audio.wav import wav_header
 from audiocpp.engine.records import AudioBuffer
 
 from .errors import ApiError
@@ -165,7 +165,4 @@ def pcm16(audio: AudioBuffer) -> bytes:
 def wav_stream_header(sample_rate: int) -> bytes:
     """A 16-bit mono WAV header for a stream of unknown length (sizes 0xFFFFFFFF, as streaming
     servers send; players read until the end of the stream)."""
-    unknown = 0xFFFFFFFF
-    return (b"RIFF" + struct.pack("<I", unknown) + b"WAVE"
-            + b"fmt " + struct.pack("<IHHIIHH", 16, 1, 1, sample_rate, sample_rate * 2, 2, 16)
-            + b"data" + struct.pack("<I", unknown))
+    return wav_header(sample_rate)

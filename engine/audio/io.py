@@ -20,7 +20,7 @@ import numpy as np
 from .. import fs
 from ..errors import AudioError
 from ..records import AudioBuffer
-from ._wav import declared_wav_truncation
+from .wav import declared_wav_truncation
 
 # fmt -> (soundfile format, subtype)
 WRITE_FORMATS: dict[str, tuple[str, str]] = {

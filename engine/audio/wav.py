@@ -1,7 +1,8 @@
-"""A look at a RIFF/WAVE header: is the data chunk cut short?
+"""RIFF/WAVE headers: the one writer of a mono header (the CLI's stdout and the server's streams), and a
+look at a file's header: is its data chunk cut short?
 
 libsndfile silently reads what is left of a WAV whose data chunk is shorter than its header
-declares; we would rather say that the file is damaged. Streaming writers that could not go
+declares; we would rather say that the file is damaged. Streaming writers that cannot go
 back to fill in the sizes leave 0 or 0xFFFFFFFF there; those are not taken as truncation.
 """
 
@@ -11,6 +12,20 @@ import struct
 from pathlib import Path
 
 _PLACEHOLDER_SIZES = {0, 0xFFFFFFFF, 0x7FFFFFFF}
+#: the size a stream of unknown length declares (players read until the end of the stream)
+UNKNOWN_SIZE = 0xFFFFFFFF
+#: format tags: integer PCM, IEEE float
+PCM, IEEE_FLOAT = 1, 3
+
+
+def wav_header(rate: int, *, tag: int = PCM, width: int = 2, num_samples: int | None = None) -> bytes:
+    """A 44-byte mono WAV header (``width`` bytes a sample); ``num_samples=None``: a stream of unknown
+    length (its sizes :data:`UNKNOWN_SIZE`)."""
+    data = UNKNOWN_SIZE if num_samples is None else num_samples * width
+    riff = UNKNOWN_SIZE if num_samples is None else 36 + data
+    return (b"RIFF" + struct.pack("<I", riff) + b"WAVE" + b"fmt "
+            + struct.pack("<IHHIIHH", 16, tag, 1, rate, rate * width, width, 8 * width)
+            + b"data" + struct.pack("<I", data))
 
 
 def declared_wav_truncation(path: Path) -> tuple[int, int] | None:
