@@ -98,7 +98,7 @@ def error_row(item: Item, message: str, wall_s: float | None = None) -> dict[str
 
 
 @dataclass
-class Planned:
+class PlannedItem:
     """An item ready to join a batch: its session and request, or the row of its failure."""
 
     item: Item
@@ -128,7 +128,7 @@ class Synthesizer:
         """Reference preparations so far (misses of the model's content cache)."""
         return self.model.reference_cache.misses
 
-    def plan(self, item: Item) -> Planned:
+    def plan(self, item: Item) -> PlannedItem:
         """``item``'s session and request (built as the CLI builds them); never raises."""
         from audiocpp.engine.records import TaskRequest
 
@@ -142,11 +142,12 @@ class Synthesizer:
                                               reference_text=item.reference_text, instruct=item.instruct,
                                               language=item.language, seed=item.seed,
                                               voice_prompt=item.voice_prompt or None, options=item.options)
-            return Planned(item, start, session, request)
+            return PlannedItem(item, start, session, request)
         except Exception as error:  # a failing item never stops the others
-            return Planned(item, start, failed=error_row(item, describe(error), time.perf_counter() - start))
+            failed = error_row(item, describe(error), time.perf_counter() - start)
+            return PlannedItem(item, start, failed=failed)
 
-    def finish(self, planned: Planned, result: Any, worker: str) -> Done:
+    def finish(self, planned: PlannedItem, result: Any, worker: str) -> Done:
         """The item's Done from its result (a TaskResult, or the error that ended it)."""
         item = planned.item
         if planned.failed is not None:

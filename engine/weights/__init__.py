@@ -13,7 +13,7 @@ from ..lazy_exports import lazy_getattr
 
 _EXPORTS = {
     "adapters": (
-        "AdaptedSource", "Cast", "Drop", "FoldWeightNorm", "Fuse", "Keep", "Op", "Permute", "Rename",
+        "AdaptedSource", "Cast", "Drop", "FoldWeightNorm", "Fuse", "Keep", "TensorOp", "Permute", "Rename",
         "Reshape", "Split", "Synthesize", "Transform", "Transpose", "adapt", "full", "identity", "ones",
         "zeros",
     ),
@@ -31,7 +31,7 @@ _EXPORTS = {
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = [
     "AdaptedSource", "Cast", "Drop", "FoldWeightNorm", "FolderSource", "Fuse", "GGUFFile", "GGUFSource",
-    "Keep", "Op", "PackageSource", "Permute", "PrefixView", "Rename", "Reshape", "ResolvedWeights",
+    "Keep", "TensorOp", "PackageSource", "Permute", "PrefixView", "Rename", "Reshape", "ResolvedWeights",
     "SafetensorsSource", "ShardedSource", "Split", "Synthesize", "TensorInfo", "TensorSource",
     "TorchSource", "Transform", "Transpose", "adapt", "cache_dir", "check_module_weights", "full",
     "identity", "is_gguf", "is_package", "load_module_weights", "ones", "open_weights",
@@ -55,12 +55,12 @@ if TYPE_CHECKING:
         FoldWeightNorm,
         Fuse,
         Keep,
-        Op,
         Permute,
         Rename,
         Reshape,
         Split,
         Synthesize,
+        TensorOp,
         Transform,
         Transpose,
         adapt,

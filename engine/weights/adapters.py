@@ -127,14 +127,14 @@ def _computed(fn: Callable[[], torch.Tensor], shape: Sequence[int] | None = None
     return Entry(info, lambda dtype: cast(value(), dtype))
 
 
-class Op(ABC):
+class TensorOp(ABC):
     """One adapter step: ``apply(source)`` returns a lazy TensorSource."""
 
     @abstractmethod
     def apply(self, source: TensorSource) -> TensorSource: ...
 
 
-class _PerTensor(Op):
+class _PerTensor(TensorOp):
     """Base for ops that transform each tensor matching ``patterns`` independently."""
 
     def __init__(self, patterns: Patterns) -> None:
@@ -150,7 +150,7 @@ class _PerTensor(Op):
         })
 
 
-class Rename(Op):
+class Rename(TensorOp):
     """Rename tensors: ``Rename({"old": "new"})`` (exact names; others kept),
     ``Rename(r"^model\\.", "")`` (``re.sub`` on every name) or ``Rename(fn)``.
     Two names ending up equal is a ModelError."""
@@ -181,7 +181,7 @@ class Rename(Op):
         return Layer(source, entries)
 
 
-class Drop(Op):
+class Drop(TensorOp):
     """Remove tensors matching any of the globs (``Drop("*.num_batches_tracked")``)."""
 
     def __init__(self, *patterns: str) -> None:
@@ -192,7 +192,7 @@ class Drop(Op):
                               if not _matches(n, self.patterns)})
 
 
-class Keep(Op):
+class Keep(TensorOp):
     """Keep only the tensors matching any of the globs."""
 
     def __init__(self, *patterns: str) -> None:
@@ -290,7 +290,7 @@ class Transform(_PerTensor):
                      lambda dtype: cast(self.fn(base.get(name)), dtype))
 
 
-class FoldWeightNorm(Op):
+class FoldWeightNorm(TensorOp):
     """Fold weight-norm pairs into plain weights: ``w = g * v / ||v||``.
 
     Recognizes ``<x>_g`` + ``<x>_v`` -> ``<x>`` (``torch.nn.utils.weight_norm``) and
@@ -363,7 +363,7 @@ def _infer_dim(g: torch.Tensor, v: torch.Tensor, name: str) -> int:
                      hint="pass dim= to FoldWeightNorm")
 
 
-class Split(Op):
+class Split(TensorOp):
     """Split each tensor whose name fully matches ``pattern`` (regex) along ``dim`` into
     the names ``into`` (``re`` templates: ``\\1``...). ``sizes`` defaults to equal parts.
     The fused tensor is removed. ``Split(r"(.+)\\.qkv\\.weight", [r"\\1.q.weight", ...])``."""
@@ -414,7 +414,7 @@ class Split(Op):
         return Layer(source, entries)
 
 
-class Fuse(Op):
+class Fuse(TensorOp):
     """Concatenate tensors along ``dim`` into one. ``parts[0]`` is a regex (full match);
     the other parts and ``into`` are its ``re`` templates:
     ``Fuse([r"(.+)\\.q\\.weight", r"\\1.k.weight", r"\\1.v.weight"], into=r"\\1.qkv.weight")``.
@@ -461,7 +461,7 @@ class Fuse(Op):
         return Entry(info, load)
 
 
-class Synthesize(Op):
+class Synthesize(TensorOp):
     """Add (or replace) tensor ``name`` computed by ``fn(source)`` from the source before
     this op (or a constant tensor). ``if_missing=True`` adds it only when absent. Pass
     ``shape`` to keep ``info`` from computing it. Helpers: ``zeros``, ``ones``, ``identity``,
@@ -480,7 +480,7 @@ class Synthesize(Op):
         return Layer(source, entries)
 
 
-class Defaults(Op):
+class Defaults(TensorOp):
     """Add every tensor of ``tensors`` (name -> constant) that the source lacks, in one layer (the many
     ``Synthesize(..., if_missing=True)`` it replaces would each copy the whole name table)."""
 
@@ -517,7 +517,7 @@ class AdaptedSource(TensorSource):
 
     format = "adapted"
 
-    def __init__(self, base: TensorSource, ops: Iterable[Op]) -> None:
+    def __init__(self, base: TensorSource, ops: Iterable[TensorOp]) -> None:
         self.base = base
         self.ops = tuple(ops)
         current = base
@@ -546,6 +546,6 @@ class AdaptedSource(TensorSource):
         self._final.release_all()
 
 
-def adapt(source: TensorSource, ops: Iterable[Op]) -> AdaptedSource:
+def adapt(source: TensorSource, ops: Iterable[TensorOp]) -> AdaptedSource:
     """``AdaptedSource(source, ops)``."""
     return AdaptedSource(source, ops)

@@ -37,8 +37,8 @@ from audiocpp.engine.weights import (
     Drop,
     FoldWeightNorm,
     Keep,
-    Op,
     Rename,
+    TensorOp,
     TensorSource,
     adapt,
     check_module_weights,
@@ -51,14 +51,14 @@ from .config import Audio8Config
 from .model.dual_ar import DualAR
 
 
-def codec_adapters(source: TensorSource) -> list[Op]:
-    ops: list[Op] = []
+def codec_adapters(source: TensorSource) -> list[TensorOp]:
+    ops: list[TensorOp] = []
     if any("generator." in n for n in source.names()):  # upstream keeps only the generator's keys
         ops += [Keep("*generator.*"), Rename(lambda n: n.replace("generator.", ""))]
     return ops + [Drop("*freqs_cis", "*causal_mask"), FoldWeightNorm(dim=0)]
 
 
-def model_adapters(source: TensorSource) -> list[Op]:
+def model_adapters(source: TensorSource) -> list[TensorOp]:
     """The DualAR's names are upstream's in every layout."""
     return [Drop("freqs_cis", "fast_freqs_cis")]
 

@@ -26,7 +26,15 @@ from typing import Any
 import torch
 
 from audiocpp.engine.errors import ModelError
-from audiocpp.engine.weights.adapters import AdaptedSource, Defaults, Drop, FoldWeightNorm, Op, Rename, adapt
+from audiocpp.engine.weights.adapters import (
+    AdaptedSource,
+    Defaults,
+    Drop,
+    FoldWeightNorm,
+    Rename,
+    TensorOp,
+    adapt,
+)
 from audiocpp.engine.weights.source import TensorSource
 
 from .config import KokoroConfig
@@ -37,7 +45,7 @@ SUB_MODELS = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
 DROP = ("bert.pooler.*", "bert.embeddings.position_ids", "bert.embeddings.token_type_ids")
 
 
-def instance_norm_defaults(model: KModel) -> Op:
+def instance_norm_defaults(model: KModel) -> TensorOp:
     """The initial weight (ones) and bias (zeros) of every AdaIN instance norm, for checkpoints that lack
     them (one ``Defaults`` op: a name the checkpoint has keeps its value)."""
     tensors: dict[str, torch.Tensor] = {}
@@ -49,7 +57,7 @@ def instance_norm_defaults(model: KModel) -> Op:
     return Defaults(tensors)
 
 
-class DequantizeInt8(Op):
+class DequantizeInt8(TensorOp):
     """``<name>.int8`` (int8, zero point already taken) and ``<name>.scale`` (float32, broadcast per output
     channel) -> ``<name>`` = ``float32(int8) * scale``: onnxruntime's ``DequantizeLinear`` on the stored
     values, one rounding, the same bits."""

@@ -34,10 +34,10 @@ from audiocpp.engine.errors import ModelError
 from audiocpp.engine.nn.build import build_on_meta, load_on_meta
 from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.weights import (
-    Op,
     Rename,
     Reshape,
     ResolvedWeights,
+    TensorOp,
     TensorSource,
     adapt,
     check_module_weights,
@@ -97,7 +97,7 @@ def cpp_to_native(name: str) -> str:
     return name
 
 
-def reshape_to_module(source: TensorSource, module: torch.nn.Module) -> list[Op]:
+def reshape_to_module(source: TensorSource, module: torch.nn.Module) -> list[TensorOp]:
     """Reshape ops for tensors whose stored shape differs from the module's only in layout
     (same element count): grouped by target shape, one op per shape."""
     wanted = {n: tuple(t.shape) for n, t in module.state_dict(keep_vars=True).items()}

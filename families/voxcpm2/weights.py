@@ -31,8 +31,8 @@ from audiocpp.engine.nn.build import build_on_meta, load_on_meta
 from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.weights import (
     FoldWeightNorm,
-    Op,
     Synthesize,
+    TensorOp,
     TensorSource,
     adapt,
     check_module_weights,
@@ -45,13 +45,13 @@ from .model import VoxCPMModel
 from .prompt_layout import VoxCPMTokenizer
 
 
-def lm_adapters(cfg: VoxCPMConfig) -> list[Op]:
+def lm_adapters(cfg: VoxCPMConfig) -> list[TensorOp]:
     """Adapters of the ``weights`` namespace: upstream names are ours."""
     return []
 
 
-def vae_adapters(cfg: VoxCPMConfig) -> list[Op]:
-    ops: list[Op] = [FoldWeightNorm(dim=0)]
+def vae_adapters(cfg: VoxCPMConfig) -> list[TensorOp]:
+    ops: list[TensorOp] = [FoldWeightNorm(dim=0)]
     boundaries = cfg.audio_vae.sr_bin_boundaries
     if boundaries is not None:
         # A derived buffer: some converters drop it; it is the config's list.
