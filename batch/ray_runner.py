@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from audiocpp.engine.errors import AudiocppError
-from audiocpp.engine.ray_session import connect, disconnect
+from audiocpp.engine.ray_cluster import connect, disconnect
 from audiocpp.engine.records import AudioBuffer
 
 from .manifest import Item
@@ -42,7 +42,7 @@ Record = Callable[[Item, Done], None]
 
 def import_ray():
     """``ray`` and ``ray.data``, or a UsageError naming the extra that installs them."""
-    from audiocpp.engine.ray_session import import_ray as load
+    from audiocpp.engine.ray_cluster import import_ray as load
 
     return load("--ray and --ray-address", ("ray.data",), "Ray Data")
 

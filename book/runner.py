@@ -75,7 +75,7 @@ class RayRunner:
 
     def run(self, items: list[Item], record: Record, on_ready: Callable[[], None]) -> None:
         from audiocpp.batch.ray_runner import run_ray
-        from audiocpp.engine.ray_session import connect
+        from audiocpp.engine.ray_cluster import connect
 
         if not self.started:
             self.started = connect(self.ray, self.address)
@@ -92,7 +92,7 @@ class RayRunner:
         )
 
     def close(self) -> None:
-        from audiocpp.engine.ray_session import disconnect
+        from audiocpp.engine.ray_cluster import disconnect
 
         disconnect(self.ray, self.started)
         self.started = False

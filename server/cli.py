@@ -208,7 +208,7 @@ def check_ray(args: ServeArgs) -> None:
 
 def require_ray_serve() -> None:
     """Ray Serve, or one usage error (exit 2) naming the ``ray`` extra."""
-    from audiocpp.engine.ray_session import import_ray
+    from audiocpp.engine.ray_cluster import import_ray
 
     import_ray("--ray and --ray-address", ("ray.serve",), "Ray Serve")
 

@@ -987,7 +987,7 @@ def serve_on_ray(args: ServeArgs) -> None:
     up to ``--drain-s``, delete it, and stop the local Ray instance this command started."""
     import logging
 
-    from audiocpp.engine.ray_session import connect, disconnect
+    from audiocpp.engine.ray_cluster import connect, disconnect
 
     from .cli import listen
 
