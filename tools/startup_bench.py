@@ -10,7 +10,9 @@ For each package and ISA level (``engine.nn.cpu_isa.LEVEL_ENV``), with the file 
 - ``python -c "import torch"`` (what any PyTorch program pays before its first line);
 - a process that imports audiocpp, loads the package and opens a ``tts`` session in the default
   compute mode, i.e. everything before the first synthesis, split into the interpreter and torch,
-  audiocpp's imports, ``load()`` and the session (the network built for its compute mode).
+  audiocpp's imports, ``load()`` and the session (the network built for its compute mode);
+- with ``--serve``: ``audiocpp serve --model PACKAGE`` from its start to its first answer (``/health``
+  polled every 10 ms; the server loads its models before it listens).
 
 The repository's modules are compiled to bytecode first (as ``pip install`` does; a source tree run
 under ``PYTHONDONTWRITEBYTECODE=1`` would otherwise compile every module in every process), and one
@@ -22,10 +24,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,12 +87,42 @@ def measure(package: Path, level: str | None, runs: int) -> dict:
             "mode": parts[0]["mode"], "gib": package.stat().st_size / 2**30}
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def serve_ready(package: Path, env: dict[str, str]) -> float:
+    """Seconds from starting ``audiocpp serve --model PACKAGE`` to its first ``/health`` answer."""
+    port = free_port()
+    cli = Path(sys.executable).with_name("audiocpp")
+    start = time.perf_counter()
+    proc = subprocess.Popen([str(cli), "serve", "--model", str(package), "--port", str(port), "--quiet"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    try:
+        while True:
+            if proc.poll() is not None:
+                why = proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+                raise SystemExit(f"audiocpp serve exited ({proc.returncode}):\n{why}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as answer:
+                    if answer.status == 200:
+                        return time.perf_counter() - start
+            except OSError:
+                time.sleep(0.01)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("packages", nargs="+", type=Path)
     ap.add_argument("--isa", help="ISA levels, e.g. avx2,avx512 (all: every level this CPU has; default: "
                     "this host as it is)")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--serve", action="store_true", help="also time `audiocpp serve` to its first answer")
     args = ap.parse_args(argv)
     levels = isa_levels(args.isa) if args.isa else [None]
     compile_sources()
@@ -102,6 +136,12 @@ def main(argv: list[str]) -> int:
                   f"{r['torch_process']:11.2f}s {r['wall']:7.2f}s {r['torch']:7.2f}s {r['audiocpp']:9.2f}s "
                   f"{r['load']:6.2f}s {r['session']:8.2f}s  {ours:.2f} s = {ours / r['read']:.1f}x the read "
                   f"({r['mode']})", flush=True)
+            if args.serve:
+                env = level_env(level)
+                ready = statistics.median(serve_ready(package, env) for _ in range(args.runs))
+                beyond = ready - r["torch_process"]
+                print(f"{'':34s} serve: first answer {ready:.2f} s after its start; beyond python+torch "
+                      f"{beyond:.2f} s = {beyond / r['read']:.1f}x the read", flush=True)
     return 0
 
 
