@@ -84,7 +84,7 @@ class Int8Conv1d(nn.Module):
         self.register_buffer("rest_offsets", offsets)
         self.register_buffer("rest_groups", groups)
         self.register_buffer("rest_values", values)
-        self.register_buffer("wsum", weight.to(torch.int32).sum((1, 2)).to(torch.int32))
+        self.register_buffer("wsum", weight.sum((1, 2), dtype=torch.int32))
         per_channel = torch.broadcast_to(scale.to(torch.float32).reshape(-1), (self.cout,))
         self.register_buffer("scale", per_channel.contiguous())
         bias = conv.bias.detach().to(torch.float32) if conv.bias is not None else torch.empty(0)

@@ -183,7 +183,37 @@ inline void tile(const uint8_t* xq, int64_t cin4, const int8_t* wblock, int64_t 
 
 namespace ic = audiocpp::int8conv;
 
-torch::Tensor pack(torch::Tensor weight);
+// weight int8 [cout, cin, k] -> packed int8 [k][cout16 / 16][cin4 / 4][16][4] (zeros where padded), and
+// where this level splits the weights (AVX2 without VNNI: the packed ones are clamp(w, -64, 64)) the rest
+// w - clamp(w, -64, 64): sparse where few groups have one (per block of 16 output channels, its (tap,
+// input quad) groups with a nonzero rest: offsets [blocks + 1], groups [n, 2], values [n, 16, 4]), else
+// packed whole like the weights (offsets and groups empty); all three empty where there is no rest
+// weight int8 [cout, cin, k] -> the packed layout of f(w) for every weight (zeros where padded); one pass
+// over the weights made tap-major first, so that each output channel's row is read in order
+template <typename F>
+torch::Tensor pack_mapped(const torch::Tensor& weight, F f) {
+  const int64_t cout = weight.size(0), cin = weight.size(1), k = weight.size(2);
+  const int64_t blocks = ic::round_up(cout, ic::CO_BLOCK) / ic::CO_BLOCK, quads = ic::round_up(cin, ic::CI_QUAD) / ic::CI_QUAD;
+  auto taps = weight.permute({2, 0, 1}).contiguous();  // [k][cout][cin]
+  auto out = torch::zeros({k * blocks * quads * ic::CO_BLOCK * ic::CI_QUAD}, torch::kInt8);
+  const int8_t* src = taps.data_ptr<int8_t>();
+  int8_t* dst = out.data_ptr<int8_t>();
+  constexpr int64_t group = ic::CO_BLOCK * ic::CI_QUAD;
+  for (int64_t j = 0; j < k; ++j)
+    for (int64_t o = 0; o < cout; ++o) {
+      const int8_t* row = src + (j * cout + o) * cin;
+      int8_t* base = dst + (j * blocks + o / ic::CO_BLOCK) * quads * group + (o % ic::CO_BLOCK) * ic::CI_QUAD;
+      for (int64_t q = 0; q < quads; ++q) {
+        const int64_t c0 = q * ic::CI_QUAD, n = std::min<int64_t>(ic::CI_QUAD, cin - c0);
+        for (int64_t r = 0; r < n; ++r) base[q * group + r] = f(row[c0 + r]);
+      }
+    }
+  return out;
+}
+
+torch::Tensor pack(torch::Tensor weight) {
+  return pack_mapped(weight, [](int8_t w) { return w; });
+}
 
 // weight int8 [cout, cin, k] -> packed int8 [k][cout16 / 16][cin4 / 4][16][4] (zeros where padded), and
 // where this level splits the weights (AVX2 without VNNI: the packed ones are clamp(w, -64, 64)) the rest
@@ -196,10 +226,12 @@ std::vector<torch::Tensor> pack_weights(torch::Tensor weight) {
   const int64_t blocks = ic::round_up(cout, ic::CO_BLOCK) / ic::CO_BLOCK, quads = ic::round_up(cin, ic::CI_QUAD) / ic::CI_QUAD;
   auto none = torch::empty({0}, torch::kInt32);
   if (!ic::SPLIT_WEIGHTS) return {pack(weight), none, none, torch::empty({0}, torch::kInt8)};
-  auto wide = weight.to(torch::kInt16);
-  auto main = wide.clamp(-64, 64);
-  auto rest = pack((wide - main).to(torch::kInt8));  // the same layout, mostly zeros
-  if (rest.abs().max().item<int>() == 0) return {pack(main.to(torch::kInt8)), none, none, torch::empty({0}, torch::kInt8)};
+  auto main = pack_mapped(weight, [](int8_t w) { return (int8_t)std::min<int>(64, std::max<int>(-64, w)); });
+  const int8_t* wp = weight.contiguous().data_ptr<int8_t>();
+  bool beyond = false;  // any weight past +-64 (most layers have none: no rest at all)
+  for (int64_t i = 0, n = weight.numel(); i < n && !beyond; ++i) beyond = wp[i] > 64 || wp[i] < -64;
+  if (!beyond) return {main, none, none, torch::empty({0}, torch::kInt8)};
+  auto rest = pack_mapped(weight, [](int8_t w) { return (int8_t)((int)w - std::min<int>(64, std::max<int>(-64, w))); });
   const int8_t* rp = rest.data_ptr<int8_t>();
   const int64_t group = ic::CO_BLOCK * ic::CI_QUAD;
   std::vector<int32_t> offsets{0}, groups;
@@ -218,28 +250,11 @@ std::vector<torch::Tensor> pack_weights(torch::Tensor weight) {
     offsets.push_back((int32_t)(groups.size() / 2));
   }
   if ((int64_t)(groups.size() / 2) * 10 > k * blocks * quads)  // dense: the vector code is faster
-    return {pack(main.to(torch::kInt8)), none, none, rest};
+    return {main, none, none, rest};
   auto off = torch::from_blob(offsets.data(), {(int64_t)offsets.size()}, torch::kInt32).clone();
   auto grp = torch::from_blob(groups.data(), {(int64_t)groups.size()}, torch::kInt32).clone();
   auto val = torch::from_blob(values.data(), {(int64_t)values.size()}, torch::kInt8).clone();
-  return {pack(main.to(torch::kInt8)), off, grp, val};
-}
-
-torch::Tensor pack(torch::Tensor weight) {
-  auto w = weight.contiguous();
-  const int64_t cout = w.size(0), cin = w.size(1), k = w.size(2);
-  const int64_t cout16 = ic::round_up(cout, ic::CO_BLOCK), cin4 = ic::round_up(cin, ic::CI_QUAD);
-  auto out = torch::zeros({k * cout16 * cin4}, torch::kInt8);
-  const int8_t* src = w.data_ptr<int8_t>();
-  int8_t* dst = out.data_ptr<int8_t>();
-  for (int64_t j = 0; j < k; ++j)
-    for (int64_t o = 0; o < cout; ++o)
-      for (int64_t c = 0; c < cin; ++c) {
-        const int64_t block = o / ic::CO_BLOCK, lane = o % ic::CO_BLOCK, q = c / ic::CI_QUAD, r = c % ic::CI_QUAD;
-        dst[((j * (cout16 / ic::CO_BLOCK) + block) * (cin4 / ic::CI_QUAD) + q) * ic::CO_BLOCK * ic::CI_QUAD +
-            lane * ic::CI_QUAD + r] = src[(o * cin + c) * k + j];
-      }
-  return out;
+  return {main, off, grp, val};
 }
 
 // x float32 [B, cin, T]; packed from pack_weights; wsum int32 [cout] (each channel's sum of weights);
