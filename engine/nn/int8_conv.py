@@ -96,11 +96,18 @@ class Int8Conv1d(nn.Module):
                               self.cout, self.k, self.stride, self.padding, self.dilation)
 
 
+def applies(conv: nn.Module) -> bool:
+    """Whether the int8 layer can stand for ``conv`` (a one-group ``Conv1d`` with numeric zero padding, on
+    the CPU or still on the meta device) and the kernel is built: what :func:`int8_conv` will swap."""
+    return (type(conv) is nn.Conv1d and conv.groups == 1 and conv.padding_mode == "zeros"
+            and not isinstance(conv.padding, str) and conv.weight.device.type in ("cpu", "meta")
+            and kernel() is not None)
+
+
 def int8_conv(conv: nn.Module, weight: torch.Tensor, scale: torch.Tensor) -> Int8Conv1d | None:
     """The int8 layer for ``conv`` where it applies (a one-group ``Conv1d`` with numeric zero padding on the
     CPU, the kernel built), else None."""
-    if (type(conv) is not nn.Conv1d or conv.groups != 1 or conv.padding_mode != "zeros"
-            or isinstance(conv.padding, str) or conv.weight.device.type != "cpu"):
+    if not applies(conv) or conv.weight.device.type != "cpu":
         return None
     op = kernel()
     return None if op is None else Int8Conv1d(conv, weight, scale, op)

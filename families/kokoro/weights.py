@@ -60,7 +60,11 @@ def instance_norm_defaults(model: KModel) -> TensorOp:
 class DequantizeInt8(TensorOp):
     """``<name>.int8`` (int8, zero point already taken) and ``<name>.scale`` (float32, broadcast per output
     channel) -> ``<name>`` = ``float32(int8) * scale``: onnxruntime's ``DequantizeLinear`` on the stored
-    values, one rounding, the same bits."""
+    values, one rounding, the same bits. ``placeholders``: names whose float values nobody reads (the
+    convolutions the int8 kernel replaces right after loading): left uninitialized, not computed."""
+
+    def __init__(self, placeholders: frozenset[str] = frozenset()) -> None:
+        self.placeholders = placeholders
 
     def apply(self, source: TensorSource) -> TensorSource:
         from audiocpp.engine.weights.adapters import Entry, Layer, passthrough
@@ -82,6 +86,8 @@ class DequantizeInt8(TensorOp):
                 return source.info(stem + INT8_SUFFIX).shape, "F32"
 
             def load(dtype: torch.dtype | None, stem: str = stem) -> torch.Tensor:
+                if stem in self.placeholders:
+                    return torch.empty(source.info(stem + INT8_SUFFIX).shape, dtype=dtype or torch.float32)
                 values = source.get(stem + INT8_SUFFIX)
                 scale = source.get(stem + SCALE_SUFFIX, torch.float32)
                 out = values.to(torch.float32) * scale
@@ -91,11 +97,12 @@ class DequantizeInt8(TensorOp):
         return Layer(source, entries)
 
 
-def hexgrad_source(source: TensorSource, model: KModel) -> AdaptedSource:
+def hexgrad_source(source: TensorSource, model: KModel, placeholders: frozenset[str] = frozenset()
+                   ) -> AdaptedSource:
     """hexgrad's checkpoint (flattened ``<sub-model>.<name>``), or a package made from either layout,
-    under ``model``'s names."""
+    under ``model``'s names (``placeholders``: see :class:`DequantizeInt8`)."""
     return adapt(source, [
-        DequantizeInt8(),
+        DequantizeInt8(placeholders),
         Rename(rf"^({'|'.join(SUB_MODELS)})\.module\.", r"\1."),
         Drop(*DROP),
         FoldWeightNorm(dim=None),
@@ -136,21 +143,30 @@ def int8_weights(source: TensorSource) -> dict[str, tuple[torch.Tensor, torch.Te
             if name.endswith(INT8_SUFFIX) and name[: -len(INT8_SUFFIX)] + SCALE_SUFFIX in names}
 
 
-def int8_convolutions(model: KModel, quantized: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> int:
-    """Put the int8 convolution kernel (``engine.nn.int8_conv``) in place of the decoder's convolutions whose
-    weight the package stores as int8; returns how many (0 where the kernel is not there). The decoder is
-    93 % of the work; the prosody predictor stays float32, so that the F0 curve the harmonic source
-    integrates (its phase, hence the waveform) and the durations are the float32 path's."""
+def int8_convolution_names(model: KModel, quantized: dict[str, tuple[torch.Tensor, torch.Tensor]]
+                           ) -> list[str]:
+    """The decoder's convolutions (module names) whose weight the package stores as int8 and that the int8
+    kernel (``engine.nn.int8_conv``) can compute; none where the kernel is not there. ``model`` may still
+    be on the meta device. The decoder is 93 % of the work; the prosody predictor stays float32, so that
+    the F0 curve the harmonic source integrates (its phase, hence the waveform) and the durations are the
+    float32 path's."""
+    from audiocpp.engine.nn.int8_conv import applies
+
+    return [name for name, module in model.named_modules()
+            if name.startswith("decoder.") and f"{name}.weight" in quantized and applies(module)]
+
+
+def int8_convolutions(model: KModel, quantized: dict[str, tuple[torch.Tensor, torch.Tensor]],
+                      names: list[str] | None = None) -> int:
+    """Put the int8 layer in place of the convolutions ``names`` (default: :func:`int8_convolution_names`);
+    returns how many."""
     from audiocpp.engine.nn.int8_conv import int8_conv
 
     swapped = 0
-    for name, module in list(model.named_modules()):
-        stored = quantized.get(f"{name}.weight")
-        if stored is None or type(module) is not torch.nn.Conv1d or not name.startswith("decoder."):
-            continue
-        layer = int8_conv(module, *stored)
+    for name in int8_convolution_names(model, quantized) if names is None else names:
+        layer = int8_conv(model.get_submodule(name), *quantized[f"{name}.weight"])
         if layer is None:
-            continue
+            raise ModelError(f"the int8 kernel cannot compute {name} of Kokoro's decoder")
         parent, _, leaf = name.rpartition(".")
         setattr(model.get_submodule(parent) if parent else model, leaf, layer)
         swapped += 1
@@ -199,10 +215,13 @@ def load_parts(path: Path, options: dict[str, Any] | None = None, *, spec: Any) 
         if source is None:
             source = resolve_weights(spec, path).namespace("weights")
         meta = build_on_meta(lambda: KModel(cfg))
-        net = load_on_meta(lambda: KModel(cfg), hexgrad_source(source, meta), what="Kokoro",
+        # the convolutions the int8 kernel takes over: their float weights are never computed
+        swap = int8_convolution_names(meta, stored) if mode.stored and stored and device.type == "cpu" else []
+        placeholders = frozenset(f"{name}.weight" for name in swap)
+        net = load_on_meta(lambda: KModel(cfg), hexgrad_source(source, meta, placeholders), what="Kokoro",
                            device=device).eval()
-        if mode.stored and stored and device.type == "cpu":
-            int8_convolutions(net, stored)
+        if swap:
+            int8_convolutions(net, stored, swap)
         return net
 
     model = load_net(compute, weights.namespace("weights"))
