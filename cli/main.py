@@ -319,7 +319,7 @@ def serve_cmd(
         help="How long an idle model waits for more requests to start a batch with.")] = 20.0,
     max_concurrency: Annotated[int | None, typer.Option(
         "--max-concurrency",
-        help="Requests per model in progress at once (synthesizing, encoding); "
+        help="Requests per model synthesizing at once, as rows of its batch (at most --max-batch); "
         "default: --max-batch.")] = None,
     max_queue: Annotated[int, typer.Option(
         "--max-queue", help="Requests per model that may wait; beyond, 429 at once.")] = 8,

@@ -1,7 +1,9 @@
 """The FastAPI application: routes over the served models, the voice store and the metrics.
 
-Everything slow (synthesis, encoding, decoding uploads) runs on worker threads, so the event
-loop keeps answering ``/health`` and refusing over-capacity requests at once under load.
+A synthesis is an asyncio task over its model's executor (server/scheduler.py: no thread per request);
+what is slow besides the model (encoding a whole file, decoding uploads, the voice store) runs on
+worker threads, so the event loop keeps answering ``/health`` and refusing over-capacity requests at
+once under load.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Server metrics in the Prometheus text format (no client library: a few counters, gauges and
-two histograms, updated from worker threads under one lock)."""
+two histograms, updated from the event loop and the executors' threads under one lock)."""
 
 from __future__ import annotations
 

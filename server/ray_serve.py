@@ -9,9 +9,10 @@ The application has an **ingress** deployment and one deployment per ``--model``
   model's deployment through a Ray Serve handle, which routes it to a replica) and whose voice store is
   the cluster's (:class:`RemoteVoiceStore`). It plans each request as a single server does (model, voice
   as the key sees it, format, options), then hands the planned request (:class:`SpeechCall`) on.
-- A model replica (:class:`ModelReplica`) loads its model once and runs our own batcher through a
-  :class:`~scheduler.ModelWorker` (``model.batcher(max_batch)``: rows join mid-generation, which
-  ``@serve.batch`` cannot), synthesizes and encodes with ``speech.synthesize`` as a single server does,
+- A model replica (:class:`ModelReplica`) loads its model once and runs the model's executor through a
+  :class:`~scheduler.ModelWorker` (``model.executor()``: rows join mid-generation, which
+  ``@serve.batch`` cannot), synthesizes and encodes with ``speech.synthesize`` as a single server does
+  (an asyncio task in the replica's event loop per request),
   and streams back ``("admitted", replica)``, its audio pieces, then ``("done", result, bytes)`` or
   ``("error", ...)``.
 - The voices live in one named, detached Ray actor (:class:`VoiceStoreActor`) pinned to the head node,

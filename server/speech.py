@@ -14,14 +14,15 @@ before the request is queued, so a bad one is a 400 at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
 
 from audiocpp.engine.errors import AudiocppError
-from audiocpp.engine.records import AudioBuffer, TaskRequest, TaskResult, VoiceReference
+from audiocpp.engine.records import AudioBuffer, StreamEvent, TaskRequest, TaskResult, VoiceReference
 from audiocpp.engine.tasks import Mode, Task
 
 from .auth import ANONYMOUS, Principal
@@ -32,7 +33,7 @@ from .named_voices import choose_voice
 from .voices import StoredVoice, VoiceStore, VoiceView
 
 if TYPE_CHECKING:
-    from .scheduler import Job, ModelWorker
+    from .scheduler import Job
 
 #: OpenAI's model names: they mean the server's first model, so unmodified clients work.
 OPENAI_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts", "gpt-4o-tts")
@@ -380,38 +381,36 @@ def _attach_voice(plan: SpeechPlan, voice: StoredVoice, body: SpeechBody) -> Non
     request.reference_text = transcript or None
 
 
-def synthesize(plan: SpeechPlan, job: Job, worker: ModelWorker,
-               voices: VoiceStore | VoiceView) -> tuple[TaskResult, bytes]:
-    """Run on a worker thread: synthesize as a row of the model's batch, streaming pieces to
-    ``job`` when asked (``("audio", pcm bytes, samples, words)``: the words a piece speaks, where the
-    family times them), then encode the whole result (outside the batch)."""
+async def synthesize(plan: SpeechPlan, job: Job, events: AsyncIterable[StreamEvent],
+                     voices: VoiceStore | VoiceView) -> tuple[TaskResult, bytes]:
+    """In the event loop: read the request's ``events`` (its engine job, a row of the model's batch),
+    streaming pieces to ``job`` when asked (``("audio", pcm bytes, samples, words)``: the words a piece
+    speaks, where the family times them), then encode the whole result. A piece is cheap to encode here;
+    the whole file, a family's one offline piece and the saved voice prompt go to a thread."""
     served = plan.served
     result: TaskResult | None = None
     incremental = plan.incremental
     pieces = PieceEncoder(served.model.sample_rate, plan.output_rate, plan.gain)
-    stream = worker.events(job, plan.request, plan.task, plan.mode, served.session_options)
-    try:
-        for event in stream:
-            job.check()
-            if event.is_final:
-                result = event.result
-            elif incremental and event.audio is not None:
-                job.emit(("audio", *pieces.push(event.audio), list(event.words)))
-    finally:
-        stream.close()
+    async for event in events:
+        if event.is_final:
+            result = event.result
+        elif incremental and event.audio is not None:
+            job.emit(("audio", *pieces.push(event.audio), list(event.words)))
     assert result is not None
     if incremental and result.mode is Mode.OFFLINE:  # a family without streaming: one piece
-        job.emit(("audio", *pieces.push(result.audio), list(result.words)))
+        job.emit(("audio", *await asyncio.to_thread(pieces.push, result.audio), list(result.words)))
     if incremental:
         tail = pieces.finish()
         if tail[1]:
             job.emit(("audio", *tail, []))
     if plan.voice is not None and result.voice_prompt is not None and plan.request.voice_prompt is None:
-        voices.save_prompt(plan.voice, plan.voice.prompt_path(served.key, plan.prompt_options),
-                           result.voice_prompt)
+        await asyncio.to_thread(voices.save_prompt, plan.voice,
+                                plan.voice.prompt_path(served.key, plan.prompt_options), result.voice_prompt)
     data = b""
     if not incremental:
-        data = encode(resampled(scaled(result.audio, plan.gain), plan.output_rate), plan.fmt)
+        final = result
+        data = await asyncio.to_thread(
+            lambda: encode(resampled(scaled(final.audio, plan.gain), plan.output_rate), plan.fmt))
     return result, data
 
 
