@@ -125,6 +125,7 @@ class LocalExecutor:
         self._cond = threading.Condition()
         self._waiting: list[_Submission] = []
         self._running: dict[Hashable, _Submission] = {}
+        self._joining = 0  # requests taken from the queue whose session is being made
         self._sessions: dict[Hashable, RowSession] = {}
         self._next_key = 0
         self._mean_wall = 1.0  # seconds a request spends in the batch: a running average, for retry_after
@@ -146,8 +147,8 @@ class LocalExecutor:
     # -- figures -----------------------------------------------------------------------------
     @property
     def active(self) -> int:
-        """Requests running now (rows of the batch)."""
-        return len(self._running)
+        """Requests running now (rows of the batch, and one whose session is being made)."""
+        return len(self._running) + self._joining
 
     @property
     def waiting(self) -> int:
@@ -299,11 +300,16 @@ class LocalExecutor:
             self._mean_wall = 0.8 * self._mean_wall + 0.2 * (time.perf_counter() - job.joined)
 
     def _admit(self, loop: BatchLoop) -> None:
-        with self._cond:
-            if self.closed:
-                self._fail_waiting(Cancelled("the executor was closed"))
-                return
-            while self._waiting and len(loop) < self.max_batch:
+        """Move waiting requests into the batch while it has room. A request's session is made outside the
+        lock (a new compute mode may build a network for seconds): submitting, cancelling and the figures,
+        which a server's event loop reads, never wait for it."""
+        while True:
+            with self._cond:
+                if self.closed:
+                    self._fail_waiting(Cancelled("the executor was closed"))
+                    return
+                if not self._waiting or len(loop) >= self.max_batch:
+                    return
                 running_by: dict[str, int] = {}
                 for s in self._running.values():
                     running_by[s.job.owner] = running_by.get(s.job.owner, 0) + 1
@@ -313,18 +319,23 @@ class LocalExecutor:
                 if job.cancelled:
                     job.deliver(RowEvent(job.key, error=Cancelled("the request was cancelled")))
                     continue
+                self._joining += 1  # counted as running meanwhile: the queue's bound stays exact
+            try:
                 _use_torch_threads(submission.torch_threads)  # before a new session's own `threads` option
-                try:
-                    session = submission.session or self._session(submission)
-                except Exception as error:  # noqa: BLE001 - the job's own failure
-                    job.deliver(RowEvent(job.key, error=error))
-                    continue
+                session = submission.session or self._session(submission)
+            except Exception as error:  # noqa: BLE001 - the job's own failure
+                with self._cond:
+                    self._joining -= 1
+                job.deliver(RowEvent(job.key, error=error))
+                continue
+            with self._cond:
+                self._joining -= 1
                 job.joined = time.perf_counter()
                 self._running[job.key] = submission
-                loop.add(job.key, session, submission.request, progress=submission.progress,
-                         queued_s=job.joined - job.submitted)
-                if self.on_join is not None:
-                    self.on_join(job)
+            loop.add(job.key, session, submission.request, progress=submission.progress,
+                     queued_s=job.joined - job.submitted)
+            if self.on_join is not None:
+                self.on_join(job)
 
     def _session(self, submission: _Submission) -> RowSession:
         session = self._sessions.get(submission.session_key)

@@ -18,7 +18,7 @@ import pytest
 
 from audiocpp.engine import Mode, Task, TaskRequest, UsageError
 from audiocpp.engine.batching import Op
-from audiocpp.engine.execution import Cancelled
+from audiocpp.engine.execution import Busy, Cancelled
 from audiocpp.engine.records import AudioBuffer
 from audiocpp.engine.session import Session, Synthesis
 
@@ -311,6 +311,30 @@ def test_waiting_where_the_batch_cannot_run_is_refused(toy_model) -> None:
     assert seen and "would wait forever" in str(seen[0])
     with toy_model.guard.held(), pytest.raises(UsageError, match="would wait forever"):  # a hook's thread
         executor.submit(TaskRequest(text="ab", seed=1), session=session).result(timeout=1)
+
+
+def test_submitting_does_not_wait_for_a_session_being_made(toy_model, monkeypatch) -> None:
+    """A request's session is made outside the executor's lock: while one takes a second to build (a new
+    compute mode's network), another submit returns at once (a server's event loop calls it)."""
+    executor = toy_model.executor(max_batch=1)
+    executor.configure(max_queue=1)
+    made = threading.Event()
+
+    def slow_session(task, mode, options):
+        made.set()
+        time.sleep(1.0)
+        return counting(toy_model)
+
+    monkeypatch.setattr(toy_model, "create_session", slow_session)
+    first = executor.submit(TaskRequest(text="ab", seed=1), task="tts")
+    assert made.wait(10)
+    start = time.perf_counter()
+    second = executor.submit(TaskRequest(text="ab", seed=2), session=counting(toy_model))
+    assert time.perf_counter() - start < 0.3
+    assert executor.active == 1 and executor.waiting == 1  # the one being made counts as running
+    with pytest.raises(Busy):
+        executor.submit(TaskRequest(text="ab", seed=3), session=counting(toy_model))
+    assert first.result(timeout=30).details["value"] == 3 and second.result(timeout=30).details["value"] == 4
 
 
 def test_threads_submitting_at_once_each_get_their_own_result(toy_model) -> None:
