@@ -112,8 +112,14 @@ sys.exit(status)' </dev/null >"$kernels_dir/build.log" 2>&1 &
 }
 foreground_kernels() {
   log "building the C++ kernels (audiocpp kernels)"
-  if [ "$quiet" = 1 ]; then kernels_out=/dev/null; else kernels_out=/dev/stderr; fi
-  AUDIOCPP_KERNEL_WAIT=1 "$venv/bin/audiocpp" kernels >"$kernels_out" 2>&1 \
+  # >&2, not >/dev/stderr: opening /dev/stderr truncates a log file that stderr is redirected to
+  local status=0
+  if [ "$quiet" = 1 ]; then
+    AUDIOCPP_KERNEL_WAIT=1 "$venv/bin/audiocpp" kernels >/dev/null 2>&1 || status=$?
+  else
+    AUDIOCPP_KERNEL_WAIT=1 "$venv/bin/audiocpp" kernels 1>&2 || status=$?
+  fi
+  [ "$status" = 0 ] \
     || echo "[setup] a kernel did not build (audiocpp runs without it, slower): see \`audiocpp kernels --verbose\`" >&2
 }
 if [ "$mode" = runtime ]; then
