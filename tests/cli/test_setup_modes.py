@@ -100,6 +100,21 @@ def test_test_mode_adds_the_test_extras_and_builds_the_kernels_in_the_foreground
     assert _setup(checkout, "test") == [] and _setup(checkout, "runtime") == []  # test serves runtime too
 
 
+def test_a_log_file_keeps_what_came_before_the_kernel_build(checkout, tmp_path: Path) -> None:
+    """`bin/test > log 2>&1`: the foreground kernel build wrote to `>/dev/stderr`, which opened the log
+    again with O_TRUNC and wiped what the set-up (and .ci/run's first-run figure) had written."""
+    log = tmp_path / "setup.log"
+    with log.open("w") as handle:
+        handle.write("[ci] first run: 80 s\n")
+        handle.flush()
+        proc = subprocess.run(["bash", str(Path(checkout["root"]) / "tools" / "setup_env.sh"), "test"],
+                              stdout=handle, stderr=handle, env=checkout["env"], timeout=120)
+    assert proc.returncode == 0
+    text = log.read_text()
+    assert text.startswith("[ci] first run: 80 s\n") and "\0" not in text, text[:300]
+    assert "[setup] building the C++ kernels" in text
+
+
 def test_a_command_s_extra_is_added_once_to_the_runtime_set_up(checkout) -> None:
     _setup(checkout, "runtime", background=True)
     lines = _setup(checkout, "--quiet", "runtime", "serve", background=True)  # bin/audiocpp serve
