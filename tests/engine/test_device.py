@@ -83,25 +83,37 @@ def test_cuda_resolves_to_its_first_gpu() -> None:
         dev.resolve_device(f"cuda:{torch.cuda.device_count()}")
 
 
-def test_compute_dtype_defaults_per_device_and_storage() -> None:
+@pytest.mark.parametrize("bf16_in_hardware", [True, False])
+def test_compute_dtype_defaults_per_device_and_storage(bf16_in_hardware: bool, monkeypatch) -> None:
+    """The CPU's row depends on whether it multiplies bfloat16 in hardware (cpu_isa.native_bf16): both
+    tables, whatever CPU runs the test."""
+    from audiocpp.engine.nn import cpu_isa
+
+    monkeypatch.setattr(cpu_isa, "native_bf16", lambda: bf16_in_hardware)
     cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
+    cpu_16 = torch.bfloat16 if bf16_in_hardware else torch.float32  # else: widened, or float32-stored
     table = {
-        (cpu, "F32"): torch.float32, (cpu, "BF16"): torch.bfloat16, (cpu, "F16"): torch.bfloat16,
-        (cpu, "Q8_0"): torch.bfloat16, (cpu, "Q4_0"): torch.bfloat16,
+        (cpu, "F32"): torch.float32, (cpu, "BF16"): cpu_16, (cpu, "F16"): cpu_16,
+        (cpu, "Q8_0"): cpu_16, (cpu, "Q4_0"): cpu_16,
         (cuda, "F16"): torch.float16, (cuda, "BF16"): torch.bfloat16, (cuda, "Q8_0"): torch.bfloat16,
     }
     for (device, stored), dtype in table.items():
         assert dev.default_compute_dtype(device, stored) == dtype
+    expected_q8 = "bfloat16" if bf16_in_hardware else "float32-stored"
+    assert dev.default_compute_mode(cpu, "Q8_0").name == expected_q8
     assert dev.default_compute_dtype(cuda, "F32") == torch.float32
     assert dev.default_compute_dtype(cuda, "F32", gpu_dtype=torch.float16) == torch.float16
     assert dev.default_compute_dtype(cpu, "F32", gpu_dtype=torch.float16) == torch.float32
 
 
-def test_auto_compute_dtype_reads_packages_not_folders(tmp_path: Path) -> None:
+def test_auto_compute_dtype_reads_packages_not_folders(tmp_path: Path, monkeypatch) -> None:
     import numpy as np
 
+    from audiocpp.engine.nn import cpu_isa
     from audiocpp.engine.weights import open_weights
     from tests.engine.weights_builders import write_gguf
+
+    monkeypatch.setattr(cpu_isa, "native_bf16", lambda: True)  # a CPU with bfloat16 units
 
     big = np.zeros((64, 128), np.float32)
     source = open_weights(write_gguf(tmp_path / "q.gguf", {"w": big, "v": big, "n": np.ones(8, np.float32)},
