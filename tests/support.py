@@ -120,3 +120,32 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def unfold_hubert_pos_conv(path: Path) -> None:
+    """Store OmniVoice's HuBERT positional conv as upstream stores it (weight norm, ``original0`` /
+    ``original1``, dim 2), which omnivoice.cpp's layout folds; the demo checkpoint holds it folded."""
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(str(path))
+    stem = "semantic_model.encoder.pos_conv_embed.conv"
+    weight = state.pop(f"{stem}.weight")
+    state[f"{stem}.parametrizations.weight.original0"] = weight.norm(dim=(0, 1), keepdim=True)
+    state[f"{stem}.parametrizations.weight.original1"] = weight
+    save_file(state, str(path), metadata={"format": "pt"})
+
+
+def setup_checkout(tmp_path: Path, fake_python: str) -> tuple[Path, Path]:
+    """A checkout holding tools/setup_env.sh and the files its stamp hashes, and ``fake_python`` (a
+    script standing in for python3) beside it: ``(root, python)``."""
+    import shutil
+
+    root = tmp_path / "checkout"
+    (root / "tools").mkdir(parents=True)
+    shutil.copy(REPO / "tools" / "setup_env.sh", root / "tools" / "setup_env.sh")
+    for name in ("pyproject.toml", "setup.py"):
+        shutil.copy(REPO / name, root / name)
+    fake = tmp_path / "python3"
+    fake.write_text(fake_python)
+    fake.chmod(0o755)
+    return root, fake

@@ -49,7 +49,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REPO
+from tests.support import REPO, unfold_hubert_pos_conv
 
 README = REPO / "README.md"
 VENV_BIN = Path(sys.executable).parent
@@ -406,19 +406,6 @@ def _stop_tie(folder: Path, seed: int, tie: float = 0.01) -> None:
     save_file(state, str(path))
 
 
-def _unfold_pos_conv(path: Path) -> None:
-    """HuBERT's positional conv stored as upstream stores it (weight norm, ``original0``/``original1``);
-    the demo checkpoint holds it folded."""
-    from safetensors.torch import load_file, save_file
-
-    state = load_file(str(path))
-    stem = "semantic_model.encoder.pos_conv_embed.conv"
-    weight = state.pop(f"{stem}.weight")
-    state[f"{stem}.parametrizations.weight.original0"] = weight.norm(dim=(0, 1), keepdim=True)
-    state[f"{stem}.parametrizations.weight.original1"] = weight
-    save_file(state, str(path), metadata={"format": "pt"})
-
-
 def hub_repos(root: Path) -> dict[str, dict[str, bytes]]:
     """Repo id -> files: random-weight checkpoints in the layouts of the repos the README names."""
     from audiocpp.families.omnivoice.demo import write_demo
@@ -431,7 +418,7 @@ def hub_repos(root: Path) -> dict[str, dict[str, bytes]]:
     omnivoice = root / "OmniVoice"
     write_demo(omnivoice)
     (omnivoice / "demo.json").unlink()  # the demo's marker: the real repo has none
-    _unfold_pos_conv(omnivoice / "audio_tokenizer" / "model.safetensors")
+    unfold_hubert_pos_conv(omnivoice / "audio_tokenizer" / "model.safetensors")
     omnivoice_gguf = root / "OmniVoice-GGUF"
     omnivoice_gguf.mkdir()
     omnivoice_cpp.write_lm(omnivoice, omnivoice_gguf, "q8_0")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ import numpy as np
 import pytest
 
 import audiocpp.engine as ac
-from tests.support import REPO, cli_ok, run_cli
+from tests.support import REPO, cli_ok, run_cli, setup_checkout
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]+")
@@ -39,14 +38,7 @@ exit 0
 
 
 def test_setup_prints_one_line_on_first_run_only(tmp_path: Path) -> None:
-    root = tmp_path / "checkout"
-    (root / "tools").mkdir(parents=True)
-    shutil.copy(REPO / "tools" / "setup_env.sh", root / "tools" / "setup_env.sh")
-    for name in ("pyproject.toml", "setup.py"):
-        shutil.copy(REPO / name, root / name)
-    fake = tmp_path / "python3"
-    fake.write_text(FAKE_PYTHON)
-    fake.chmod(0o755)
+    root, fake = setup_checkout(tmp_path, FAKE_PYTHON)
     env = {**os.environ, "PYTHON": str(fake)}
 
     def setup() -> subprocess.CompletedProcess[str]:

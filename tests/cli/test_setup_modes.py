@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from audiocpp.engine.nn import jit
-from tests.support import REPO
+from tests.support import REPO, setup_checkout
 
 pytestmark = pytest.mark.skipif(shutil.which("flock") is None or shutil.which("setsid") is None,
                                 reason="util-linux's flock and setsid")
@@ -42,14 +42,7 @@ exit 0
 
 @pytest.fixture
 def checkout(tmp_path: Path) -> dict[str, object]:
-    root = tmp_path / "checkout"
-    (root / "tools").mkdir(parents=True)
-    shutil.copy(REPO / "tools" / "setup_env.sh", root / "tools" / "setup_env.sh")
-    for name in ("pyproject.toml", "setup.py"):
-        shutil.copy(REPO / name, root / name)
-    fake = tmp_path / "python3"
-    fake.write_text(FAKE_PYTHON)
-    fake.chmod(0o755)
+    root, fake = setup_checkout(tmp_path, FAKE_PYTHON)
     record = tmp_path / "record.txt"
     env = {**os.environ, "PYTHON": str(fake), "SETUP_RECORD": str(record),
            "AUDIOCPP_CACHE_DIR": str(tmp_path / "cache")}

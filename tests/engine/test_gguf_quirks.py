@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from audiocpp.engine.weights.gguf_file import GGUFFile
-from tests.support import cli_ok, read_wav, run_cli
+from tests.support import cli_ok, read_wav, run_cli, unfold_hubert_pos_conv
 
 SHORT = ["--request-option", "max_tokens=6", "--request-option", "retry_badcase=false"]
 
@@ -134,7 +134,7 @@ def omnivoice_cpp_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, P
     root = tmp_path_factory.mktemp("quirk-ov")
     folder = root / "OmniVoice"
     write_demo(folder)
-    _unfold_pos_conv(folder / "audio_tokenizer" / "model.safetensors")
+    unfold_hubert_pos_conv(folder / "audio_tokenizer" / "model.safetensors")
     cpp = root / "cpp"
     cpp.mkdir()
     writer = _tool("omnivoice.convert_omnivoice_cpp")
@@ -142,19 +142,6 @@ def omnivoice_cpp_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, P
     codec = writer.write_codec(folder, cpp)
     squeezed = ggml_rewrite(codec, root / "omnivoice-tokenizer-Q8_0.gguf")
     return {"folder": folder, "lm": lm, "codec": codec, "squeezed": squeezed}
-
-
-def _unfold_pos_conv(path: Path) -> None:
-    """Store the HuBERT positional conv as upstream does (weight-norm ``original0``/``original1``,
-    dim 2), which omnivoice.cpp's layout folds; the demo checkpoint holds it folded."""
-    from safetensors.torch import load_file, save_file
-
-    state = load_file(str(path))
-    stem = "semantic_model.encoder.pos_conv_embed.conv"
-    w = state.pop(f"{stem}.weight")
-    state[f"{stem}.parametrizations.weight.original0"] = w.norm(dim=(0, 1), keepdim=True)
-    state[f"{stem}.parametrizations.weight.original1"] = w
-    save_file(state, str(path), metadata={"format": "pt"})
 
 
 def test_omnivoice_codec_rewritten_by_ggml_loads(omnivoice_cpp_files: dict[str, Path],
