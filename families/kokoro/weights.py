@@ -157,20 +157,16 @@ def int8_convolution_names(model: KModel, quantized: dict[str, tuple[torch.Tenso
 
 
 def int8_convolutions(model: KModel, quantized: dict[str, tuple[torch.Tensor, torch.Tensor]],
-                      names: list[str] | None = None) -> int:
-    """Put the int8 layer in place of the convolutions ``names`` (default: :func:`int8_convolution_names`);
-    returns how many."""
+                      names: list[str]) -> None:
+    """Put the int8 layer in place of the convolutions ``names`` (:func:`int8_convolution_names`)."""
     from audiocpp.engine.nn.int8_conv import int8_conv
 
-    swapped = 0
-    for name in int8_convolution_names(model, quantized) if names is None else names:
+    for name in names:
         layer = int8_conv(model.get_submodule(name), *quantized[f"{name}.weight"])
         if layer is None:
             raise ModelError(f"the int8 kernel cannot compute {name} of Kokoro's decoder")
         parent, _, leaf = name.rpartition(".")
         setattr(model.get_submodule(parent) if parent else model, leaf, layer)
-        swapped += 1
-    return swapped
 
 
 def folder_voices(folder: Path) -> dict[str, torch.Tensor]:

@@ -227,7 +227,8 @@ std::vector<torch::Tensor> pack_weights(torch::Tensor weight) {
   auto none = torch::empty({0}, torch::kInt32);
   if (!ic::SPLIT_WEIGHTS) return {pack(weight), none, none, torch::empty({0}, torch::kInt8)};
   auto main = pack_mapped(weight, [](int8_t w) { return (int8_t)std::min<int>(64, std::max<int>(-64, w)); });
-  const int8_t* wp = weight.contiguous().data_ptr<int8_t>();
+  const auto dense_weight = weight.contiguous();  // held: its data is read below
+  const int8_t* wp = dense_weight.data_ptr<int8_t>();
   bool beyond = false;  // any weight past +-64 (most layers have none: no rest at all)
   for (int64_t i = 0, n = weight.numel(); i < n && !beyond; ++i) beyond = wp[i] > 64 || wp[i] < -64;
   if (!beyond) return {main, none, none, torch::empty({0}, torch::kInt8)};
