@@ -249,6 +249,46 @@ def test_256_streams_are_all_answered_in_order_per_key_without_a_thread_each(bat
     assert batching.health()["synthesizing"] == 0
 
 
+def test_side_work_does_not_grow_threads_with_the_machine(batching: Batching) -> None:
+    """Whole files (resampled and encoded off the event loop) and voice uploads, many at once: the server
+    does them on its few side threads, each computing with one torch thread. Before, every thread of
+    asyncio's pool (up to 32) and of AnyIO's (up to 40) that resampled kept a torch team of one thread
+    per core: hundreds of threads on a large machine, competing with the batch."""
+    from audiocpp.server.side_work import side_threads
+    from audiocpp.server.soak import VOICE_TRANSCRIPT, reference_wav
+
+    reference = reference_wav()
+
+    async def main() -> tuple[int, list[int], list[int]]:
+        await _lone(batching, SHORT)  # the model's executor runs
+        before = batching.threads()
+        samples: list[int] = []
+        stop = asyncio.Event()
+        sampler = asyncio.ensure_future(_sampled(batching, samples, stop))
+        async with httpx.AsyncClient(timeout=300, limits=httpx.Limits(max_connections=None)) as http:
+            async def whole(i: int) -> int:
+                body = {**SHORT, "input": TEXTS[i % 8], "seed": i, "response_format": ("opus", "mp3")[i % 2]}
+                r = await http.post(batching.url + "/v1/audio/speech", json=body,
+                                    headers=batching.headers[i % 8])
+                return r.status_code
+
+            async def upload(i: int) -> int:
+                r = await http.post(batching.url + "/v1/audio/voices", headers=batching.headers[i],
+                                    data={"name": f"side-{i}", "transcript": VOICE_TRANSCRIPT},
+                                    files={"file": ("v.wav", reference, "audio/wav")})
+                return r.status_code
+
+            statuses = await asyncio.gather(*[whole(i) for i in range(24)], *[upload(i) for i in range(8)])
+        stop.set()
+        await sampler
+        return before, samples, list(statuses)
+
+    before, samples, statuses = asyncio.run(main())
+    assert statuses == [200] * 24 + [201] * 8
+    print(f"server threads: {before} before, at most {max(samples)} with side work")
+    assert max(samples) <= before + side_threads() + 2, (before, max(samples), side_threads())
+
+
 def test_64_clients_that_leave_free_their_rows_and_change_no_other_audio(batching: Batching) -> None:
     """Eight clients stay; 64 others (eight a key) ask for a long stream and hang up at its first piece."""
     stay = {**SHORT, "max_new_tokens": 32}
