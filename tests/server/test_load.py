@@ -141,7 +141,7 @@ def test_disconnect_while_waiting_cancels_an_offline_synthesis(busy_server: Serv
 # -- at scale, on a family that batches -------------------------------------------------------------------
 KEYS = 8
 #: Fixed-length requests (random weights never stop on their own): every row takes as many steps.
-SHORT = {"model": "a8", "max_new_tokens": 8}
+SHORT = {"model": "a8", "max_new_tokens": 4}
 LONG_A8 = {"model": "a8", "max_new_tokens": 400}
 TEXTS = ["Hello there.", "A second, longer sentence to say.", "Short.", "Numbers one two three.",
          "The fifth request is here.", "Six.", "Seven is a lucky number.", "The last of eight."]
