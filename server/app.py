@@ -2,7 +2,7 @@
 
 A synthesis is an asyncio task over its model's executor (server/scheduler.py: no thread per request);
 what is slow besides the model (encoding a whole file, decoding uploads, the voice store) runs on
-worker threads, so the event loop keeps answering ``/health`` and refusing over-capacity requests at
+the server's few side threads (server/side_work.py), so the event loop keeps answering ``/health`` and refusing over-capacity requests at
 once under load.
 """
 
