@@ -2,8 +2,8 @@
 
 A synthesis is an asyncio task over its model's executor (server/scheduler.py: no thread per request);
 what is slow besides the model (encoding a whole file, decoding uploads, the voice store) runs on
-the server's few side threads (server/side_work.py), so the event loop keeps answering ``/health`` and refusing over-capacity requests at
-once under load.
+the server's few side threads (server/side_work.py), so the event loop keeps answering ``/health``
+and refusing over-capacity requests at once under load.
 """
 
 from __future__ import annotations
