@@ -2,8 +2,8 @@
 
 A synthesis is an asyncio task over its model's executor (server/scheduler.py: no thread per request);
 what is slow besides the model (encoding a whole file, decoding uploads, the voice store) runs on
-worker threads, so the event loop keeps answering ``/health`` and refusing over-capacity requests at
-once under load.
+the server's few side threads (server/side_work.py), so the event loop keeps answering ``/health``
+and refusing over-capacity requests at once under load.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from typing import Any
 from fastapi import FastAPI, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .asgi import LimitAndCount
@@ -36,6 +35,7 @@ from .service import (
     run_speech,
     voice_listing,
 )
+from .side_work import use_side_pool
 from .speech import (
     OPENAI_MODELS,
     observe,
@@ -56,6 +56,8 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state.loop = asyncio.get_running_loop()
+        if state.side_pool:
+            use_side_pool(state.loop)
         server = None
         if wyoming_socket is not None:
             from . import wyoming
@@ -147,7 +149,7 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
         them; a voice no model can use is not offered). A key sees its own voices and the shared ones;
         an admin key every voice. ``?legacy=true``: Kokoro-FastAPI's old shape, the names alone."""
         view = state.view(_principal(request))
-        stored = await run_in_threadpool(view.list)
+        stored = await asyncio.to_thread(view.list)
         listed = voice_listing(state.models, stored, view)
         if legacy:
             return {"voices": [voice["id"] for voice in listed["voices"]]}
@@ -158,7 +160,7 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
         """One stored voice this key sees (another key's is a 404, as a name nobody uses)."""
         check_reference(name)
         view = state.view(_principal(request))
-        voice = await run_in_threadpool(view.get, name)
+        voice = await asyncio.to_thread(view.get, name)
         if voice is None:
             raise voice_not_found(name)
         return view.describe(voice)
@@ -191,7 +193,7 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
         _check_usable(state, transcript.strip())
         view = state.view(_principal(request))
         note(_scope_state(request), voice=name, chars=len(transcript.strip()))
-        voice = await run_in_threadpool(lambda: view.add(name, data, transcript.strip(),
+        voice = await asyncio.to_thread(lambda: view.add(name, data, transcript.strip(),
                                                          shared=shared == "true"))
         return JSONResponse(view.describe(voice), status_code=201)
 
@@ -201,7 +203,7 @@ def create_app(state: ServerState, wyoming_socket: Any = None) -> FastAPI:
         check_reference(name)
         view = state.view(_principal(request))
         note(_scope_state(request), voice=name)
-        voice = await run_in_threadpool(view.delete, name)
+        voice = await asyncio.to_thread(view.delete, name)
         return {"id": view.voice_id(voice), "object": "audio.voice.deleted", "deleted": True}
 
     @app.post("/v1/audio/speech")

@@ -25,6 +25,11 @@ Wyoming's streaming synthesis (the started server gets a ``--wyoming-port``), ag
 that must wait for the whole reply. Printed: seconds from the end of the first sentence to its first
 audio, for each (the POST's includes the wait for the rest of the reply). Each way hangs up at its
 first audio, which cancels the rest of it on the server.
+
+``--soak N`` runs N requests of every kind (mixed formats, clients that leave mid-stream, voice uploads;
+server/soak.py) against one server (the first ``--max-batch`` value; ``--url`` with ``--pid``) from
+``--soak-clients`` clients, and prints its internal errors, its threads and file descriptors after the
+warm-up and at the end, and its resident memory curve.
 """
 
 from __future__ import annotations
@@ -258,6 +263,30 @@ def wait_ready(url: str, proc: subprocess.Popen | None) -> list[dict]:
             time.sleep(0.5)
 
 
+def soak_run(args: argparse.Namespace, options: dict[str, object], max_batch: int) -> None:
+    """``--soak``: one server (started here, or ``--url`` and ``--pid``), the soak, its figures."""
+    from .soak import soak
+
+    if args.url and args.pid is None:
+        raise SystemExit("--soak with --url needs the server's --pid (its /proc is read)")
+    voices = tempfile.TemporaryDirectory(prefix="audiocpp-soak-voices-")
+    proc = None
+    if args.url:
+        url, pid = args.url[0], args.pid
+    else:
+        proc, url = start_server(args.model, max_batch, args.soak_clients, list(args.serve_arg), voices.name)
+        pid = proc.pid
+    try:
+        name = args.name or wait_ready(url, proc)[0]["id"]
+        report = asyncio.run(soak(url, pid, args.soak, {"model": name, **options}, clients=args.soak_clients))
+        print("\n".join(report.lines()))
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=30)
+        voices.cleanup()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m audiocpp.server.bench",
                                      description=__doc__.split("\n")[0])
@@ -289,6 +318,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="--text-in: runs of each way")
     parser.add_argument("--wyoming-port", type=int,
                         help="--text-in with --url: the running server's Wyoming port")
+    parser.add_argument("--soak", type=int, default=0,
+                        help="run a soak of this many requests instead (server/soak.py)")
+    parser.add_argument("--soak-clients", type=int, default=8, help="--soak: clients at once")
+    parser.add_argument("--pid", type=int, help="--soak with --url: the running server's process id")
     args = parser.parse_args(argv)
 
     options: dict[str, object] = {}
@@ -296,6 +329,9 @@ def main(argv: list[str] | None = None) -> None:
         key, _, value = item.partition("=")
         options[key] = value
     counts = [int(c) for c in args.clients.split(",") if c]
+    if args.soak:
+        soak_run(args, options, int(args.max_batch.split(",")[0]))
+        return
     batches = [int(b) for b in args.max_batch.split(",")]
     procs: list[subprocess.Popen] = []
     urls = list(args.url)

@@ -351,7 +351,7 @@ def build_state(args: ServeArgs, planned: Planned | None = None):
                        wyoming_seed=args.wyoming_seed, keys=planned.keys, access_log=planned.access_log,
                        request_log=None if args.quiet else RequestLog(),
                        metrics_public=args.metrics_public, max_voices_per_key=args.max_voices_per_key,
-                       **extra)
+                       side_pool=True, **extra)
 
 
 def serve(args: ServeArgs) -> None:

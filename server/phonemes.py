@@ -12,10 +12,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError
-from starlette.concurrency import run_in_threadpool
 
 from audiocpp.engine.errors import AudiocppError
 
@@ -84,7 +84,7 @@ async def phonemize(state: ServerState, data: Any, max_chars: int) -> tuple[Serv
                        f"{max_chars}", param="text", code="input_too_long")
     request_language(served, body.language)  # the family's own check, a 400 on language
     try:
-        found = await run_in_threadpool(served.phonemize, body.text, body.language)
+        found = await asyncio.to_thread(served.phonemize, body.text, body.language)
     except AudiocppError as error:
         raise from_engine_error(error, param="text") from None
     return served, {"phonemes": found["phonemes"], "tokens": list(found["tokens"]),

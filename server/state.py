@@ -41,6 +41,9 @@ class ServerState:
     #: plan requests on a worker thread (on Ray Serve: the voice store and a language check are remote
     #: calls); a single-machine server plans in the event loop, as it always has
     plan_in_thread: bool = False
+    #: side work (encoding, uploads, the voice store) on the server's own few threads, each with one torch
+    #: thread (server/side_work.py); off: the event loop's default executor, as its host set it
+    side_pool: bool = False
 
     async def plan(self, make: Any) -> Any:
         """``make()`` (a request's plan), in the event loop or on a worker thread (``plan_in_thread``)."""
