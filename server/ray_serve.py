@@ -678,9 +678,14 @@ def _replica_gone(error: BaseException) -> bool:
 class RemoteWorker:
     """A model's deployment as the app's worker: each request goes to a replica through the handle.
 
-    A request the replica had not admitted when it died is sent once more (Ray Serve routes it to a live
-    replica); one that was running there ends with a 503 and ``Retry-After`` (a stream: with its error
-    event, or its connection closed), never a hang."""
+    A request whose replica died before it streamed anything (not yet admitted there, queued there, or
+    synthesizing without a piece sent) is sent again (Ray Serve routes it to a live replica; up to
+    ``RESUBMITS`` times): nothing of it reached the client, and the same plan gives the same audio. One that
+    had started streaming ends with a 503 and ``Retry-After`` (its error event, or its connection closed),
+    never a hang."""
+
+    #: How many times a request whose replica died before its first piece is sent again.
+    RESUBMITS = 3
 
     def __init__(self, name: str, handle: Any, info: dict[str, Any]) -> None:
         self.name = name
@@ -690,6 +695,7 @@ class RemoteWorker:
         self.replica_capacity = int(info["capacity"])
         self.routing = 0  # requests handed to Ray Serve that no replica has admitted yet
         self.in_flight = 0
+        self.resubmitted = 0  # requests sent again because their replica died before their first piece
         self.draining = False
         self.reports: dict[str, dict[str, Any]] = {}  # the live replicas' last reports
 
@@ -723,7 +729,8 @@ class RemoteWorker:
     async def _run(self, call: SpeechCall, job: Job, future: Future) -> None:
         self.in_flight += 1
         try:
-            for attempt in range(2):
+            streamed = False
+            for attempt in range(self.RESUBMITS + 1):
                 admitted = False
                 self.routing += 1
                 response = self.streaming.speak.remote(call)
@@ -736,6 +743,7 @@ class RemoteWorker:
                             self.routing -= 1
                             job.headers["x-audiocpp-replica"] = str(item[1])
                         elif kind == "audio":
+                            streamed = True
                             job.emit(item)
                         elif kind == "done":
                             future.set_result((item[1], item[2]))
@@ -752,8 +760,9 @@ class RemoteWorker:
                     if job.cancelled.is_set() and isinstance(error, stopped):
                         future.set_exception(Cancelled("the client went away"))
                         return
-                    if _replica_gone(error) and not admitted and attempt == 0:
-                        continue  # it never ran: Ray Serve routes it again, to a live replica
+                    if _replica_gone(error) and not streamed and attempt < self.RESUBMITS:
+                        self.resubmitted += 1  # nothing reached the client: a live replica runs it again
+                        continue
                     future.set_exception(self._failure(error))
                     if isinstance(error, asyncio.CancelledError):
                         raise
@@ -852,6 +861,9 @@ class ClusterMetrics(ServerMetrics):
         series("audiocpp_ray_queue_length", "gauge", "Requests this ingress handed to Ray Serve that no "
                "replica has taken yet (its router's queue).",
                [({"model": m}, w.routing) for m, w in sorted(self.workers.items())])
+        series("audiocpp_ray_resubmitted_total", "counter", "Requests sent to another replica because theirs "
+               "died before their first audio piece.",
+               [({"model": m}, w.resubmitted) for m, w in sorted(self.workers.items())])
         marker = "# HELP process_resident_memory_bytes"
         head, sep, tail = text.partition(marker)
         return head + "\n".join(extra) + "\n" + sep + tail
