@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from audiocpp.engine.errors import AudiocppError
-from audiocpp.engine.ray_cluster import connect, disconnect
+from audiocpp.engine.ray_cluster import ModelActor, connect, disconnect
 from audiocpp.engine.records import AudioBuffer
 
 from .manifest import Item
@@ -33,6 +33,7 @@ from .synth import (
     load_failure,
     quiet_engine_warnings,
     raise_load_failure,
+    use_threads,
     words_from_json,
     words_to_json,
 )
@@ -47,8 +48,9 @@ def import_ray():
     return load("--ray and --ray-address", ("ray.data",), "Ray Data")
 
 
-class SynthActor:
-    """A Ray Data actor: the model loaded once in ``__init__``, items synthesized per batch.
+class SynthActor(ModelActor):
+    """A Ray Data actor: the model loaded once (``ModelActor``, the body a ``serve --ray`` replica has
+    too), items synthesized per block (``Synthesizer.run_many``: the block's items rows of one batch).
 
     A model that does not load is reported in the rows (the driver raises it as the local path
     does) rather than raised here, where Ray would restart the actor over and over.
@@ -56,17 +58,15 @@ class SynthActor:
 
     def __init__(self, job_json: str) -> None:
         quiet_engine_warnings()  # each item's warnings come back in its row
-        self.name = f"ray-actor-{os.getpid()}"
-        self.synth: Synthesizer | None = None
-        self.failure: list[str | None] | None = None
-        try:
-            self.synth = Synthesizer(JobSpec.from_json(job_json))
-        except Exception as error:
-            self.failure = load_failure(error)
+        job = JobSpec.from_json(job_json)
+        use_threads(job)
+        super().__init__(Path(job.model_path), job.family, job.load_options)  # a path, not a hub name
+        self.synth = Synthesizer(job, self.model) if self.model is not None else None
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self.synth is None:
-            done = [Done({"load_error": self.failure}, worker=self.name) for _ in batch["item"]]
+            failure = load_failure(self.failure) if self.failure is not None else None
+            done = [Done({"load_error": failure}, worker=self.name) for _ in batch["item"]]
         else:
             # the block is one batch: its items are rows of one forward pass
             done = self.synth.run_many([Item.from_json(str(text)) for text in batch["item"]],

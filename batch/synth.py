@@ -111,16 +111,16 @@ class PlannedItem:
 class Synthesizer:
     """A loaded model and one session per task; never raises for an item."""
 
-    def __init__(self, job: JobSpec) -> None:
-        import torch
-
+    def __init__(self, job: JobSpec, model: Any = None) -> None:
+        """``model``: the job's model already loaded (a Ray actor's: engine.ray_cluster.ModelActor); else
+        it is loaded here."""
         from audiocpp.engine.loader import ModelRef, load_model
 
-        if job.threads:
-            torch.set_num_threads(int(job.threads))
+        use_threads(job)
         self.job = job
         # the driver's plan: a local path and its family (engine.loader, as every front end)
-        self.model = load_model(ModelRef(Path(job.model_path), job.family), job.load_options)
+        self.model = model if model is not None else load_model(ModelRef(Path(job.model_path), job.family),
+                                                                 job.load_options)
         self.sessions: dict[str, Any] = {}
 
     @property
@@ -190,6 +190,14 @@ class Synthesizer:
         executor = self.model.executor(max_batch=max(1, self.job.batch_size))
         job = executor.submit(planned.request, session=planned.session)
         job.add_done_callback(lambda j: on_done(self.finish(planned, j.outcome, worker)))
+
+
+def use_threads(job: JobSpec) -> None:
+    """The job's torch threads (``--threads``), before its model loads."""
+    if job.threads:
+        import torch
+
+        torch.set_num_threads(int(job.threads))
 
 
 def quiet_engine_warnings() -> None:
