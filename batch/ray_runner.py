@@ -2,7 +2,7 @@
 
 Items go into the dataset as JSON strings, one block per run of at most ``batch_size`` items
 that share a voice (so a block's voice is prepared once, in one actor), in the local order; an
-actor runs each block as one batch (its items rows of one forward pass).
+actor submits each block to its model's executor at once (its items rows of one forward pass).
 Each actor loads the model once (``ActorPoolStrategy(size=workers)``, ``num_cpus`` and
 ``num_gpus`` per actor) and returns every item's row and its samples as bytes; the driver
 writes the files and the manifest as blocks come back, exactly as the local path does. So the
@@ -50,7 +50,8 @@ def import_ray():
 
 class SynthActor(ModelActor):
     """A Ray Data actor: the model loaded once (``ModelActor``, the body a ``serve --ray`` replica has
-    too), items synthesized per block (``Synthesizer.run_many``: the block's items rows of one batch).
+    too), each block of items submitted at once to the model's executor (``Synthesizer.run_many``: the
+    block's items join its batch at the same step, as rows of one forward pass).
 
     A model that does not load is reported in the rows (the driver raises it as the local path
     does) rather than raised here, where Ray would restart the actor over and over.

@@ -69,9 +69,9 @@ class ModelActor:
     """The body of every audiocpp actor on a Ray cluster: a Ray Data actor of ``batch --ray`` and of
     ``book`` on Ray (batch.ray_runner.SynthActor), a model replica of ``serve --ray``
     (server.ray_serve.ModelReplica). It loads the model once, as every front end loads it
-    (``engine.loader``: planned, its load options checked, read), and hands out the model's executor
-    (:meth:`executor`: ``model.executor()``, the one a local server or batch worker uses; a replica
-    submits every request to it, a Ray Data actor still runs each block with ``model.run_batch``).
+    (``engine.loader``: planned, its load options checked, read), and runs requests on the model's
+    executor (:meth:`executor`: ``model.executor()``, the one a local server or batch worker uses: a
+    replica submits each request to it, a Ray Data actor each block of items at once).
 
     A model that does not load is kept in ``failure`` rather than raised here: a constructor that raises
     is restarted by Ray over and over. The subclass reports it its own way (the batch's rows; a replica
