@@ -2,7 +2,7 @@
 
 Items go into the dataset as JSON strings, one block per run of at most ``batch_size`` items
 that share a voice (so a block's voice is prepared once, in one actor), in the local order; an
-actor runs each block as one batch (its items rows of one forward pass).
+actor submits each block to its model's executor at once (its items rows of one forward pass).
 Each actor loads the model once (``ActorPoolStrategy(size=workers)``, ``num_cpus`` and
 ``num_gpus`` per actor) and returns every item's row and its samples as bytes; the driver
 writes the files and the manifest as blocks come back, exactly as the local path does. So the
@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from audiocpp.engine.errors import AudiocppError
-from audiocpp.engine.ray_cluster import connect, disconnect
+from audiocpp.engine.ray_cluster import ModelActor, connect, disconnect
 from audiocpp.engine.records import AudioBuffer
 
 from .manifest import Item
@@ -33,6 +33,7 @@ from .synth import (
     load_failure,
     quiet_engine_warnings,
     raise_load_failure,
+    use_threads,
     words_from_json,
     words_to_json,
 )
@@ -47,8 +48,10 @@ def import_ray():
     return load("--ray and --ray-address", ("ray.data",), "Ray Data")
 
 
-class SynthActor:
-    """A Ray Data actor: the model loaded once in ``__init__``, items synthesized per batch.
+class SynthActor(ModelActor):
+    """A Ray Data actor: the model loaded once (``ModelActor``, the body a ``serve --ray`` replica has
+    too), each block of items submitted at once to the model's executor (``Synthesizer.run_many``: the
+    block's items join its batch at the same step, as rows of one forward pass).
 
     A model that does not load is reported in the rows (the driver raises it as the local path
     does) rather than raised here, where Ray would restart the actor over and over.
@@ -56,17 +59,15 @@ class SynthActor:
 
     def __init__(self, job_json: str) -> None:
         quiet_engine_warnings()  # each item's warnings come back in its row
-        self.name = f"ray-actor-{os.getpid()}"
-        self.synth: Synthesizer | None = None
-        self.failure: list[str | None] | None = None
-        try:
-            self.synth = Synthesizer(JobSpec.from_json(job_json))
-        except Exception as error:
-            self.failure = load_failure(error)
+        job = JobSpec.from_json(job_json)
+        use_threads(job)
+        super().__init__(Path(job.model_path), job.family, job.load_options)  # a path, not a hub name
+        self.synth = Synthesizer(job, self.model) if self.model is not None else None
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self.synth is None:
-            done = [Done({"load_error": self.failure}, worker=self.name) for _ in batch["item"]]
+            failure = load_failure(self.failure) if self.failure is not None else None
+            done = [Done({"load_error": failure}, worker=self.name) for _ in batch["item"]]
         else:
             # the block is one batch: its items are rows of one forward pass
             done = self.synth.run_many([Item.from_json(str(text)) for text in batch["item"]],

@@ -2,8 +2,8 @@
 
 The same class runs in a local worker process and in a Ray actor, so both paths build every
 request as the CLI does (``TaskRequest.from_inputs``) and give the CLI's audio for a seeded item. Items run
-as rows of one batch (``batch_size`` at once): a local worker feeds the model's batcher as items
-arrive (:meth:`Synthesizer.submit`), a Ray actor runs its block as one batch
+as rows of one batch (``batch_size`` at once): a local worker feeds the model's executor as items
+arrive (:meth:`Synthesizer.submit`), a Ray actor submits its block to the same executor at once
 (:meth:`Synthesizer.run_many`). Each item is prepared alone first, so its checks and warnings (a
 reference cut at the cap) are its own, and a bad item fails alone.
 """
@@ -111,16 +111,16 @@ class PlannedItem:
 class Synthesizer:
     """A loaded model and one session per task; never raises for an item."""
 
-    def __init__(self, job: JobSpec) -> None:
-        import torch
-
+    def __init__(self, job: JobSpec, model: Any = None) -> None:
+        """``model``: the job's model already loaded (a Ray actor's: engine.ray_cluster.ModelActor); else
+        it is loaded here."""
         from audiocpp.engine.loader import ModelRef, load_model
 
-        if job.threads:
-            torch.set_num_threads(int(job.threads))
+        use_threads(job)
         self.job = job
         # the driver's plan: a local path and its family (engine.loader, as every front end)
-        self.model = load_model(ModelRef(Path(job.model_path), job.family), job.load_options)
+        self.model = model if model is not None else load_model(ModelRef(Path(job.model_path), job.family),
+                                                                 job.load_options)
         self.sessions: dict[str, Any] = {}
 
     @property
@@ -163,18 +163,21 @@ class Synthesizer:
                     metrics.batch_rows, list(result.words))
 
     def run_many(self, items: list[Item], worker: str = "") -> list[Done]:
-        """``items`` as rows of one batch (``batch_size`` at once, the next joining as one
-        leaves), in order; never raises for the items' own problems."""
+        """``items`` as rows of one batch: submitted together to the model's executor (the one
+        :meth:`submit` feeds), so they join its batch at the same step (``batch_size`` at once, the
+        next joining as one leaves); in order; never raises for the items' own problems."""
         planned = [self.plan(item) for item in items]
         runnable = [p for p in planned if p.failed is None]
-        results: list[Any] = []
+        outcomes: dict[int, Any] = {}
         if runnable:
-            with _quiet():
-                results = list(self.model.run_batch([(p.session, p.request) for p in runnable],
-                                                    return_exceptions=True,
-                                                    max_batch=max(1, self.job.batch_size)))
-        by_item = {id(p): r for p, r in zip(runnable, results)}
-        return [self.finish(p, by_item.get(id(p)), worker) for p in planned]
+            executor = self.model.executor(max_batch=max(1, self.job.batch_size))
+            jobs = executor.submit_all([p.request for p in runnable], sessions=[p.session for p in runnable])
+            for p, job in zip(runnable, jobs):
+                try:
+                    outcomes[id(p)] = job.result()
+                except Exception as error:  # noqa: BLE001 - the item's own failure, in its row
+                    outcomes[id(p)] = error
+        return [self.finish(p, outcomes.get(id(p)), worker) for p in planned]
 
     def run(self, item: Item, worker: str = "") -> Done:
         """One item alone."""
@@ -192,18 +195,14 @@ class Synthesizer:
         job.add_done_callback(lambda j: on_done(self.finish(planned, j.outcome, worker)))
 
 
+def use_threads(job: JobSpec) -> None:
+    """The job's torch threads (``--threads``), before its model loads."""
+    if job.threads:
+        import torch
+
+        torch.set_num_threads(int(job.threads))
+
+
 def quiet_engine_warnings() -> None:
     """Keep the engine's warnings off a worker's stderr: each item's come back in its Done."""
     warnings.filterwarnings("ignore", category=AudiocppWarning)
-
-
-class _quiet:
-    """The engine's warnings filtered out for a block (they come back in each Done)."""
-
-    def __enter__(self) -> None:
-        self._ctx = warnings.catch_warnings()
-        self._ctx.__enter__()
-        quiet_engine_warnings()
-
-    def __exit__(self, *exc: object) -> None:
-        self._ctx.__exit__(*exc)

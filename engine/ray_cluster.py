@@ -1,16 +1,24 @@
-"""Ray for the layers that run on it (``audiocpp batch --ray``, ``audiocpp serve --ray``): the one place
-that imports Ray with a clear error when it is missing, starts a local instance or joins a cluster,
-and stops what it started. The engine itself never calls it; it lives here so that ``batch`` and
-``server`` share it without importing each other.
+"""Ray for the layers that run on it (``audiocpp batch --ray``, ``audiocpp book`` on Ray, ``audiocpp serve
+--ray``): the one place that imports Ray with a clear error when it is missing, starts a local instance
+or joins a cluster, and stops what it started; and :class:`ModelActor`, the body of every audiocpp
+actor on a cluster. The engine itself never calls it; it lives here so that ``batch`` and ``server``
+share it without importing each other.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
-from typing import Any
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
+from .loader import ModelRef, load_planned, plan_load
+
+if TYPE_CHECKING:
+    from .execution import LocalExecutor
+    from .model import LoadedModel
 
 #: What the ``ray`` extra installs, for the hint of every "Ray is missing" error.
 RAY_EXTRA_HINT = "install the extra: pip install 'audiocpp[ray]' (Ray Data and Ray Serve)"
@@ -57,4 +65,42 @@ def disconnect(ray: Any, started: bool) -> None:
         ray.shutdown()
 
 
-__all__ = ["RAY_EXTRA_HINT", "connect", "disconnect", "import_ray"]
+class ModelActor:
+    """The body of every audiocpp actor on a Ray cluster: a Ray Data actor of ``batch --ray`` and of
+    ``book`` on Ray (batch.ray_runner.SynthActor), a model replica of ``serve --ray``
+    (server.ray_serve.ModelReplica). It loads the model once, as every front end loads it
+    (``engine.loader``: planned, its load options checked, read), and runs requests on the model's
+    executor (:meth:`executor`: ``model.executor()``, the one a local server or batch worker uses: a
+    replica submits each request to it, a Ray Data actor each block of items at once).
+
+    A model that does not load is kept in ``failure`` rather than raised here: a constructor that raises
+    is restarted by Ray over and over. The subclass reports it its own way (the batch's rows; a replica
+    fails its deployment once)."""
+
+    def __init__(self, model: str | Path | None, family: str | None, load_options: dict[str, Any], *,
+                 default_demo: bool = False) -> None:
+        self.name = f"ray-actor-{os.getpid()}"
+        self.model: LoadedModel | None = None
+        self.demo = False
+        self.failure: Exception | None = None
+        try:
+            plan = plan_load(ModelRef(model, family, default_demo=default_demo), dict(load_options))
+            self.demo = plan.demo
+            self.model = load_planned(plan)
+        except Exception as error:  # noqa: BLE001 - kept for the subclass to report (see above)
+            self.failure = error
+
+    @staticmethod
+    def node_id() -> str:
+        """The Ray node this actor runs on ("" outside Ray)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+
+    def executor(self, max_batch: int | None = None, *, window_s: float | None = None) -> LocalExecutor:
+        """The loaded model's executor: requests join its running batch at the next step."""
+        assert self.model is not None, "the model did not load: see failure"
+        return self.model.executor(max_batch, window_s=window_s)
+
+
+__all__ = ["RAY_EXTRA_HINT", "ModelActor", "connect", "disconnect", "import_ray"]

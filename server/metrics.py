@@ -7,7 +7,10 @@ import os
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+
+#: One series beyond the tables: name, type, help, and (labels, value) rows.
+Series = tuple[str, str, str, Iterable[tuple[dict[str, str], float]]]
 
 RTF_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -152,7 +155,8 @@ class ServerMetrics:
         """A gauge per model, read when scraped: ``read()`` gives model -> value."""
         self.gauges.append((name, help_text, read))
 
-    def render(self) -> str:
+    def render(self, extra: Iterable[Series] = ()) -> str:
+        """The Prometheus text; ``extra``: series of the caller's (a Ray Serve ingress's replicas)."""
         out: list[str] = []
 
         def header(name: str, kind: str, help_text: str) -> None:
@@ -215,6 +219,9 @@ class ServerMetrics:
             header(name, "gauge", help_text)
             for model, value in sorted(read().items()):
                 out.append(f"{name}{_labels(model=model)} {value:g}")
+        for name, kind, help_text, rows in extra:
+            header(name, kind, help_text)
+            out.extend(f"{name}{_labels(**labels)} {value:g}" for labels, value in rows)
         header("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.")
         out.append(f"process_resident_memory_bytes {resident_bytes()}")
         header("process_start_time_seconds", "gauge",

@@ -58,17 +58,18 @@ from ray.serve.exceptions import (
 )
 
 from audiocpp.engine.errors import AudiocppError, UsageError
+from audiocpp.engine.ray_cluster import ModelActor
 from audiocpp.engine.records import AudioBuffer, TaskRequest, TaskResult, VoiceReference
 from audiocpp.engine.tasks import Mode, Task
 
 from .auth import ANONYMOUS, ENV_VAR, Principal, say
 from .cli import ServeArgs, check_args, check_tls, parse_autoscale, plan_security
 from .errors import ApiError, Busy, from_engine_error
-from .metrics import ServerMetrics, _labels
+from .metrics import Series, ServerMetrics
 from .models import ModelArg, ServedModel, plan_models
 from .scheduler import Cancelled, Job, ModelWorker, as_asyncio
 from .speech import SpeechPlan, synthesize
-from .voices import REFERENCE_RE, StoredVoice, VoiceStore
+from .voices import REFERENCE_RE, StoredVoice, VoiceStore, write_private
 
 APP_NAME = "audiocpp"
 NAMESPACE = "audiocpp"
@@ -224,9 +225,7 @@ class _PromptBytes:
 
     def save(self, path: Path) -> None:
         tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(self.data)
+        write_private(tmp, self.data)
         os.replace(tmp, path)
 
 
@@ -488,35 +487,27 @@ class ModelLoadFailed(RuntimeError):
         super().__init__(LOAD_FAILURE + json.dumps(detail))
 
 
-def _load(info: dict[str, Any]) -> ServedModel:
-    """The replica's model, planned and loaded as ``audiocpp serve`` loads it (options already routed)."""
-    from audiocpp.engine.loader import ModelRef, check_load_options, load_planned, plan_load
-
-    plan = plan_load(ModelRef(info["model"], info["family"], default_demo=True))
-    check_load_options(plan.plugin, info["load_options"])
-    plan.load_options = dict(info["load_options"])
-    served = ServedModel(info["name"], load_planned(plan), dict(info["session_options"]), demo=plan.demo)
-    served.make_checker()
-    return served
-
-
-class ModelReplica:
-    """One replica of a model's deployment: the model loaded once, its batcher behind a ModelWorker."""
+class ModelReplica(ModelActor):
+    """One replica of a model's deployment: the model loaded once (``ModelActor``, the body of
+    ``batch --ray``'s actors too), its executor behind a ModelWorker as on a single server."""
 
     def __init__(self, config: dict[str, Any], info: dict[str, Any]) -> None:
         args = args_from(dict(config or {}))
+        # planned and loaded as ``audiocpp serve`` loads it (the ingress routed the options)
+        super().__init__(info["model"], info["family"], info["load_options"], default_demo=True)
         self.name = info["name"]
-        try:
-            self.served = _load(info)
-        except Exception as error:  # noqa: BLE001 - the deployment fails once, with the engine's message
+        if self.failure is not None or self.model is None:  # the deployment fails once, with the message
+            error = self.failure
             if not isinstance(error, AudiocppError):
                 error = AudiocppError(f"{type(error).__name__}: {error}")
             raise ModelLoadFailed(self.name, error) from None
+        self.served = ServedModel(self.name, self.model, dict(info["session_options"]), demo=self.demo)
+        self.served.make_checker()
         try:
             self.replica = serve.get_replica_context().replica_id.unique_id
         except Exception:  # noqa: BLE001 - outside Ray Serve (a test constructing it directly)
             self.replica = f"local-{os.getpid()}"
-        self.node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+        self.node = self.node_id()
         self.metrics = ServerMetrics()
         model = self.served.model
         max_batch = args.max_batch or model.default_max_batch()
@@ -678,9 +669,14 @@ def _replica_gone(error: BaseException) -> bool:
 class RemoteWorker:
     """A model's deployment as the app's worker: each request goes to a replica through the handle.
 
-    A request the replica had not admitted when it died is sent once more (Ray Serve routes it to a live
-    replica); one that was running there ends with a 503 and ``Retry-After`` (a stream: with its error
-    event, or its connection closed), never a hang."""
+    A request whose replica died before it streamed anything (not yet admitted there, queued there, or
+    synthesizing without a piece sent) is sent again (Ray Serve routes it to a live replica; up to
+    ``RESUBMITS`` times): nothing of it reached the client, and the same plan gives the same audio. One that
+    had started streaming ends with a 503 and ``Retry-After`` (its error event, or its connection closed),
+    never a hang."""
+
+    #: How many times a request whose replica died before its first piece is sent again.
+    RESUBMITS = 3
 
     def __init__(self, name: str, handle: Any, info: dict[str, Any]) -> None:
         self.name = name
@@ -690,6 +686,7 @@ class RemoteWorker:
         self.replica_capacity = int(info["capacity"])
         self.routing = 0  # requests handed to Ray Serve that no replica has admitted yet
         self.in_flight = 0
+        self.resubmitted = 0  # requests sent again because their replica died before their first piece
         self.draining = False
         self.reports: dict[str, dict[str, Any]] = {}  # the live replicas' last reports
 
@@ -723,7 +720,8 @@ class RemoteWorker:
     async def _run(self, call: SpeechCall, job: Job, future: Future) -> None:
         self.in_flight += 1
         try:
-            for attempt in range(2):
+            streamed = False
+            for attempt in range(self.RESUBMITS + 1):
                 admitted = False
                 self.routing += 1
                 response = self.streaming.speak.remote(call)
@@ -736,6 +734,7 @@ class RemoteWorker:
                             self.routing -= 1
                             job.headers["x-audiocpp-replica"] = str(item[1])
                         elif kind == "audio":
+                            streamed = True
                             job.emit(item)
                         elif kind == "done":
                             future.set_result((item[1], item[2]))
@@ -752,8 +751,9 @@ class RemoteWorker:
                     if job.cancelled.is_set() and isinstance(error, stopped):
                         future.set_exception(Cancelled("the client went away"))
                         return
-                    if _replica_gone(error) and not admitted and attempt == 0:
-                        continue  # it never ran: Ray Serve routes it again, to a live replica
+                    if _replica_gone(error) and not streamed and attempt < self.RESUBMITS:
+                        self.resubmitted += 1  # nothing reached the client: a live replica runs it again
+                        continue
                     future.set_exception(self._failure(error))
                     if isinstance(error, asyncio.CancelledError):
                         raise
@@ -829,32 +829,28 @@ class ClusterMetrics(ServerMetrics):
         for report in self.seen.values():
             total.merge(report["metrics"])
         total.gauges = self.gauges
-        text = total.render()
-        extra: list[str] = []
+        return total.render(self._replica_series())
 
-        def series(name: str, kind: str, help_text: str, rows: list[tuple[dict[str, str], float]]) -> None:
-            extra.append(f"# HELP {name} {help_text}")
-            extra.append(f"# TYPE {name} {kind}")
-            extra.extend(f"{name}{_labels(**labels)} {value:g}" for labels, value in rows)
-
+    def _replica_series(self) -> list[Series]:
         ordered = sorted(self.seen.items())
-        series("audiocpp_replica_syntheses_total", "counter", "Syntheses each Ray Serve replica completed.",
-               [({"model": m, "replica": r}, rep["served"]) for (m, r), rep in ordered])
         live = [(m, r, rep) for (m, r), rep in ordered if r in self.workers[m].reports]
-        series("audiocpp_replica_queue_depth", "gauge", "Requests a replica admitted, waiting to synthesize "
-               "(node: the Ray node it runs on).",
-               [({"model": m, "replica": r, "node": rep["node"]}, rep["queued"]) for m, r, rep in live])
-        series("audiocpp_replica_synthesizing", "gauge", "Requests a replica synthesizes now.",
-               [({"model": m, "replica": r}, rep["synthesizing"]) for m, r, rep in live])
-        series("audiocpp_ray_replicas", "gauge", "Ray Serve's replicas of each model's deployment, by state.",
-               [({"model": m, "state": s}, n) for m, states in sorted(self.ray_states.items())
-                for s, n in sorted(states.items())])
-        series("audiocpp_ray_queue_length", "gauge", "Requests this ingress handed to Ray Serve that no "
-               "replica has taken yet (its router's queue).",
-               [({"model": m}, w.routing) for m, w in sorted(self.workers.items())])
-        marker = "# HELP process_resident_memory_bytes"
-        head, sep, tail = text.partition(marker)
-        return head + "\n".join(extra) + "\n" + sep + tail
+        workers = sorted(self.workers.items())
+        return [
+            ("audiocpp_replica_syntheses_total", "counter", "Syntheses each Ray Serve replica completed.",
+             [({"model": m, "replica": r}, rep["served"]) for (m, r), rep in ordered]),
+            ("audiocpp_replica_queue_depth", "gauge", "Requests a replica admitted, waiting to synthesize "
+             "(node: the Ray node it runs on).",
+             [({"model": m, "replica": r, "node": rep["node"]}, rep["queued"]) for m, r, rep in live]),
+            ("audiocpp_replica_synthesizing", "gauge", "Requests a replica synthesizes now.",
+             [({"model": m, "replica": r}, rep["synthesizing"]) for m, r, rep in live]),
+            ("audiocpp_ray_replicas", "gauge", "Ray Serve's replicas of each model's deployment, by state.",
+             [({"model": m, "state": s}, n) for m, states in sorted(self.ray_states.items())
+              for s, n in sorted(states.items())]),
+            ("audiocpp_ray_queue_length", "gauge", "Requests this ingress handed to Ray Serve that no "
+             "replica has taken yet (its router's queue).", [({"model": m}, w.routing) for m, w in workers]),
+            ("audiocpp_ray_resubmitted_total", "counter", "Requests sent to another replica because theirs "
+             "died before their first audio piece.", [({"model": m}, w.resubmitted) for m, w in workers]),
+        ]
 
 
 @serve.ingress()

@@ -124,7 +124,7 @@ def _private_dir(path: Path) -> None:
     os.chmod(path, 0o700)
 
 
-def _write_private(path: Path, data: bytes) -> None:
+def write_private(path: Path, data: bytes) -> None:
     """A new file only this user reads (never through a link, never over an existing file)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as fh:
@@ -158,7 +158,7 @@ class VoiceStore:
                 raise OSError(f"{path} is not a salt written by audiocpp")
             except FileNotFoundError:
                 try:
-                    _write_private(path, secrets.token_hex(32).encode() + b"\n")
+                    write_private(path, secrets.token_hex(32).encode() + b"\n")
                 except FileExistsError:  # another server made it meanwhile
                     continue
         return bytes.fromhex(_read_nofollow(path).decode("ascii").strip())
@@ -258,7 +258,7 @@ class VoiceStore:
         tmp.mkdir(mode=0o700)
         try:
             upload = tmp / "upload"
-            _write_private(upload, data)
+            write_private(upload, data)
             audio_format = _format_of(upload)
             reference = tmp / f"reference.{audio_format}"
             upload.rename(reference)
@@ -273,7 +273,7 @@ class VoiceStore:
             check_duration(audio.duration, "the uploaded audio", "file")
             meta = {"name": name, "transcript": transcript, "sample_rate": audio.sample_rate,
                     "duration_s": audio.duration, "created": time.time(), "reference": reference.name}
-            _write_private(tmp / "voice.json", json.dumps(meta, indent=2).encode("utf-8"))
+            write_private(tmp / "voice.json", json.dumps(meta, indent=2).encode("utf-8"))
             (tmp / "prompts").mkdir(mode=0o700)
             try:
                 os.rename(tmp, target)

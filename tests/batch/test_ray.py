@@ -36,3 +36,32 @@ def test_ray_gives_the_local_outputs(demo_run: Run, demo_inputs: Path, tmp_path:
     while ray_processes() - before and time.monotonic() < deadline:
         time.sleep(0.5)
     assert ray_processes() - before == set(), "the batch left Ray processes running"
+
+
+def test_one_actor_body_loads_once_and_keeps_a_load_failure(tmp_path: Path) -> None:
+    """``engine.ray_cluster.ModelActor``, the body of ``batch --ray``'s actors and of ``serve --ray``'s
+    replicas, in this process: the demo model loaded once and run on its executor (the model's own, as a
+    single server's); a model that does not load is kept, not raised (Ray would restart the actor over
+    and over), and a batch actor puts it in every row for the driver to raise as the local path does."""
+    import numpy as np
+    import pytest
+
+    from audiocpp.batch.ray_runner import SynthActor, decode
+    from audiocpp.batch.synth import JobSpec, raise_load_failure
+    from audiocpp.engine.errors import UsageError
+    from audiocpp.engine.ray_cluster import ModelActor
+    from audiocpp.engine.records import TaskRequest
+
+    actor = ModelActor(None, "omnivoice", {})
+    assert actor.failure is None and actor.demo and actor.node_id() == ""
+    assert actor.model is not None and actor.executor(1) is actor.model.executor()
+    request = TaskRequest.from_inputs("One actor.", seed=3, options={"num_inference_steps": 2})
+    assert actor.executor(1).submit(request).result(timeout=120).audio.samples.size > 0
+
+    broken = SynthActor(JobSpec(family="omnivoice", model_path=str(tmp_path / "missing")).to_json())
+    assert broken.model is None and broken.synth is None and broken.failure is not None
+    rows = broken({"item": np.array(["{}", "{}"], dtype=object)})
+    done = [decode({key: column[i] for key, column in rows.items()}) for i in range(2)]
+    assert all(d.audio is None and d.worker == broken.name for d in done)
+    with pytest.raises(UsageError, match="does not exist"):
+        raise_load_failure(done[0].row["load_error"])
