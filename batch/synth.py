@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from audiocpp.engine.errors import AudiocppError, AudiocppWarning
+from audiocpp.engine.execution.jobs import Cancelled, Job
 from audiocpp.engine.records import AudioBuffer, WordTiming
 
 from .manifest import Item
@@ -34,6 +35,7 @@ class JobSpec:
     session_options: dict[str, Any] = field(default_factory=dict)
     threads: int | None = None
     batch_size: int = 1
+    timeout_s: float | None = None  # each item's deadline (Job.cancel_after): it fails when it passes
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -72,6 +74,8 @@ def describe(error: BaseException) -> str:
     """An error as one line for the manifest: the message and its hint."""
     if isinstance(error, AudiocppError):
         return error.message + (f" (hint: {error.hint})" if error.hint else "")
+    if isinstance(error, Cancelled):  # a deadline passed (--timeout), or the run was stopped
+        return str(error)
     return f"internal error: {type(error).__name__}: {error}"
 
 
@@ -172,7 +176,8 @@ class Synthesizer:
             with _quiet():
                 results = list(self.model.run_batch([(p.session, p.request) for p in runnable],
                                                     return_exceptions=True,
-                                                    max_batch=max(1, self.job.batch_size)))
+                                                    max_batch=max(1, self.job.batch_size),
+                                                    deadline_s=self.job.timeout_s))
         by_item = {id(p): r for p, r in zip(runnable, results)}
         return [self.finish(p, by_item.get(id(p)), worker) for p in planned]
 
@@ -180,16 +185,17 @@ class Synthesizer:
         """One item alone."""
         return self.run_many([item], worker)[0]
 
-    def submit(self, item: Item, worker: str, on_done: Callable[[Done], None]) -> None:
+    def submit(self, item: Item, worker: str, on_done: Callable[[Done], None]) -> Job | None:
         """Let ``item`` join the model's running batch; ``on_done(done)`` is called when it ends
-        (from the executor's thread, or here when its request could not be built)."""
+        (from the executor's thread, or here when its request could not be built: then no job)."""
         planned = self.plan(item)
         if planned.failed is not None:
             on_done(self.finish(planned, None, worker))
-            return
+            return None
         executor = self.model.executor(max_batch=max(1, self.job.batch_size))
-        job = executor.submit(planned.request, session=planned.session)
+        job = executor.submit(planned.request, session=planned.session, deadline_s=self.job.timeout_s)
         job.add_done_callback(lambda j: on_done(self.finish(planned, j.outcome, worker)))
+        return job
 
 
 def quiet_engine_warnings() -> None:
