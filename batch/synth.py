@@ -112,6 +112,33 @@ class PlannedItem:
     failed: dict[str, Any] | None = None
 
 
+def request_of(item: Item) -> Any:
+    """``item``'s request, built as the CLI builds it (``TaskRequest.from_inputs``)."""
+    from audiocpp.engine.records import TaskRequest
+
+    return TaskRequest.from_inputs(item.text, voice_ref=item.voice_ref or None,
+                                   reference_text=item.reference_text, instruct=item.instruct,
+                                   language=item.language, seed=item.seed,
+                                   voice_prompt=item.voice_prompt or None, options=item.options)
+
+
+def done_of(planned: PlannedItem, result: Any, worker: str, prepared: int) -> Done:
+    """The item's Done from its result (a TaskResult, or the error that ended it); ``prepared``: the
+    worker's count of prepared voices."""
+    item = planned.item
+    if planned.failed is not None:
+        return Done(planned.failed, None, worker, prepared)
+    if isinstance(result, BaseException):
+        row = error_row(item, describe(result), time.perf_counter() - planned.start)
+        return Done(row, None, worker, prepared)
+    metrics = result.metrics
+    row = {"id": item.id, "status": "ok", "error": None, "output": item.out,
+           "audio_s": round(metrics.audio_s, 4), "wall_s": round(metrics.wall_s, 4),
+           "rtf": round(metrics.rtf, 4) if metrics.audio_s > 0 else None, "seed": metrics.seed}
+    return Done(row, result.audio, worker, prepared, list(result.warnings), metrics.batch_rows,
+                list(result.words))
+
+
 class Synthesizer:
     """A loaded model and one session per task; never raises for an item."""
 
@@ -134,37 +161,20 @@ class Synthesizer:
 
     def plan(self, item: Item) -> PlannedItem:
         """``item``'s session and request (built as the CLI builds them); never raises."""
-        from audiocpp.engine.records import TaskRequest
-
         start = time.perf_counter()
         try:
             session = self.sessions.get(item.task)
             if session is None:
                 session = self.model.create_session(item.task, "offline", self.job.session_options)
                 self.sessions[item.task] = session
-            request = TaskRequest.from_inputs(item.text, voice_ref=item.voice_ref or None,
-                                              reference_text=item.reference_text, instruct=item.instruct,
-                                              language=item.language, seed=item.seed,
-                                              voice_prompt=item.voice_prompt or None, options=item.options)
-            return PlannedItem(item, start, session, request)
+            return PlannedItem(item, start, session, request_of(item))
         except Exception as error:  # a failing item never stops the others
             failed = error_row(item, describe(error), time.perf_counter() - start)
             return PlannedItem(item, start, failed=failed)
 
     def finish(self, planned: PlannedItem, result: Any, worker: str) -> Done:
         """The item's Done from its result (a TaskResult, or the error that ended it)."""
-        item = planned.item
-        if planned.failed is not None:
-            return Done(planned.failed, None, worker, self.voices_prepared)
-        if isinstance(result, BaseException):
-            row = error_row(item, describe(result), time.perf_counter() - planned.start)
-            return Done(row, None, worker, self.voices_prepared)
-        metrics = result.metrics
-        row = {"id": item.id, "status": "ok", "error": None, "output": item.out,
-               "audio_s": round(metrics.audio_s, 4), "wall_s": round(metrics.wall_s, 4),
-               "rtf": round(metrics.rtf, 4) if metrics.audio_s > 0 else None, "seed": metrics.seed}
-        return Done(row, result.audio, worker, self.voices_prepared, list(result.warnings),
-                    metrics.batch_rows, list(result.words))
+        return done_of(planned, result, worker, self.voices_prepared)
 
     def run_many(self, items: list[Item], worker: str = "") -> list[Done]:
         """``items`` as rows of one batch (``batch_size`` at once, the next joining as one

@@ -34,6 +34,13 @@ class Cancelled(Exception):
         self.deadline_s = deadline_s
         self.signal = signal
 
+    def __reduce__(self) -> tuple:  # pickled whole (a worker process sends it): its fields too
+        return _cancelled, (str(self), self.deadline_s, self.signal)
+
+
+def _cancelled(message: str, deadline_s: float | None, signal: int | None) -> Cancelled:
+    return Cancelled(message, deadline_s=deadline_s, signal=signal)
+
 
 class Busy(AudiocppError):
     """The executor's queue is full (``reason="queue"``), or the owner's share of it is (``"owner"``):
