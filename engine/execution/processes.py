@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
+import queue
 import signal
 import threading
 from collections.abc import Callable, Hashable, Sequence
@@ -113,7 +114,6 @@ class _Worker:
     conn: Connection
     ready: bool = False
     jobs: dict[Hashable, Job] = field(default_factory=dict)
-    sending: threading.Lock = field(default_factory=threading.Lock)  # one message on the pipe at a time
 
 
 class ProcessExecutor:
@@ -144,6 +144,11 @@ class ProcessExecutor:
             self._spawn()
         self._reader = threading.Thread(target=self._read, name="audiocpp-pool-reader", daemon=True)
         self._reader.start()
+        # every message to a worker goes through one sender thread: a SimpleQueue's put never blocks and
+        # may be called from a signal handler (Ctrl-C cancels watched jobs while the main thread sends)
+        self._outbox: queue.SimpleQueue[tuple[_Worker, tuple | None] | None] = queue.SimpleQueue()
+        self._sender = threading.Thread(target=self._deliver, name="audiocpp-pool-sender", daemon=True)
+        self._sender.start()
 
     # -- figures ----------------------------------------------------------------------------
     @property
@@ -213,16 +218,20 @@ class ProcessExecutor:
                                                                                    j.cancelled_by)))
                 chosen.jobs[key] = job
                 jobs.append(job)
-        for job, request in zip(jobs, requests):  # outside the lock: the reader must go on meanwhile
-            self._send(chosen, ("submit", job.key, request, kwargs))
+            for job, request in zip(jobs, requests):
+                self._send(chosen, ("submit", job.key, request, kwargs))
         return jobs
 
     def _send(self, worker: _Worker, message: tuple | None) -> None:
-        try:
-            with worker.sending:
+        self._outbox.put((worker, message))
+
+    def _deliver(self) -> None:
+        while (item := self._outbox.get()) is not None:
+            worker, message = item
+            try:
                 worker.conn.send(message)
-        except (OSError, ValueError):  # its pipe is closed: the reader fails its jobs
-            pass
+            except (OSError, ValueError):  # its pipe is closed: the reader fails its jobs
+                pass
 
     # -- the reader -------------------------------------------------------------------------
     def _read(self) -> None:
@@ -328,6 +337,8 @@ class ProcessExecutor:
             if worker.process.is_alive():
                 worker.process.kill()
                 worker.process.join()
+        self._outbox.put(None)
+        self._sender.join(timeout=10)
         self._reader.join(timeout=10)
         with self._lock:
             left = [job for w in self._workers for job in w.jobs.values()]

@@ -213,3 +213,25 @@ def test_a_timeout_fails_the_items_that_take_longer(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["manifest.jsonl"]
     bad = run_batch(manifest, tmp_path / "out2", "--family", "omnivoice", "--timeout", "0")
     assert bad.proc.returncode == 2 and "--timeout 0 must be more than 0 seconds" in bad.proc.stderr
+
+
+def test_a_worker_that_dies_fails_the_items_it_held_and_is_replaced(tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path / "manifest.jsonl", TTS_ITEMS)
+    out = tmp_path / "out"
+    proc = _start(manifest, out)
+    _wait_for_rows(proc, out / "manifest.jsonl", 2)
+    workers = [pid for pid in group_members(proc.pid) if pid != proc.pid
+               and b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert len(workers) == 2, workers
+    os.kill(workers[0], signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 1, stderr  # the run goes on; the lost items are its failures
+    rows = read_rows(out / "manifest.jsonl")
+    assert [row["id"] for row in rows] == [item["id"] for item in TTS_ITEMS]
+    failed = [row for row in rows if row["status"] == "error"]
+    assert 1 <= len(failed) <= 2, rows  # what the killed worker held (--batch-size: 1 on the CPU)
+    for row in failed:
+        assert "the worker process audiocpp-worker-" in row["error"], row
+        assert "died while it held this item (exit code -9)" in row["error"], row
+    assert int(summary(stdout)["done"]) == len(TTS_ITEMS) - len(failed)  # the replacement did the rest
+    assert _wait_gone(proc.pid) == [], "worker processes outlived the batch"
