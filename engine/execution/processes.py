@@ -172,11 +172,6 @@ class ProcessExecutor:
         """The last value of ``probe`` in the worker ``name`` (None before its first job ended)."""
         return self._state.get(name)
 
-    def held(self, worker: int) -> int:
-        """Requests the ``worker``-th worker holds (running or waiting there)."""
-        with self._lock:
-            return len(self._workers[worker].jobs)
-
     # -- submitting -------------------------------------------------------------------------
     def submit(self, request: Any, *, task: Any = "tts", mode: Any = "offline",
                session_options: dict[str, Any] | None = None, owner: str = "",
