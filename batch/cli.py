@@ -50,6 +50,7 @@ class BatchArgs:
     num_cpus: float = 1.0
     num_gpus: float = 0.0
     batch_size: int | None = None  # default: per family and device (FamilyPlugin.max_batch)
+    timeout: float | None = None  # seconds each item may take (its job's deadline)
 
 
 @app.command(help="Synthesize every line of a JSONL manifest into --out-dir, on local worker processes "
@@ -120,6 +121,10 @@ def batch(
         help="Items each worker synthesizes together, as rows of one batch (Ray: items per actor call); "
         "1: one at a time; default: what batching gains for the family on its device (8; OmniVoice on "
         "the CPU 1, docs/batching.md).")] = None,
+    timeout: Annotated[float | None, typer.Option(
+        "--timeout", metavar="SECONDS",
+        help="Seconds each item may take from when its worker queues it; one that takes longer is "
+        "cancelled and recorded as failed (the others go on).")] = None,
 ) -> None:
     defaults = Defaults(task=task, voice_ref=voice_ref, reference_text=reference_text,
                         voice_prompt=voice_prompt, voice=voice, speed=speed, instruct=instruct,
@@ -130,7 +135,7 @@ def batch(
         request_options=request_option or [], session_options=session_option or [],
         load_options=load_option or [], workers=workers, threads=threads, overwrite=overwrite, check=check,
         progress=progress, ray=ray, ray_address=ray_address, num_cpus=num_cpus, num_gpus=num_gpus,
-        batch_size=batch_size,
+        batch_size=batch_size, timeout=timeout,
     )
     run_batch(args)
 
@@ -156,6 +161,8 @@ def _check_flags(args: BatchArgs) -> None:
         raise UsageError(f"--threads {args.threads} must be at least 1")
     if args.batch_size is not None and args.batch_size < 1:
         raise UsageError(f"--batch-size {args.batch_size} must be at least 1")
+    if args.timeout is not None and not args.timeout > 0:
+        raise UsageError(f"--timeout {args.timeout:g} must be more than 0 seconds")
     if args.num_cpus <= 0 or args.num_gpus < 0:
         raise UsageError("--num-cpus must be above 0 and --num-gpus at least 0")
     if args.defaults.fmt is not None and args.defaults.fmt not in WRITE_FORMATS:
@@ -234,7 +241,8 @@ def run_batch(args: BatchArgs) -> None:
         device = resolve_device((load_options or {}).get(DEVICE_OPTION)).type
         args.batch_size = get_family(plan.family).default_max_batch(device)
     job = JobSpec(family=plan.family, model_path=str(plan.path.resolve()), load_options=load_options,
-                  session_options=session_options, threads=threads, batch_size=args.batch_size)
+                  session_options=session_options, threads=threads, batch_size=args.batch_size,
+                  timeout_s=args.timeout)
     where = ((f"Ray at {args.ray_address}" if args.ray_address else "a local Ray instance") if on_ray
              else "local")
     print(f"batch: {len(items)} item{'s' if len(items) > 1 else ''}, {out.tally.skipped} already done, "
@@ -273,13 +281,17 @@ def run_batch(args: BatchArgs) -> None:
             from .local import LocalPool
 
             LocalPool(job, workers).run(todo, record, on_ready)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit) as stop:  # Ctrl-C, or SIGTERM (cli/main.py's Terminated)
+        if isinstance(stop, SystemExit) and type(stop).__name__ != "Terminated":
+            raise
         bar.close()
         out.compact(items)
         _summary(out, items, clock, ready_at, prepared, rows_per_step)
-        print(f"batch interrupted: {out.tally.done + out.tally.failed} items finished in this run; "
+        word, status = (("interrupted", 130) if isinstance(stop, KeyboardInterrupt)
+                        else ("terminated", stop.code))
+        print(f"batch {word}: {out.tally.done + out.tally.failed} items finished in this run; "
               "rerun the same command to resume", file=sys.stderr)
-        raise SystemExit(130) from None
+        raise SystemExit(status) from None
     bar.close()
     out.compact(items)
     _summary(out, items, clock, ready_at, prepared, rows_per_step)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from audiocpp.engine.errors import AudiocppError, AudiocppWarning
+from audiocpp.engine.execution.jobs import Cancelled, Job
 from audiocpp.engine.records import AudioBuffer, WordTiming
 
 from .manifest import Item
@@ -34,6 +35,7 @@ class JobSpec:
     session_options: dict[str, Any] = field(default_factory=dict)
     threads: int | None = None
     batch_size: int = 1
+    timeout_s: float | None = None  # each item's deadline (Job.cancel_after): it fails when it passes
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -72,6 +74,8 @@ def describe(error: BaseException) -> str:
     """An error as one line for the manifest: the message and its hint."""
     if isinstance(error, AudiocppError):
         return error.message + (f" (hint: {error.hint})" if error.hint else "")
+    if isinstance(error, Cancelled):  # a deadline passed (--timeout), or the run was stopped
+        return str(error)
     return f"internal error: {type(error).__name__}: {error}"
 
 
@@ -108,6 +112,33 @@ class PlannedItem:
     failed: dict[str, Any] | None = None
 
 
+def request_of(item: Item) -> Any:
+    """``item``'s request, built as the CLI builds it (``TaskRequest.from_inputs``)."""
+    from audiocpp.engine.records import TaskRequest
+
+    return TaskRequest.from_inputs(item.text, voice_ref=item.voice_ref or None,
+                                   reference_text=item.reference_text, instruct=item.instruct,
+                                   language=item.language, seed=item.seed,
+                                   voice_prompt=item.voice_prompt or None, options=item.options)
+
+
+def done_of(planned: PlannedItem, result: Any, worker: str, prepared: int) -> Done:
+    """The item's Done from its result (a TaskResult, or the error that ended it); ``prepared``: the
+    worker's count of prepared voices."""
+    item = planned.item
+    if planned.failed is not None:
+        return Done(planned.failed, None, worker, prepared)
+    if isinstance(result, BaseException):
+        row = error_row(item, describe(result), time.perf_counter() - planned.start)
+        return Done(row, None, worker, prepared)
+    metrics = result.metrics
+    row = {"id": item.id, "status": "ok", "error": None, "output": item.out,
+           "audio_s": round(metrics.audio_s, 4), "wall_s": round(metrics.wall_s, 4),
+           "rtf": round(metrics.rtf, 4) if metrics.audio_s > 0 else None, "seed": metrics.seed}
+    return Done(row, result.audio, worker, prepared, list(result.warnings), metrics.batch_rows,
+                list(result.words))
+
+
 class Synthesizer:
     """A loaded model and one session per task; never raises for an item."""
 
@@ -130,37 +161,20 @@ class Synthesizer:
 
     def plan(self, item: Item) -> PlannedItem:
         """``item``'s session and request (built as the CLI builds them); never raises."""
-        from audiocpp.engine.records import TaskRequest
-
         start = time.perf_counter()
         try:
             session = self.sessions.get(item.task)
             if session is None:
                 session = self.model.create_session(item.task, "offline", self.job.session_options)
                 self.sessions[item.task] = session
-            request = TaskRequest.from_inputs(item.text, voice_ref=item.voice_ref or None,
-                                              reference_text=item.reference_text, instruct=item.instruct,
-                                              language=item.language, seed=item.seed,
-                                              voice_prompt=item.voice_prompt or None, options=item.options)
-            return PlannedItem(item, start, session, request)
+            return PlannedItem(item, start, session, request_of(item))
         except Exception as error:  # a failing item never stops the others
             failed = error_row(item, describe(error), time.perf_counter() - start)
             return PlannedItem(item, start, failed=failed)
 
     def finish(self, planned: PlannedItem, result: Any, worker: str) -> Done:
         """The item's Done from its result (a TaskResult, or the error that ended it)."""
-        item = planned.item
-        if planned.failed is not None:
-            return Done(planned.failed, None, worker, self.voices_prepared)
-        if isinstance(result, BaseException):
-            row = error_row(item, describe(result), time.perf_counter() - planned.start)
-            return Done(row, None, worker, self.voices_prepared)
-        metrics = result.metrics
-        row = {"id": item.id, "status": "ok", "error": None, "output": item.out,
-               "audio_s": round(metrics.audio_s, 4), "wall_s": round(metrics.wall_s, 4),
-               "rtf": round(metrics.rtf, 4) if metrics.audio_s > 0 else None, "seed": metrics.seed}
-        return Done(row, result.audio, worker, self.voices_prepared, list(result.warnings),
-                    metrics.batch_rows, list(result.words))
+        return done_of(planned, result, worker, self.voices_prepared)
 
     def run_many(self, items: list[Item], worker: str = "") -> list[Done]:
         """``items`` as rows of one batch: submitted together to the model's executor (the one
@@ -171,7 +185,8 @@ class Synthesizer:
         outcomes: dict[int, Any] = {}
         if runnable:
             executor = self.model.executor(max_batch=max(1, self.job.batch_size))
-            jobs = executor.submit_all([p.request for p in runnable], sessions=[p.session for p in runnable])
+            jobs = executor.submit_all([p.request for p in runnable], sessions=[p.session for p in runnable],
+                                       deadline_s=self.job.timeout_s)
             for p, job in zip(runnable, jobs):
                 try:
                     outcomes[id(p)] = job.result()
@@ -183,16 +198,17 @@ class Synthesizer:
         """One item alone."""
         return self.run_many([item], worker)[0]
 
-    def submit(self, item: Item, worker: str, on_done: Callable[[Done], None]) -> None:
+    def submit(self, item: Item, worker: str, on_done: Callable[[Done], None]) -> Job | None:
         """Let ``item`` join the model's running batch; ``on_done(done)`` is called when it ends
-        (from the executor's thread, or here when its request could not be built)."""
+        (from the executor's thread, or here when its request could not be built: then no job)."""
         planned = self.plan(item)
         if planned.failed is not None:
             on_done(self.finish(planned, None, worker))
-            return
+            return None
         executor = self.model.executor(max_batch=max(1, self.job.batch_size))
-        job = executor.submit(planned.request, session=planned.session)
+        job = executor.submit(planned.request, session=planned.session, deadline_s=self.job.timeout_s)
         job.add_done_callback(lambda j: on_done(self.finish(planned, j.outcome, worker)))
+        return job
 
 
 def use_threads(job: JobSpec) -> None:

@@ -151,6 +151,15 @@ def book(
         ),
     ] = None,
     threads: Annotated[int | None, typer.Option("--threads", help="Torch threads (Ray: per actor).")] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            metavar="SECONDS",
+            help="Seconds each chunk may take from when it is queued; one that takes longer fails the run "
+            "(the chunks done are kept for the next).",
+        ),
+    ] = None,
     ray: Annotated[bool, typer.Option("--ray", help="Synthesize on a local Ray instance.")] = False,
     ray_address: Annotated[
         str | None, typer.Option("--ray-address", help="Synthesize on the Ray cluster at this address.")
@@ -290,6 +299,7 @@ def book(
         bitrate=bitrate,
         batch_size=batch_size,
         threads=threads,
+        timeout=timeout,
         ray=ray,
         ray_address=ray_address,
         workers=workers,

@@ -449,6 +449,7 @@ class _Synthesis:
             session_options=self.s.session_options,
             threads=threads,
             batch_size=batch_size,
+            timeout_s=s.timeout,
         )
         count = len(items) + int(need_anchor)
         self.say(
@@ -506,13 +507,17 @@ class _Synthesis:
                 self.timings["synth_s"] = end - (started[0] if started else t0)
                 if self.failures:
                     raise self._failed(count)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, SystemExit) as stop:  # Ctrl-C, or SIGTERM (cli/main.py's Terminated)
+            if isinstance(stop, SystemExit) and type(stop).__name__ != "Terminated":
+                raise
             progress.close()
+            word, status = (("interrupted", 130) if isinstance(stop, KeyboardInterrupt)
+                            else ("terminated", stop.code))
             self.say(
-                f"interrupted: {self.synthesized} chunks synthesized in this run are kept in "
+                f"{word}: {self.synthesized} chunks synthesized in this run are kept in "
                 f"{str(self.work.path)!r}; rerun the same command to go on from there"
             )
-            raise SystemExit(130) from None
+            raise SystemExit(status) from None
         finally:
             progress.close()
             if runner is not None:

@@ -33,6 +33,7 @@ class LocalRunner:
 
     def run(self, items: list[Item], record: Record, on_ready: Callable[[], None]) -> None:
         from audiocpp.batch.synth import Synthesizer, quiet_engine_warnings
+        from audiocpp.engine.execution.watch import watch
 
         if self.synth is None:
             start = time.perf_counter()
@@ -42,8 +43,10 @@ class LocalRunner:
         finished: queue.Queue[tuple[Item, Done]] = queue.Queue()
         with warnings.catch_warnings():
             quiet_engine_warnings()  # each chunk's warnings come back in its Done
-            for item in items:
-                self.synth.submit(item, "local", lambda done, item=item: finished.put((item, done)))
+            for item in items:  # watched: Ctrl-C and SIGTERM cancel them (cli/main.py)
+                job = self.synth.submit(item, "local", lambda done, item=item: finished.put((item, done)))
+                if job is not None:
+                    watch(job)
             for _ in items:
                 while True:
                     try:  # a timeout, so that Ctrl-C is seen while the batch runs

@@ -66,6 +66,7 @@ class BookSettings:
     # running
     batch_size: int | None = None  # default: the family's on its device (FamilyPlugin.max_batch)
     threads: int | None = None
+    timeout: float | None = None  # seconds each chunk may take (its job's deadline)
     ray: bool = False
     ray_address: str | None = None
     workers: int = 1
@@ -133,6 +134,8 @@ def check_settings(s: BookSettings, *, listing: bool = False) -> None:
         raise UsageError(f"--batch-size {s.batch_size} must be at least 1")
     if s.threads is not None and s.threads < 1:
         raise UsageError(f"--threads {s.threads} must be at least 1")
+    if s.timeout is not None and not s.timeout > 0:
+        raise UsageError(f"--timeout {s.timeout:g} must be more than 0 seconds")
     if s.workers < 1:
         raise UsageError(f"--workers {s.workers} must be at least 1")
     if s.num_cpus <= 0 or s.num_gpus < 0:

@@ -74,8 +74,11 @@ def fit(samples: np.ndarray, rate: int, length: int) -> tuple[np.ndarray, str]:
 
 
 def dub(session: Session, request: TaskRequest, cues: list[Cue], output: AudioOutput, *,
-        progress: Progress) -> TaskResult:
-    """The timeline of ``cues`` at the session's rate, as one result (each cue's audio a chunk)."""
+        progress: Progress, timeout: float | None = None) -> TaskResult:
+    """The timeline of ``cues`` at the session's rate, as one result (each cue's audio a chunk);
+    ``timeout``: the seconds each cue may take (its job's deadline)."""
+    from audiocpp.engine.execution.watch import watched
+
     rate = session.sample_rate
     timeline = np.zeros(round(cues[-1].end * rate), np.float32)
     control = has_duration_control(session.spec)
@@ -86,7 +89,9 @@ def dub(session: Session, request: TaskRequest, cues: list[Cue], output: AudioOu
         options = dict(request.options)
         if control:
             options[DURATION_OPTION] = cue.duration
-        result = session.run(replace(request, text=cue.text, options=options), progress=progress)
+        with watched(session.submit(replace(request, text=cue.text, options=options), progress=progress,
+                                    deadline_s=timeout)) as job:
+            result = job.result()
         start, end = round(cue.start * rate), round(cue.end * rate)
         audio = result.audio.samples
         if result.audio.sample_rate != rate:

@@ -18,6 +18,9 @@ import typer
 
 from audiocpp.engine.errors import AudiocppError, UsageError
 
+#: The exit status of a run whose deadline (--timeout) passed: coreutils timeout's
+TIMEOUT_EXIT = 124
+
 app = typer.Typer(
     add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish and PowerShell
     no_args_is_help=False,
@@ -133,6 +136,10 @@ def synthesize(
     progress: Annotated[bool | None, typer.Option(
         "--progress/--no-progress",
         help="Progress bar on stderr (default: when stderr is a terminal).")] = None,
+    timeout: Annotated[float | None, typer.Option(
+        "--timeout", min=0.001, metavar="SECONDS",
+        help="Cancel the synthesis after this many seconds (from when it is queued; the load is not "
+        "counted): an error, exit 124, nothing written.")] = None,
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
@@ -146,7 +153,7 @@ def synthesize(
         voice_prompt_out=voice_prompt_out, request_options=request_option or [],
         session_options=session_option or [], load_options=load_option or [], metrics=metrics,
         progress=progress, revision=revision, cache_dir=cache_dir, sample_rate=sample_rate, srt=srt,
-        stream_by_line=stream_by_line, device=device,
+        stream_by_line=stream_by_line, device=device, timeout=timeout,
     )
     run_request(args)
 
@@ -451,13 +458,24 @@ class Terminated(SystemExit):
 _RECEIVED: list[int] = []
 
 
+def _cancel_jobs(signum: int) -> None:
+    """The one cancellation path: the jobs the command waits on are cancelled (their rows leave the
+    batch at the next step), then the main thread unwinds as before (engine/execution/watch.py)."""
+    watch = sys.modules.get("audiocpp.engine.execution.watch")  # not imported: no job was submitted
+    if watch is not None:
+        name = "terminated" if signum == 15 else "interrupted"
+        watch.cancel_watched(watch.Cancelled(f"{name} (signal {signum})", signal=signum))
+
+
 def _on_sigterm(signum: int, frame: object) -> None:
     _RECEIVED.append(signum)
+    _cancel_jobs(signum)
     raise Terminated(128 + signum)
 
 
 def _on_sigint(signum: int, frame: object) -> None:
     _RECEIVED.append(signum)
+    _cancel_jobs(signum)
     raise KeyboardInterrupt
 
 
@@ -523,6 +541,10 @@ def _main(argv: list[str]) -> None:
         raise
     except Exception as exc:  # an internal bug: say so plainly, traceback on request
         _exit_if_signalled()
+        if getattr(exc, "deadline_s", None) is not None:  # a job's deadline (--timeout) passed: Cancelled
+            print(f"error: {exc}", file=sys.stderr)
+            print("  hint: give it more time (--timeout SECONDS), or less to do", file=sys.stderr)
+            raise SystemExit(TIMEOUT_EXIT) from None
         if os.environ.get("AUDIOCPP_DEBUG"):
             raise
         print(f"internal error: {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -67,6 +67,7 @@ class RunArgs:
     srt: Path | None = None  # dub these subtitles (cli.dubbing)
     stream_by_line: bool = False  # stdin text: one request per line (cli.pipes)
     device: str | None = None  # load option 'device' (engine.device)
+    timeout: float | None = None  # seconds each request may take (Job.cancel_after): exit 124
 
 
 def read_text(args: RunArgs) -> str:
@@ -212,9 +213,14 @@ def run_request(args: RunArgs) -> None:
                              hint="pass --text, --text-file or text on stdin")
         with _warnings_on_stderr():
             _synthesize(args, task, mode, fmt, text, kept, cues)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C: the job was cancelled (cli/main.py); what was kept is said
         _report_interrupt(args, kept)
         raise SystemExit(130) from None
+    except SystemExit as exc:
+        if type(exc).__name__ != "Terminated":  # SIGTERM (cli/main.py's): as Ctrl-C, exit 143
+            raise
+        _report_interrupt(args, kept, "terminated")
+        raise SystemExit(exc.code) from None
     except Exception:
         _discard_partial_output(args, kept, created)
         raise
@@ -231,6 +237,7 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
                 cues: list[Cue] | None = None) -> None:
     """``text``: the whole text; None: the cues of ``--srt``, or sentences read from stdin as they come."""
     from audiocpp.engine.audio.io import audio_duration, write_audio
+    from audiocpp.engine.execution.watch import watched
     from audiocpp.engine.loader import ModelRef, load_planned, plan_load
     from audiocpp.engine.progress import Progress
     from audiocpp.engine.request_rules import (
@@ -310,7 +317,7 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
     if cues is not None:
         from .dubbing import dub
 
-        result = dub(session, request, cues, output, progress=progress)
+        result = dub(session, request, cues, output, progress=progress, timeout=args.timeout)
     else:
         results: list[TaskResult] = []
         index = 0  # of the audio events, across the segments read from stdin
@@ -318,16 +325,18 @@ def _synthesize(args: RunArgs, task: Task, mode: Mode, fmt: str, text: str | Non
                                          else read_segments(by_line=args.stream_by_line)):
             if text is None:
                 print(f"segment={number} text={segment[:60]!r}", file=sys.stderr)
-            for event in session.stream(replace(request, text=segment), progress=progress):
-                if event.is_final:
-                    results.append(event.result)
-                    continue
-                if mode is Mode.STREAMING:
-                    print(f"event=audio index={index} samples={event.audio.num_samples}", file=sys.stderr)
-                output.piece(event.audio)
-                if args.out_dir is not None:
-                    keep_chunk(index, event.audio)
-                index += 1
+            job = session.submit(replace(request, text=segment), progress=progress, deadline_s=args.timeout)
+            with watched(job):
+                for event in job.events():
+                    if event.is_final:
+                        results.append(event.result)
+                        continue
+                    if mode is Mode.STREAMING:
+                        print(f"event=audio index={index} samples={event.audio.num_samples}", file=sys.stderr)
+                    output.piece(event.audio)
+                    if args.out_dir is not None:
+                        keep_chunk(index, event.audio)
+                    index += 1
         if not results:
             raise UsageError("the text to synthesize is empty (stdin held no text)",
                              hint="pipe text into audiocpp, or pass --text / --text-file")
@@ -397,8 +406,8 @@ def _discard_partial_output(args: RunArgs, kept: list[Path], created: list[Path]
               "(a failed run leaves no partial output)", file=sys.stderr)
 
 
-def _report_interrupt(args: RunArgs, kept: list[Path]) -> None:
-    """One line on stderr: interrupted, and which files were written before it."""
+def _report_interrupt(args: RunArgs, kept: list[Path], what: str = "interrupted") -> None:
+    """One line on stderr: interrupted (or terminated), and which files were written before it."""
     chunks = [p for p in kept if args.out_dir is not None and p.parent == args.out_dir]
     others = [p for p in kept if p not in chunks]
     parts = []
@@ -410,4 +419,4 @@ def _report_interrupt(args: RunArgs, kept: list[Path]) -> None:
         parts.append("the audio on stdout stops there")
     elif args.out is not None and args.out not in kept:
         parts.append(f"--out {args.out} was not written")
-    print("interrupted: " + ("; ".join(parts) if parts else "nothing was written"), file=sys.stderr)
+    print(f"{what}: " + ("; ".join(parts) if parts else "nothing was written"), file=sys.stderr)

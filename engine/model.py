@@ -94,10 +94,12 @@ class LoadedModel(ABC):
         return stream_rows(self, rows, max_batch=max_batch)
 
     def run_batch(self, rows: Sequence[tuple[Session, TaskRequest]], *, return_exceptions: bool = False,
-                  max_batch: int | None = None) -> BatchResults:
+                  max_batch: int | None = None, deadline_s: float | None = None) -> BatchResults:
         """The results of :meth:`stream_batch`, in row order, with the batch's ``wall_s``; a failing
-        row raises its error (``return_exceptions``: the error takes its place, the others go on)."""
-        return run_rows(self, rows, return_exceptions=return_exceptions, max_batch=max_batch)
+        row raises its error (``return_exceptions``: the error takes its place, the others go on);
+        ``deadline_s``: each row is cancelled that many seconds from now unless it has ended."""
+        return run_rows(self, rows, return_exceptions=return_exceptions, max_batch=max_batch,
+                        deadline_s=deadline_s)
 
     @staticmethod
     def families_with_task(task: Task) -> list[str]:

@@ -118,10 +118,12 @@ class Session(ABC):
             job.cancel()
 
     def submit(self, request: TaskRequest | PreparedRequest, *, progress: Progress | None = None,
-               owner: str = "") -> Job:
+               owner: str = "", deadline_s: float | None = None) -> Job:
         """Queue ``request`` on the model's executor (``model.executor()``: it joins the running batch of
-        the model at its next step) and return its job at once (events, result, cancel)."""
-        return self.model.executor().submit(request, session=self, progress=progress, owner=owner)
+        the model at its next step) and return its job at once (events, result, cancel); ``deadline_s``:
+        it is cancelled that many seconds from now unless it has ended (``Cancelled.deadline_s``)."""
+        return self.model.executor().submit(request, session=self, progress=progress, owner=owner,
+                                            deadline_s=deadline_s)
 
     # -- many requests in one forward pass ----------------------------------------------------
     def run_batch(self, requests: Sequence[TaskRequest], *, return_exceptions: bool = False) -> BatchResults:

@@ -6,6 +6,10 @@ the job it gets back (docs/architecture.md, "Execution").
 - :mod:`.loop`: :class:`BatchLoop`, the rows of one batch advanced together (one thread, no locks);
 - :mod:`.local`: :class:`LocalExecutor`, in this process: requests join the running batch at its next
   step (``model.executor()``), with its :class:`Admission` policy;
+- :mod:`.processes`: :class:`~.processes.ProcessExecutor`, worker processes each running a
+  :class:`LocalExecutor` on its own copy of the model (``audiocpp batch``'s local workers);
+- :mod:`.watch`: the jobs a command waits on, cancelled by Ctrl-C and SIGTERM (the one cancellation
+  path of the command line);
 - :mod:`.batches`: :func:`run_rows` / :func:`stream_rows`, many requests as one batch, waited for
   together (``run_batch`` / ``stream_batch``);
 - :mod:`.inline`: ``run_here`` / ``stream_here``, a batch run by the calling thread (tools that need

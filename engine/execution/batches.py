@@ -16,10 +16,10 @@ from .loop import BatchResults, RowSession
 
 
 def stream_rows(model: ExecutorModel, rows: Sequence[tuple[RowSession, TaskRequest]], *,
-                max_batch: int | None = None) -> Iterator[RowEvent]:
+                max_batch: int | None = None, deadline_s: float | None = None) -> Iterator[RowEvent]:
     """``rows`` (a session of ``model`` and a request each) as one batch: ``RowEvent``s tagged with the
     row's index, each row's events in order, rows interleaved as they produce them. Closing the iterator
-    early cancels what is still running."""
+    early cancels what is still running; ``deadline_s``: each row's (``Job.cancel_after``)."""
     if not rows:
         return
     events: queue.Queue[RowEvent] = queue.Queue()
@@ -27,7 +27,7 @@ def stream_rows(model: ExecutorModel, rows: Sequence[tuple[RowSession, TaskReque
     executor = LocalExecutor(model, max_batch=limit, name=f"the {model.family} model")
     try:
         jobs = executor.submit_all([request for _, request in rows], sessions=[s for s, _ in rows],
-                                   sink=events.put)
+                                   sink=events.put, deadline_s=deadline_s)
         index = {job.key: i for i, job in enumerate(jobs)}
         left = len(jobs)
         while left:
@@ -39,12 +39,13 @@ def stream_rows(model: ExecutorModel, rows: Sequence[tuple[RowSession, TaskReque
 
 
 def run_rows(model: ExecutorModel, rows: Sequence[tuple[RowSession, TaskRequest]], *,
-             return_exceptions: bool = False, max_batch: int | None = None) -> BatchResults:
+             return_exceptions: bool = False, max_batch: int | None = None,
+             deadline_s: float | None = None) -> BatchResults:
     """The results of :func:`stream_rows`, in row order, with the batch's ``wall_s``; a failing row raises
     its error (``return_exceptions``: the error takes its place, the others go on)."""
     clock = Stopwatch()
     results: list[Any] = [None] * len(rows)
-    stream = stream_rows(model, rows, max_batch=max_batch)
+    stream = stream_rows(model, rows, max_batch=max_batch, deadline_s=deadline_s)
     try:
         for event in stream:
             if event.error is not None:

@@ -24,7 +24,22 @@ from ..records import StreamEvent, TaskResult
 
 
 class Cancelled(Exception):
-    """The request was cancelled (by its caller, a client that went away, a deadline, shutdown)."""
+    """The request was cancelled (by its caller, a client that went away, a deadline, a signal, shutdown).
+    ``deadline_s``: set when its deadline passed (:meth:`Job.cancel_after`); ``signal``: the number of the
+    signal that cancelled it (a front end's Ctrl-C or SIGTERM, :mod:`.watch`)."""
+
+    def __init__(self, message: str = "the request was cancelled", *, deadline_s: float | None = None,
+                 signal: int | None = None) -> None:
+        super().__init__(message)
+        self.deadline_s = deadline_s
+        self.signal = signal
+
+    def __reduce__(self) -> tuple:  # pickled whole (a worker process sends it): its fields too
+        return _cancelled, (str(self), self.deadline_s, self.signal)
+
+
+def _cancelled(message: str, deadline_s: float | None, signal: int | None) -> Cancelled:
+    return Cancelled(message, deadline_s=deadline_s, signal=signal)
 
 
 class Busy(AudiocppError):
@@ -72,6 +87,7 @@ class Job:
         self._items: deque[RowEvent] = deque()
         self._loops: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._cancelled = False
+        self._why: Cancelled | None = None
         self._result: TaskResult | None = None
         self._error: BaseException | None = None
         self._done = False
@@ -96,14 +112,35 @@ class Job:
         """Without waiting: the result, or the error that ended the job, or None while it runs."""
         return self._error if self._error is not None else self._result
 
-    def cancel(self) -> None:
-        """Stop the request at its executor's next step (the others go on); its events end with
-        :class:`Cancelled`. A no-op once it ended."""
+    @property
+    def cancelled_by(self) -> Cancelled:
+        """The error a cancelled job ends with (what :meth:`cancel` was given, else a plain one)."""
+        return self._why if self._why is not None else Cancelled()
+
+    def cancel(self, why: Cancelled | None = None) -> None:
+        """Stop the request at its executor's next step (the others go on); its events end with ``why``
+        (a :class:`Cancelled` saying why; a plain one by default). A no-op once it ended."""
         if self._done or self._cancelled:
             return
+        self._why = why
         self._cancelled = True
         if self._on_cancel is not None:
             self._on_cancel(self)
+
+    def cancel_after(self, seconds: float) -> None:
+        """A deadline: cancel the job ``seconds`` from now unless it has ended, with
+        ``Cancelled("the deadline of N s passed", deadline_s=N)``. A timer thread waits meanwhile (one
+        per job with a deadline: for front ends that run a few jobs, not for a server's every request)."""
+        seconds = float(seconds)
+        if seconds <= 0:
+            raise UsageError(f"a deadline must be more than 0 s (got {seconds:g})",
+                             hint="pass a positive number of seconds")
+        why = Cancelled(f"the deadline of {seconds:g} s passed", deadline_s=seconds)
+        timer = threading.Timer(seconds, self.cancel, args=(why,))
+        timer.daemon = True
+        timer.name = f"audiocpp-deadline-{self.key}"
+        timer.start()
+        self.add_done_callback(lambda _job: timer.cancel())
 
     def add_done_callback(self, callback: Callable[[Job], None]) -> None:
         """``callback(job)`` when the job ends, in the thread that ends it (at once if it has ended).

@@ -170,28 +170,34 @@ class LocalExecutor:
     # -- submitting --------------------------------------------------------------------------
     def submit(self, request: TaskRequest | PreparedRequest, *, task: Any = "tts", mode: Any = "offline",
                session_options: dict[str, Any] | None = None, session: RowSession | None = None,
-               progress: Progress | None = None, owner: str = "") -> Job:
+               progress: Progress | None = None, owner: str = "", deadline_s: float | None = None) -> Job:
         """Queue ``request`` (a task, mode and session options of this model, or a ``session`` of it)
-        and return its job at once. Bad task, mode or session options raise here, and :class:`Busy`
+        and return its job at once; ``deadline_s``: cancel it that many seconds from now
+        (:meth:`Job.cancel_after`). Bad task, mode or session options raise here, and :class:`Busy`
         when the queue (or ``owner``'s share of it) is full; everything about the request itself
         (text, options, references) is checked when it joins and ends its job with the error, unless
         it comes prepared (``session.prepare``, with its ``session``)."""
         return self.submit_all([request], task=task, mode=mode, session_options=session_options,
-                               session=session, progress=progress, owner=owner)[0]
+                               session=session, progress=progress, owner=owner, deadline_s=deadline_s)[0]
 
     def submit_all(self, requests: Sequence[TaskRequest | PreparedRequest], *, task: Any = "tts",
                    mode: Any = "offline", session_options: dict[str, Any] | None = None,
                    session: RowSession | None = None, sessions: Sequence[RowSession] | None = None,
                    progress: Progress | None = None, owner: str = "",
-                   sink: Callable[[RowEvent], None] | None = None) -> list[Job]:
+                   sink: Callable[[RowEvent], None] | None = None,
+                   deadline_s: float | None = None) -> list[Job]:
         """Queue ``requests`` together: they join the batch at the same step (``sessions``: one per
         request, else ``session`` or the task, mode and options for all). ``sink``: every job's events
-        go there (tagged with the job's key) instead of the job's own queue."""
+        go there (tagged with the job's key) instead of the job's own queue; ``deadline_s``: each is
+        cancelled that many seconds from now unless it has ended."""
         args = (task, mode, session_options)
         if sessions is None and session is None:
             task, mode, options = self.model.check_session(task, mode, session_options)
             args = (task, mode, options)
         picked = list(sessions) if sessions is not None else [session] * len(requests)
+        if deadline_s is not None and not deadline_s > 0:
+            raise UsageError(f"a deadline must be more than 0 s (got {deadline_s:g})",
+                             hint="pass a positive number of seconds")
         for s in picked:
             if s is not None and getattr(s, "model", self.model) is not self.model:
                 raise UsageError(f"a session must belong to the model that runs it ({self.name})")
@@ -215,6 +221,8 @@ class LocalExecutor:
                     args[0], args[1], tuple(sorted((k, repr(v)) for k, v in (args[2] or {}).items())))
                 self._waiting.append(_Submission(job, session_key, s, args, request, progress))
                 jobs.append(job)
+                if deadline_s is not None:
+                    job.cancel_after(deadline_s)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._work, name=f"audiocpp-{self.model.family}",
                                                 daemon=True)
@@ -251,7 +259,7 @@ class LocalExecutor:
                 self._waiting.remove(waiting)
             self._cond.notify_all()
         if waiting is not None:
-            job.deliver(RowEvent(job.key, error=Cancelled("the request was cancelled")))
+            job.deliver(RowEvent(job.key, error=job.cancelled_by))
 
     # -- the worker ----------------------------------------------------------------------------
     def _work(self) -> None:
@@ -277,8 +285,10 @@ class LocalExecutor:
                 if not len(loop):
                     return
                 for key, running in list(self._running.items()):
-                    if running.job.cancelled or self.closed:
-                        loop.cancel(key)
+                    if self.closed:
+                        loop.cancel(key, Cancelled("the executor was closed"))
+                    elif running.job.cancelled:
+                        loop.cancel(key, running.job.cancelled_by)
                 for event in loop.step():
                     running = self._running.get(event.key)
                     if running is None:
@@ -317,7 +327,7 @@ class LocalExecutor:
                 submission = next(s for s in self._waiting if s.job is job)
                 self._waiting.remove(submission)
                 if job.cancelled:
-                    job.deliver(RowEvent(job.key, error=Cancelled("the request was cancelled")))
+                    job.deliver(RowEvent(job.key, error=job.cancelled_by))
                     continue
                 self._joining += 1  # counted as running meanwhile: the queue's bound stays exact
             try:

@@ -72,6 +72,7 @@ class _Row:
         self.groups = 0
         self.rows_seen = 0
         self.cancelled = False
+        self.why: Cancelled | None = None
         self.warnings: list[str] = []
 
     def close(self) -> None:
@@ -103,11 +104,13 @@ class BatchLoop:
         (``session.prepare``: its checks and warnings then happened in the caller)."""
         self._rows.append(_Row(key, session, request, progress, queued_s))
 
-    def cancel(self, key: Hashable) -> None:
-        """Stop the row ``key`` at the next step (its program is closed; others go on)."""
+    def cancel(self, key: Hashable, why: Cancelled | None = None) -> None:
+        """Stop the row ``key`` at the next step (its program is closed; others go on); it ends with
+        ``why`` (a plain :class:`Cancelled` by default)."""
         for row in self._rows:
             if row.key == key:
                 row.cancelled = True
+                row.why = why
 
     def close(self) -> None:
         """Close every row's program (nothing is emitted)."""
@@ -120,7 +123,7 @@ class BatchLoop:
         """Advance the rows, then run their ops; yields events as they happen."""
         for row in list(self._rows):
             if row.cancelled:
-                yield self._drop(row, Cancelled("the request was cancelled"))
+                yield self._drop(row, row.why or Cancelled())
             elif row.pending is None:
                 yield from self._advance(row)
         groups: dict[tuple[type, Hashable], list[_Row]] = {}

@@ -180,3 +180,58 @@ def test_batch_size_one_gives_the_batched_files(demo_run: Run, demo_inputs: Path
             {k: v for k, v in alone.items() if k not in ("wall_s", "rtf")}
         if alone["status"] == "ok":
             assert (run.out / alone["output"]).read_bytes() == (demo_run.out / batched["output"]).read_bytes()
+
+
+def test_sigterm_stops_the_run_as_ctrl_c_does(tmp_path: Path) -> None:
+    """SIGTERM to the driver alone (a service manager's stop): the finished items are kept, one line
+    says so, exit 143, and no worker outlives it (issue 46: one cancellation path)."""
+    manifest = write_manifest(tmp_path / "manifest.jsonl", TTS_ITEMS)
+    out = tmp_path / "out"
+    proc = _start(manifest, out)
+    _wait_for_rows(proc, out / "manifest.jsonl", 2)
+    os.kill(proc.pid, signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr
+    assert "batch terminated: " in stderr and "rerun the same command to resume" in stderr
+    assert "Traceback" not in stderr and stderr.count("terminated") == 1
+    assert _wait_gone(proc.pid) == [], "worker processes outlived the batch"
+    rows = read_rows(out / "manifest.jsonl")
+    assert all(row["status"] == "ok" for row in rows) and 2 <= len(rows) < len(TTS_ITEMS)
+    written = sorted(p.name for p in out.iterdir())
+    assert written == sorted([f"{r['id']}.wav" for r in rows] + ["manifest.jsonl"])  # no temporaries
+
+
+def test_a_timeout_fails_the_items_that_take_longer(tmp_path: Path) -> None:
+    items = TTS_ITEMS[:3]
+    manifest = write_manifest(tmp_path / "manifest.jsonl", items)
+    run = run_batch(manifest, tmp_path / "out", "--family", "omnivoice", "--threads", "1", "--no-progress",
+                    "-r", "num_inference_steps=64", "--timeout", "0.05")
+    assert run.proc.returncode == 1, run.proc.stderr
+    assert [row["status"] for row in run.rows] == ["error"] * 3
+    assert all(row["error"] == "the deadline of 0.05 s passed" for row in run.rows), run.rows
+    assert "internal error" not in run.proc.stderr and "Traceback" not in run.proc.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["manifest.jsonl"]
+    bad = run_batch(manifest, tmp_path / "out2", "--family", "omnivoice", "--timeout", "0")
+    assert bad.proc.returncode == 2 and "--timeout 0 must be more than 0 seconds" in bad.proc.stderr
+
+
+def test_a_worker_that_dies_fails_the_items_it_held_and_is_replaced(tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path / "manifest.jsonl", TTS_ITEMS)
+    out = tmp_path / "out"
+    proc = _start(manifest, out)
+    _wait_for_rows(proc, out / "manifest.jsonl", 2)
+    workers = [pid for pid in group_members(proc.pid) if pid != proc.pid
+               and b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert len(workers) == 2, workers
+    os.kill(workers[0], signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 1, stderr  # the run goes on; the lost items are its failures
+    rows = read_rows(out / "manifest.jsonl")
+    assert [row["id"] for row in rows] == [item["id"] for item in TTS_ITEMS]
+    failed = [row for row in rows if row["status"] == "error"]
+    assert 1 <= len(failed) <= 2, rows  # what the killed worker held (--batch-size: 1 on the CPU)
+    for row in failed:
+        assert "the worker process audiocpp-worker-" in row["error"], row
+        assert "died while it held this item (exit code -9)" in row["error"], row
+    assert int(summary(stdout)["done"]) == len(TTS_ITEMS) - len(failed)  # the replacement did the rest
+    assert _wait_gone(proc.pid) == [], "worker processes outlived the batch"

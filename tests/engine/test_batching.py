@@ -376,3 +376,61 @@ def test_batch_sizes_default_to_what_batching_gains_per_family_and_device() -> N
         assert batcher.max_batch == 1
     finally:
         batcher.close()
+
+
+# -- deadlines and the one cancellation path (Job.cancel_after, engine/execution/watch.py) -----------
+def test_a_deadline_cancels_the_running_row_and_says_so(toy_model) -> None:
+    batcher = toy_model.executor(max_batch=2)
+    session = counting(toy_model)
+    try:
+        late = batcher.submit(TaskRequest(text="slow" + "x" * 2000, seed=0), session=session, deadline_s=0.2)
+        other = batcher.submit(TaskRequest(text="slow" + "x" * 100, seed=1), session=session)
+        with pytest.raises(Cancelled, match=r"the deadline of 0\.2 s passed") as caught:
+            late.result(timeout=30)
+        assert caught.value.deadline_s == 0.2 and caught.value.signal is None
+        assert time.perf_counter() - late.submitted < 3  # left at the next step, not after 2000 of them
+        assert other.result(timeout=30).details["value"] == 1 + 104  # the other row went on
+    finally:
+        batcher.close()
+
+
+def test_a_deadline_reaches_a_waiting_job_and_spares_a_finished_one(toy_model) -> None:
+    batcher = toy_model.executor(max_batch=1)
+    session = counting(toy_model)
+    try:
+        ahead = batcher.submit(TaskRequest(text="slow" + "x" * 300, seed=0), session=session)
+        queued = batcher.submit(TaskRequest(text="abc", seed=0), session=session, deadline_s=0.1)
+        with pytest.raises(Cancelled, match="deadline"):
+            queued.result(timeout=30)
+        assert batcher.waiting == 0  # its place in the queue was freed at once
+        ahead.cancel()
+        quick = batcher.submit(TaskRequest(text="ab", seed=5), session=session, deadline_s=0.3)
+        assert quick.result(timeout=30).details["value"] == 7
+        time.sleep(0.4)  # the deadline passes after the end: nothing changes
+        assert quick.error is None and not quick.cancelled
+        with pytest.raises(UsageError, match="more than 0 s"):
+            batcher.submit(TaskRequest(text="ab"), session=session, deadline_s=0)
+    finally:
+        batcher.close()
+
+
+def test_cancel_watched_cancels_the_watched_jobs_with_the_signal(toy_model) -> None:
+    import signal
+
+    from audiocpp.engine.execution.watch import cancel_watched, watched
+
+    batcher = toy_model.executor(max_batch=2)
+    session = counting(toy_model)
+    try:
+        job = batcher.submit(TaskRequest(text="slow" + "x" * 2000, seed=0), session=session)
+        bystander = batcher.submit(TaskRequest(text="slow" + "x" * 50, seed=0), session=session)
+        with watched(job):
+            time.sleep(0.05)
+            assert cancel_watched(Cancelled("terminated (signal 15)", signal=signal.SIGTERM)) == 1
+            with pytest.raises(Cancelled, match="terminated") as caught:
+                job.result(timeout=30)
+        assert caught.value.signal == signal.SIGTERM
+        assert cancel_watched(Cancelled("again")) == 0  # the block ended: no longer watched
+        assert bystander.result(timeout=30).details["value"] == 54
+    finally:
+        batcher.close()

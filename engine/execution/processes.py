@@ -1,0 +1,343 @@
+"""The executor over worker processes: each loads the model once and runs a :class:`~.local.LocalExecutor`
+on it, so the requests a worker holds are rows of one batch there.
+
+``ProcessExecutor(load, workers)`` spawns the workers (spawned, not forked: torch and fork do not mix);
+``load`` is a picklable callable that returns the model in a worker. :meth:`ProcessExecutor.submit` has
+the in-process executor's signature and hands back a :class:`~.jobs.Job` at once: the request goes to a
+worker over its pipe (the one given, else the least loaded), its events come back over the same pipe as
+they happen, and ``job.cancel()`` sends the cancellation, so the row leaves the worker's batch at its
+next step. Back-pressure is the same :class:`~.jobs.Busy`: at most ``max_batch + max_queue`` requests per
+worker. A worker that dies fails the jobs it held with :class:`WorkerDied` and is replaced. Workers
+ignore SIGINT (the driver decides what Ctrl-C stops) and exit when the driver's end of their pipe
+closes, so a killed driver leaves no worker behind.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import queue
+import signal
+import threading
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from ..errors import AudiocppError, UsageError
+from .jobs import Busy, Cancelled, Job, RowEvent, retry_after
+
+
+class WorkerDied(RuntimeError):
+    """The worker process that ran a request died (killed, out of memory, a crash in native code)."""
+
+
+def _portable(error: BaseException) -> BaseException:
+    """``error`` as it can cross a pipe: itself when it pickles back whole, else the same words."""
+    try:
+        back = pickle.loads(pickle.dumps(error))
+        if type(back) is type(error) and str(back) == str(error):
+            return error
+    except Exception:  # noqa: BLE001 - an error whose class cannot be rebuilt from its args
+        pass
+    if isinstance(error, AudiocppError):
+        return AudiocppError(error.message, hint=error.hint)
+    return RuntimeError(f"{type(error).__name__}: {error}")
+
+
+def _worker_main(conn: Connection, load: Callable[[], Any], max_batch: int,
+                 probe: Callable[[Any], Any] | None) -> None:
+    """A worker: load the model, then run what the driver sends on its executor; events go back."""
+    from .local import LocalExecutor
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    lock = threading.Lock()
+
+    def send(message: tuple) -> None:
+        with lock:
+            try:
+                conn.send(message)
+            except (BrokenPipeError, OSError):
+                pass
+
+    try:
+        model = load()
+    except BaseException as error:  # noqa: BLE001 - said to the driver, which raises it
+        send(("load_error", _portable(error)))
+        return
+    executor = LocalExecutor(model, max_batch=max_batch)
+    jobs: dict[Hashable, Job] = {}
+    early: dict[Hashable, Cancelled] = {}  # cancelled before its submission came (two senders)
+
+    def forward(event: RowEvent) -> None:
+        if event.is_final:
+            jobs.pop(event.key, None)
+            if probe is not None:  # the worker's state as this job ends (before its last event)
+                send(("state", probe(model)))
+        error = None if event.error is None else _portable(event.error)
+        send(("event", event.key, event.event, error))
+
+    send(("ready",))
+    try:
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                return
+            if message is None:
+                return
+            if message[0] == "submit":
+                _, key, request, kwargs = message
+                try:
+                    job = executor.submit_all([request], sink=lambda e, key=key: forward(
+                        RowEvent(key, e.event, e.error)), **kwargs)[0]
+                except Exception as error:  # noqa: BLE001 - a bad session or option: the job's error
+                    send(("event", key, None, _portable(error)))
+                    continue
+                jobs[key] = job
+                if key in early:
+                    job.cancel(early.pop(key))
+            elif message[0] == "cancel":
+                job = jobs.get(message[1])
+                if job is not None:
+                    job.cancel(message[2])
+                else:
+                    early[message[1]] = message[2]
+    finally:
+        executor.close()
+
+
+@dataclass
+class _Worker:
+    name: str
+    process: Any
+    conn: Connection
+    ready: bool = False
+    jobs: dict[Hashable, Job] = field(default_factory=dict)
+
+
+class ProcessExecutor:
+    """Requests run on ``workers`` processes, each with the model ``load()`` gives (see the module
+    docstring). ``on_ready(name)``: called (in the reader thread) when a worker has loaded the model;
+    ``probe(model)``: picklable, run in a worker as each of its jobs ends, its value kept as
+    :meth:`state` of that worker (e.g. how many voices it has prepared)."""
+
+    def __init__(self, load: Callable[[], Any], workers: int = 1, *, max_batch: int = 8,
+                 max_queue: int | None = None, name: str = "the worker processes",
+                 on_ready: Callable[[str], None] | None = None,
+                 probe: Callable[[Any], Any] | None = None) -> None:
+        self.load, self.size, self.name = load, max(1, int(workers)), name
+        self.max_batch = max(1, int(max_batch))
+        self.max_queue = max_queue
+        self.on_ready = on_ready
+        self.probe = probe
+        self._state: dict[str, Any] = {}
+        self.closed = False
+        self.load_error: BaseException | None = None
+        self._context = multiprocessing.get_context("spawn")
+        self._lock = threading.RLock()
+        self._workers: list[_Worker] = []
+        self._spawned = 0
+        self._next_key = 0
+        self._wake_r, self._wake_w = self._context.Pipe(duplex=False)
+        for _ in range(self.size):
+            self._spawn()
+        self._reader = threading.Thread(target=self._read, name="audiocpp-pool-reader", daemon=True)
+        self._reader.start()
+        # every message to a worker goes through one sender thread: a SimpleQueue's put never blocks and
+        # may be called from a signal handler (Ctrl-C cancels watched jobs while the main thread sends)
+        self._outbox: queue.SimpleQueue[tuple[_Worker, tuple | None] | None] = queue.SimpleQueue()
+        self._sender = threading.Thread(target=self._deliver, name="audiocpp-pool-sender", daemon=True)
+        self._sender.start()
+
+    # -- figures ----------------------------------------------------------------------------
+    @property
+    def workers(self) -> list[str]:
+        """The names of the live workers, in the order ``submit(worker=i)`` numbers them."""
+        with self._lock:
+            return [w.name for w in self._workers]
+
+    @property
+    def active(self) -> int:
+        with self._lock:
+            return sum(len(w.jobs) for w in self._workers)
+
+    @property
+    def pids(self) -> list[int]:
+        """The process ids of the live workers (numbered as :attr:`workers`)."""
+        with self._lock:
+            return [int(w.process.pid) for w in self._workers]
+
+    def state(self, name: str) -> Any:
+        """The last value of ``probe`` in the worker ``name`` (None before its first job ended)."""
+        return self._state.get(name)
+
+    # -- submitting -------------------------------------------------------------------------
+    def submit(self, request: Any, *, task: Any = "tts", mode: Any = "offline",
+               session_options: dict[str, Any] | None = None, owner: str = "",
+               deadline_s: float | None = None, worker: int | None = None) -> Job:
+        """Send ``request`` to a worker (the ``worker``-th, else the least loaded) and return its job at
+        once; :class:`Busy` when that worker holds ``max_batch + max_queue`` requests already. Bad task,
+        mode or options end the job with the error (they are checked in the worker, with the model)."""
+        return self.submit_all([request], task=task, mode=mode, session_options=session_options, owner=owner,
+                               deadline_s=deadline_s, worker=worker)[0]
+
+    def submit_all(self, requests: Sequence[Any], *, task: Any = "tts", mode: Any = "offline",
+                   session_options: dict[str, Any] | None = None, owner: str = "",
+                   deadline_s: float | None = None, worker: int | None = None) -> list[Job]:
+        """``requests`` to one worker together (they join its batch at the same step)."""
+        if deadline_s is not None and not deadline_s > 0:
+            raise UsageError(f"a deadline must be more than 0 s (got {deadline_s:g})",
+                             hint="pass a positive number of seconds")
+        kwargs = {"task": task, "mode": mode, "session_options": session_options, "owner": owner,
+                  "deadline_s": deadline_s}
+        with self._lock:
+            if self.closed:
+                raise UsageError(f"{self.name} are closed", hint="make a new ProcessExecutor")
+            if self.load_error is not None:
+                raise self.load_error
+            if not self._workers:
+                raise UsageError(f"{self.name} have all stopped", hint="make a new ProcessExecutor")
+            chosen = (min(self._workers, key=lambda w: len(w.jobs)) if worker is None
+                      else self._workers[worker])
+            bound = None if self.max_queue is None else self.max_batch + self.max_queue
+            if bound is not None and len(chosen.jobs) + len(requests) > bound:
+                raise Busy(f"{chosen.name} is busy: it holds {len(chosen.jobs)} requests, its queue is full",
+                           retry_after=retry_after(1.0, len(chosen.jobs), self.max_batch), reason="queue",
+                           waiting=max(0, len(chosen.jobs) - self.max_batch))
+            jobs = []
+            for _ in requests:
+                key = self._next_key
+                self._next_key += 1
+                job = Job(key, owner, on_cancel=lambda j, w=chosen: self._send(w, ("cancel", j.key,
+                                                                                   j.cancelled_by)))
+                chosen.jobs[key] = job
+                jobs.append(job)
+            for job, request in zip(jobs, requests):
+                self._send(chosen, ("submit", job.key, request, kwargs))
+        return jobs
+
+    def _send(self, worker: _Worker, message: tuple | None) -> None:
+        self._outbox.put((worker, message))
+
+    def _deliver(self) -> None:
+        while (item := self._outbox.get()) is not None:
+            worker, message = item
+            try:
+                worker.conn.send(message)
+            except (OSError, ValueError):  # its pipe is closed: the reader fails its jobs
+                pass
+
+    # -- the reader -------------------------------------------------------------------------
+    def _read(self) -> None:
+        """Hand each worker's events to their jobs; notice a worker that died."""
+        while True:
+            with self._lock:
+                if self.closed and not self._workers:
+                    return
+                handles: list[Any] = [self._wake_r]
+                for w in self._workers:
+                    handles += [w.conn, w.process.sentinel]
+            for handle in wait(handles):
+                if handle is self._wake_r:
+                    try:
+                        self._wake_r.recv()
+                    except (EOFError, OSError):
+                        return
+                    continue
+                with self._lock:
+                    worker = next((w for w in self._workers if handle in (w.conn, w.process.sentinel)), None)
+                if worker is not None:
+                    self._serve(worker, handle)
+
+    def _serve(self, worker: _Worker, handle: Any) -> None:
+        try:  # what a worker sent just before it died is still read first
+            message = worker.conn.recv() if handle is worker.conn or worker.conn.poll() else None
+        except (EOFError, OSError):
+            message = None
+        if message is None:
+            self._lost(worker)
+        elif message[0] == "event":
+            _, key, event, error = message
+            with self._lock:
+                job = worker.jobs.get(key)
+                if job is not None and (error is not None or event.is_final):
+                    del worker.jobs[key]
+            if job is not None:
+                job.deliver(RowEvent(key, event, error))
+        elif message[0] == "state":
+            self._state[worker.name] = message[1]
+        elif message[0] == "ready":
+            worker.ready = True
+            if self.on_ready is not None:
+                self.on_ready(worker.name)
+        elif message[0] == "load_error":
+            with self._lock:
+                self.load_error = message[1]
+            self._lost(worker, replace=False)
+
+    def _lost(self, worker: _Worker, replace: bool = True) -> None:
+        """A worker ended: its jobs fail with :class:`WorkerDied`; it is replaced if it had loaded."""
+        worker.process.join(timeout=5)
+        code = worker.process.exitcode
+        with self._lock:
+            if not worker.ready and self.load_error is None:
+                self.load_error = WorkerDied(f"the worker process {worker.name} exited while loading the "
+                                             f"model (exit code {code})")
+            index = self._workers.index(worker) if worker in self._workers else None
+            if index is not None:
+                self._workers.remove(worker)
+            jobs, worker.jobs = list(worker.jobs.values()), {}
+            if replace and worker.ready and not self.closed:
+                self._spawn(index)
+        worker.conn.close()
+        error = self.load_error if not worker.ready and self.load_error is not None else WorkerDied(
+            f"the worker process {worker.name} died while it ran this request (exit code {code})")
+        for job in jobs:
+            job.deliver(RowEvent(job.key, error=error))
+
+    def _spawn(self, index: int | None = None) -> None:
+        """A new worker, at ``index`` (a dead one's place) or last."""
+        parent, child = self._context.Pipe()
+        self._spawned += 1
+        name = f"audiocpp-worker-{self._spawned}"
+        process = self._context.Process(target=_worker_main,
+                                        args=(child, self.load, self.max_batch, self.probe),
+                                        name=name, daemon=True)
+        process.start()
+        child.close()
+        worker = _Worker(name, process, parent)
+        self._workers.insert(len(self._workers) if index is None else index, worker)
+        try:
+            self._wake_w.send(None)  # the reader waits on the new worker's pipe too
+        except (OSError, AttributeError):
+            pass
+
+    # -- closing ----------------------------------------------------------------------------
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the workers: ask each to finish (their jobs end cancelled), then terminate those still
+        there after ``timeout`` seconds."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            workers = list(self._workers)
+        for worker in workers:
+            self._send(worker, None)
+        for worker in workers:
+            worker.process.join(timeout=timeout)
+            if worker.process.is_alive():
+                worker.process.terminate()
+                worker.process.join(timeout=5)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join()
+        self._outbox.put(None)
+        self._sender.join(timeout=10)
+        self._reader.join(timeout=10)
+        with self._lock:
+            left = [job for w in self._workers for job in w.jobs.values()]
+            self._workers.clear()
+        for job in left:
+            job.deliver(RowEvent(job.key, error=Cancelled("the worker processes were closed")))
+        self._wake_w.close()
