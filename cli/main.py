@@ -18,6 +18,8 @@ import typer
 
 from audiocpp.engine.errors import AudiocppError, UsageError
 
+from . import options as opt
+
 #: The exit status of a run whose deadline (--timeout) passed: coreutils timeout's
 TIMEOUT_EXIT = 124
 
@@ -31,13 +33,6 @@ app = typer.Typer(
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
-
-def _family_names(incomplete: str) -> list[str]:
-    """Shell completion of --family: the installed families."""
-    from audiocpp.engine.registry import families
-
-    return [name for name in sorted(families()) if name.startswith(incomplete)]
-
 
 def _print_version(value: bool) -> None:
     if value:
@@ -53,59 +48,44 @@ def synthesize(
     version: Annotated[bool, typer.Option(
         "--version", "-V", is_eager=True, callback=_print_version,
         help="Print audiocpp's version and exit.")] = False,
-    family: Annotated[str | None, typer.Option(
-        "--family", "-f", autocompletion=_family_names,
-        help="Model family (auto-detected from --model when omitted).")] = None,
-    task: Annotated[str, typer.Option(
-        "--task", help="tts, clon (voice cloning) or design (voice design).")] = "tts",
-    model: Annotated[str | None, typer.Option(
-        "--model", "-m",
-        help="Model path (package GGUF, HF folder or a family's GGUF), or a name: a Hugging Face repo id "
+    family: Annotated[str | None, opt.family()] = None,
+    task: Annotated[str, opt.task()] = "tts",
+    model: Annotated[str | None, opt.model(
+        "Model path (package GGUF, HF folder or a family's GGUF), or a name: a Hugging Face repo id "
         "(org/name) or a package id, downloaded once into the HF cache. Omit to use the family's demo "
         "model.")] = None,
-    revision: Annotated[str | None, typer.Option(
-        "--revision", help="Branch, tag or commit of a --model name.")] = None,
-    cache_dir: Annotated[Path | None, typer.Option(
-        "--cache-dir",
-        help="Hugging Face cache for --model names (default: HF_HUB_CACHE or HF_HOME/hub).")] = None,
-    codec: Annotated[Path | None, typer.Option(
-        "--codec", help="Separate codec GGUF where a family uses one (load option 'codec').")] = None,
+    revision: Annotated[str | None, opt.revision()] = None,
+    cache_dir: Annotated[Path | None, opt.cache_dir()] = None,
+    codec: Annotated[Path | None, opt.codec()] = None,
     text: Annotated[str | None, typer.Option(
         "--text", "-t", help="Text to synthesize ('-' reads stdin).")] = None,
     text_file: Annotated[Path | None, typer.Option(
         "--text-file", help="Read the text from a UTF-8 file.")] = None,
-    voice_ref: Annotated[Path | None, typer.Option(
-        "--voice-ref",
-        help="Reference audio for cloning (wav/flac/ogg/mp3; any rate, stereo is mixed down).")] = None,
-    reference_text: Annotated[str | None, typer.Option(
-        "--reference-text", help="Transcript of --voice-ref.")] = None,
-    instruct: Annotated[str | None, typer.Option("--instruct", help="Voice design description.")] = None,
-    language: Annotated[str | None, typer.Option("--language", help="Language name or code.")] = None,
-    voice: Annotated[str | None, typer.Option(
-        "--voice", help="A named voice of the model (`audiocpp voices`), or a mix: 'jf_alpha(2)+jm_kumo(1)' "
-        "(request option 'voice'; Kokoro).")] = None,
+    voice_ref: Annotated[Path | None, opt.voice_ref()] = None,
+    reference_text: Annotated[str | None, opt.reference_text()] = None,
+    instruct: Annotated[str | None, opt.instruct()] = None,
+    language: Annotated[str | None, opt.language()] = None,
+    voice: Annotated[str | None, opt.voice()] = None,
     phonemes: Annotated[str | None, typer.Option(
         "--phonemes", help="Speak this phoneme string (IPA in the model's vocabulary) instead of --text: no "
         "text-to-phoneme step (request option 'phonemes'; Kokoro).")] = None,
-    speed: Annotated[float | None, typer.Option(
-        "--speed", help="Speaking rate, >1 faster (request option 'speed').")] = None,
+    speed: Annotated[float | None, opt.speed()] = None,
     captions: Annotated[Path | None, typer.Option(
         "--captions", help="Write word-level captions (.srt or .vtt) of the output, where the family times "
         "its words (Kokoro).")] = None,
     timestamps: Annotated[Path | None, typer.Option(
         "--timestamps", help="Write each word's start and end (seconds) as JSON, where the family times its "
         "words (Kokoro).")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Random seed (request option 'seed').")] = None,
+    seed: Annotated[int | None, opt.seed()] = None,
     mode: Annotated[str, typer.Option("--mode", help="offline or streaming.")] = "offline",
     out: Annotated[Path | None, typer.Option(
         "--out", "-o",
         help="Output audio file (the final audio in streaming mode); '-' writes to stdout (streamed as it "
         "is generated in streaming mode; everything else goes to stderr).")] = None,
-    out_dir: Annotated[Path | None, typer.Option(
-        "--out-dir", help="Also write each streamed/long-form chunk as chunk_N.wav here.")] = None,
-    fmt: Annotated[str | None, typer.Option(
-        "--format",
-        help="wav16, wav24, wav32 (float), flac, ogg, mp3, opus (where libsndfile writes them) or pcm16 "
+    out_dir: Annotated[Path | None, opt.out_dir(
+        "Also write each streamed/long-form chunk as chunk_N.wav here.")] = None,
+    fmt: Annotated[str | None, opt.fmt(
+        "wav16, wav24, wav32 (float), flac, ogg, mp3, opus (where libsndfile writes them) or pcm16 "
         "(raw); default from --out's extension (stdout: wav16).")] = None,
     sample_rate: Annotated[int | None, typer.Option(
         "--sample-rate", help="Resample the output to this rate (Hz).")] = None,
@@ -117,29 +97,19 @@ def synthesize(
         "--stream-by-line",
         help="With --mode streaming and text on stdin: synthesize each line as it arrives (default: each "
         "sentence).")] = False,
-    voice_prompt: Annotated[Path | None, typer.Option(
-        "--voice-prompt", help="Reuse a prepared voice prompt saved with --voice-prompt-out.")] = None,
+    voice_prompt: Annotated[Path | None, opt.voice_prompt()] = None,
     voice_prompt_out: Annotated[Path | None, typer.Option(
         "--voice-prompt-out", help="Save the prepared voice prompt of this request.")] = None,
-    request_option: Annotated[list[str] | None, typer.Option(
-        "--request-option", "-r", help="Request option key=value (repeatable).")] = None,
-    session_option: Annotated[list[str] | None, typer.Option(
-        "--session-option", "-s", help="Session option family.key=value (repeatable).")] = None,
-    load_option: Annotated[list[str] | None, typer.Option(
-        "--load-option", "-l", help="Load option key=value (repeatable).")] = None,
-    device: Annotated[str | None, typer.Option(
-        "--device",
-        help="cpu (the default, or $AUDIOCPP_DEVICE), cuda, cuda:N, mps or auto (the best this machine "
-        "has). Load option 'device'.")] = None,
+    request_option: Annotated[list[str] | None, opt.request_option()] = None,
+    session_option: Annotated[list[str] | None, opt.session_option()] = None,
+    load_option: Annotated[list[str] | None, opt.load_option()] = None,
+    device: Annotated[str | None, opt.device()] = None,
     metrics: Annotated[bool, typer.Option(
         "--metrics", help="Print wall time, RTF, time to first audio and peak RSS.")] = False,
-    progress: Annotated[bool | None, typer.Option(
-        "--progress/--no-progress",
-        help="Progress bar on stderr (default: when stderr is a terminal).")] = None,
-    timeout: Annotated[float | None, typer.Option(
-        "--timeout", min=0.001, metavar="SECONDS",
-        help="Cancel the synthesis after this many seconds (from when it is queued; the load is not "
-        "counted): an error, exit 124, nothing written.")] = None,
+    progress: Annotated[bool | None, opt.progress()] = None,
+    timeout: Annotated[float | None, opt.timeout(
+        "Cancel the synthesis after this many seconds (from when it is queued; the load is not "
+        "counted): an error, exit 124, nothing written.", minimum=0.001)] = None,
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
@@ -158,18 +128,9 @@ def synthesize(
     run_request(args)
 
 
-def _add_codec_commands() -> None:
-    from .codec_cmd import codec_app
-
-    app.add_typer(codec_app, name="codec")
-
-
-_add_codec_commands()
-
-
 @app.command("families")
 def families_cmd(
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: Annotated[bool, opt.json_output()] = False,
 ) -> None:
     """List installed families: status, tasks, modes, languages (reads specs only)."""
     from .listing import print_families
@@ -179,8 +140,8 @@ def families_cmd(
 
 @app.command("options")
 def options_cmd(
-    family: Annotated[str, typer.Option("--family", "-f", help="Family whose options to list.")],
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    family: Annotated[str, opt.family("Family whose options to list.")],
+    as_json: Annotated[bool, opt.json_output()] = False,
 ) -> None:
     """Print a family's request, session and load options from its spec."""
     from audiocpp.engine.registry import get_family
@@ -195,11 +156,9 @@ def options_cmd(
 
 @app.command("voices")
 def voices_cmd(
-    model: Annotated[str | None, typer.Option(
-        "--model", "-m", help="Model path or name (default: the default model).")] = None,
-    family: Annotated[str | None, typer.Option(
-        "--family", "-f", help="Family (its default/demo model).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    model: Annotated[str | None, opt.model("Model path or name (default: the default model).")] = None,
+    family: Annotated[str | None, opt.family("Family (its default/demo model).")] = None,
+    as_json: Annotated[bool, opt.json_output()] = False,
 ) -> None:
     """List a model's named voices (--voice) with their languages; mixes: 'a(2)+b(1)'."""
     from .listing import print_voices
@@ -210,31 +169,13 @@ def voices_cmd(
 @app.command("inspect")
 def inspect_cmd(
     path: Annotated[Path, typer.Argument(help="A GGUF file or model folder.")],
-    family: Annotated[str | None, typer.Option("--family", "-f")] = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    family: Annotated[str | None, opt.family()] = None,
+    as_json: Annotated[bool, opt.json_output()] = False,
 ) -> None:
     """Show family, spec summary, namespaces, tensor counts by dtype and embedded files."""
     from .listing import print_inspection
 
     print_inspection(path, family, as_json)
-
-
-@app.command("batch", add_help_option=False,
-             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def batch_cmd(ctx: typer.Context) -> None:
-    """Synthesize every line of a JSONL manifest, locally or on Ray (`audiocpp batch --help`)."""
-    from audiocpp.batch.cli import main as batch_main
-
-    batch_main(list(ctx.args))
-
-
-@app.command("book", add_help_option=False,
-             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def book_cmd(ctx: typer.Context) -> None:
-    """Turn an EPUB, Markdown or text file into a chaptered audiobook (`audiocpp book --help`)."""
-    from audiocpp.book.cli import main as book_main
-
-    book_main(list(ctx.args))
 
 
 @app.command("package")
@@ -245,14 +186,14 @@ def package_cmd(
         help="ns=PATH, or a model folder/file the spec's sources map to namespaces (repeatable).")],
     spec: Annotated[Path | None, typer.Option(
         "--spec", help="Model spec JSON (default: the family's built-in spec).")] = None,
-    family: Annotated[str | None, typer.Option(
-        "--family", "-f", help="Family (default: the spec's family, or detected from the input).")] = None,
+    family: Annotated[str | None, opt.family(
+        "Family (default: the spec's family, or detected from the input).")] = None,
     weight_type: Annotated[str, typer.Option(
         "--type", help="f32, f16, bf16, q8_0, q4_0 (float tensors of safe shape only).")] = "f32",
     keep_type: Annotated[list[str] | None, typer.Option(
         "--keep-type",
         help="'ns/glob=type' overrides, e.g. 'audio_tokenizer_weights/*=f32' (repeatable).")] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing output file.")] = False,
+    overwrite: Annotated[bool, opt.overwrite("Replace an existing output file.")] = False,
 ) -> None:
     """Build an audio.cpp-compatible package GGUF from upstream weights."""
     from audiocpp.engine.packaging.cli import package_from_cli
@@ -265,17 +206,15 @@ def package_cmd(
 def download_cmd(
     name: Annotated[str | None, typer.Argument(
         help="A Hugging Face repo id (org/name[@revision], or org/name/FILE.gguf) or a package id.")] = None,
-    revision: Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit.")] = None,
-    cache_dir: Annotated[Path | None, typer.Option(
-        "--cache-dir", help="Hugging Face cache folder (default: HF_HUB_CACHE or HF_HOME/hub).")] = None,
-    family: Annotated[str | None, typer.Option(
-        "--family", "-f", help="Fetch only the files this family reads.")] = None,
+    revision: Annotated[str | None, opt.revision("Branch, tag or commit.")] = None,
+    cache_dir: Annotated[Path | None, opt.cache_dir(
+        "Hugging Face cache folder (default: HF_HUB_CACHE or HF_HOME/hub).")] = None,
+    family: Annotated[str | None, opt.family("Fetch only the files this family reads.")] = None,
     list_: Annotated[bool, typer.Option(
         "--list", help="List the package ids of the installed specs: size, cached or not.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    progress: Annotated[bool | None, typer.Option(
-        "--progress/--no-progress",
-        help="Progress bars on stderr (default: when stderr is a terminal).")] = None,
+    as_json: Annotated[bool, opt.json_output()] = False,
+    progress: Annotated[bool | None, opt.progress(
+        "Progress bars on stderr (default: when stderr is a terminal).")] = None,
 ) -> None:
     """Download a model by name into the Hugging Face cache (only the files a family reads)."""
     from .download import download_from_cli
@@ -286,7 +225,7 @@ def download_cmd(
 
 @app.command("kernels")
 def kernels_cmd(
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: Annotated[bool, opt.json_output()] = False,
     verbose: Annotated[bool, typer.Option(
         "--verbose", help="Say which kernel is building and, for a failure, the compiler's output.")] = False,
 ) -> None:
@@ -296,133 +235,18 @@ def kernels_cmd(
     raise typer.Exit(kernels_from_cli(as_json=as_json, verbose=verbose))
 
 
-@app.command("serve")
-def serve_cmd(
-    model: Annotated[list[str] | None, typer.Option(
-        "--model", "-m",
-        help="Model to serve: PATH or NAME=PATH (repeatable; requests pick it by name). "
-        "Omit to serve the demo model.")] = None,
-    family: Annotated[str | None, typer.Option(
-        "--family", "-f", help="Family of the models (auto-detected when omitted).")] = None,
-    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
-    session_option: Annotated[list[str] | None, typer.Option(
-        "--session-option", "-s",
-        help="Session option family.key=value for every request (repeatable).")] = None,
-    load_option: Annotated[list[str] | None, typer.Option(
-        "--load-option", "-l", help="Load option [family.]key=value (repeatable).")] = None,
-    voices_dir: Annotated[Path | None, typer.Option(
-        "--voices-dir", help="Where uploaded voices are kept (default: ~/.cache/audiocpp/voices).")] = None,
-    max_batch: Annotated[int | None, typer.Option(
-        "--max-batch",
-        help="Requests per model synthesized together, as rows of one batch (1: one at a time); "
-        "default: what batching gains for the family on its device (8; OmniVoice on the CPU 1, "
-        "docs/batching.md); more than a family's smaller size is capped to it, with a notice.")] = None,
-    max_batch_force: Annotated[bool, typer.Option(
-        "--max-batch-force", help="Take --max-batch as given, even above what batching gains for the "
-        "family on its device.")] = False,
-    batch_window_ms: Annotated[float, typer.Option(
-        "--batch-window-ms",
-        help="How long an idle model waits for more requests to start a batch with.")] = 20.0,
-    max_concurrency: Annotated[int | None, typer.Option(
-        "--max-concurrency",
-        help="Requests per model synthesizing at once, as rows of its batch (at most --max-batch); "
-        "default: --max-batch.")] = None,
-    max_queue: Annotated[int, typer.Option(
-        "--max-queue", help="Requests per model that may wait; beyond, 429 at once.")] = 8,
-    max_input_chars: Annotated[int, typer.Option(
-        "--max-input-chars", help="Longest input text accepted.")] = 4096,
-    max_body_mb: Annotated[float, typer.Option(
-        "--max-body-mb", help="Largest request body (voice uploads included), MiB.")] = 16.0,
-    log_level: Annotated[str, typer.Option(
-        "--log-level", help="uvicorn log level (info adds uvicorn's own line per request).")] = "warning",
-    quiet: Annotated[bool, typer.Option(
-        "--quiet", "-q", help="No line per request on the terminal.")] = False,
-    wyoming_port: Annotated[int | None, typer.Option(
-        "--wyoming-port", help="Also serve the Wyoming protocol (Home Assistant) on this TCP port.")] = None,
-    wyoming_seed: Annotated[int | None, typer.Option(
-        "--wyoming-seed", help="Seed of every Wyoming synthesis (Wyoming sends none; default: a fresh one "
-        "per sentence), for the same audio each time.")] = None,
-    http: Annotated[bool, typer.Option(
-        "--http/--no-http", help="Serve HTTP (--no-http: Wyoming only).")] = True,
-    wyoming_host: Annotated[str | None, typer.Option(
-        "--wyoming-host", help="Address Wyoming listens on (default 127.0.0.1; Wyoming has no "
-        "authentication).")] = None,
-    api_key: Annotated[list[str] | None, typer.Option(
-        "--api-key", help="A key clients must send (Authorization: Bearer KEY); repeatable; LABEL:KEY names "
-        "it (docs/server.md, Security).")] = None,
-    api_keys_file: Annotated[Path | None, typer.Option(
-        "--api-keys-file", help="Keys, one a line (LABEL:KEY, admin:KEY, # comments); reloaded on "
-        "SIGHUP.")] = None,
-    admin_key: Annotated[list[str] | None, typer.Option(
-        "--admin-key", help="A key that also lists and deletes every key's voices (repeatable).")] = None,
-    insecure_no_auth: Annotated[bool, typer.Option(
-        "--insecure-no-auth", help="Listen beyond this machine without keys, on purpose.")] = False,
-    metrics_public: Annotated[bool, typer.Option(
-        "--metrics-public", help="Serve /metrics to every client (default: this machine and admin "
-        "keys).")] = False,
-    max_voices_per_key: Annotated[int, typer.Option(
-        "--max-voices-per-key", help="Stored voices one key may keep.")] = 32,
-    rate_limit: Annotated[str | None, typer.Option(
-        "--rate-limit", help="Requests per key, e.g. 60/min (429 with Retry-After beyond).")] = None,
-    audio_limit: Annotated[str | None, typer.Option(
-        "--audio-limit", help="Seconds of audio synthesized per key, e.g. 3600/day.")] = None,
-    max_queue_per_key: Annotated[int | None, typer.Option(
-        "--max-queue-per-key", help="Requests of one key that may wait per model (default: half of "
-        "--max-queue).")] = None,
-    ssl_certfile: Annotated[Path | None, typer.Option(
-        "--ssl-certfile", help="Serve HTTPS and WSS with this PEM certificate (with --ssl-keyfile).")] = None,
-    ssl_keyfile: Annotated[Path | None, typer.Option(
-        "--ssl-keyfile", help="The PEM private key of --ssl-certfile.")] = None,
-    access_log: Annotated[str | None, typer.Option(
-        "--access-log", help="One JSON line per request to FILE (- for stdout); reopened on SIGHUP.")] = None,
-    log_text: Annotated[bool, typer.Option(
-        "--log-text", help="Also write the text of each request into the access log.")] = False,
-    ray: Annotated[bool, typer.Option(
-        "--ray", help="Serve as a Ray Serve application on a local Ray instance (pip install "
-        "'audiocpp[ray]'; docs/server.md, On a Ray cluster).")] = False,
-    ray_address: Annotated[str | None, typer.Option(
-        "--ray-address", help="Serve on the Ray cluster at this address (HEAD:6379).")] = None,
-    replicas: Annotated[int | None, typer.Option(
-        "--replicas", help="Ray Serve replicas of each model, each loading it once (default 1).")] = None,
-    autoscale: Annotated[str | None, typer.Option(
-        "--autoscale", help="MIN:MAX replicas of each model, scaled by Ray Serve on requests in progress "
-        "(target: --max-batch per replica).")] = None,
-    num_cpus: Annotated[float | None, typer.Option(
-        "--num-cpus", help="CPUs each replica reserves on Ray (default 1).")] = None,
-    num_gpus: Annotated[float, typer.Option(
-        "--num-gpus", help="GPUs each replica reserves on Ray (default 0).")] = 0.0,
-    print_config: Annotated[bool, typer.Option(
-        "--print-config", help="With --ray: write the Ray Serve config file (serve run / serve deploy / "
-        "KubeRay) and exit.")] = False,
-    drain_s: Annotated[float, typer.Option(
-        "--drain-s", help="At Ctrl-C or SIGTERM, seconds requests in progress may take to finish.")] = 5.0,
-) -> None:
-    """Serve models over HTTP: OpenAI's /v1/audio/speech, stored voices, metrics and a playground page."""
-    from audiocpp.server.cli import ServeArgs, check_ray, on_ray, serve
+def _add_subcommands() -> None:
+    """The subcommands declared in their own modules (their flags: cli/options.py where shared)."""
+    from . import batch_cmd, book_cmd, serve_cmd
+    from .codec_cmd import codec_app
 
-    args = ServeArgs(models=model or [], family=family, host=host, port=port,
-                    session_options=session_option or [], load_options=load_option or [],
-                    voices_dir=voices_dir, max_concurrency=max_concurrency,
-                    max_queue=max_queue, max_batch=max_batch, max_batch_force=max_batch_force,
-                    batch_window_ms=batch_window_ms, quiet=quiet,
-                    max_input_chars=max_input_chars, max_body_mb=max_body_mb, log_level=log_level,
-                    wyoming_port=wyoming_port, wyoming_seed=wyoming_seed, http=http,
-                    wyoming_host=wyoming_host, api_keys=api_key or [], api_keys_file=api_keys_file,
-                    admin_keys=admin_key or [], insecure_no_auth=insecure_no_auth,
-                    metrics_public=metrics_public, max_voices_per_key=max_voices_per_key,
-                    rate_limit=rate_limit, audio_limit=audio_limit, max_queue_per_key=max_queue_per_key,
-                    ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, access_log=access_log,
-                    log_text=log_text, ray=ray, ray_address=ray_address, replicas=replicas,
-                    autoscale=autoscale, num_cpus=num_cpus, num_gpus=num_gpus, print_config=print_config,
-                    drain_s=drain_s)
-    if on_ray(args):  # Ray Serve's app imports ray: checked first, so a missing extra is one usage error
-        check_ray(args)
-        from audiocpp.server.ray_serve import serve_on_ray
+    app.add_typer(codec_app, name="codec")
+    app.command("batch", help=batch_cmd.HELP, short_help=batch_cmd.SHORT_HELP)(batch_cmd.batch)
+    app.command("book", help=book_cmd.HELP, short_help=book_cmd.SHORT_HELP)(book_cmd.book)
+    app.command("serve")(serve_cmd.serve)
 
-        serve_on_ray(args)
-        return
-    serve(args)
+
+_add_subcommands()
 
 
 def _family_help(argv: list[str]) -> str | None:

@@ -1,7 +1,8 @@
 """``audiocpp book``: its flags, then :class:`~audiocpp.book.job.Book` (``--list``, ``--check`` and the job).
 
-The flags that mean what they mean for ``audiocpp`` keep its names. The summary of a run is printed on
-stdout as ``key=value`` lines (chapters, chunks, synthesized, reused, audio_s, the timings, outputs).
+The flags that mean what they mean for ``audiocpp`` keep its names (cli/options.py). The summary of a
+run is printed on stdout as ``key=value`` lines (chapters, chunks, synthesized, reused, audio_s, the
+timings, outputs).
 """
 
 from __future__ import annotations
@@ -12,19 +13,14 @@ from typing import Annotated
 
 import typer
 
-app = typer.Typer(
-    add_completion=False,
-    context_settings={"help_option_names": ["--help", "-h"]},
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-)
+from . import options as opt
 
-
-@app.command(
-    help="Turn an EPUB, Markdown, HTML or text file into a chaptered audiobook: an .m4b with chapter "
+SHORT_HELP = "Turn an EPUB, Markdown or text file into a chaptered audiobook."
+HELP = ("Turn an EPUB, Markdown, HTML or text file into a chaptered audiobook: an .m4b with chapter "
     "marks (or one file per chapter), sentence captions, a read-along EPUB (word by word where the model "
-    "times its words), ACX-ready loudness. Without --model: the default model (Kokoro). See docs/book.md."
-)
+    "times its words), ACX-ready loudness. Without --model: the default model (Kokoro). See docs/book.md.")
+
+
 def book(
     input: Annotated[
         Path,
@@ -36,77 +32,29 @@ def book(
         Path | None,
         typer.Option("--out", "-o", help="The audiobook: an .m4b (AAC with chapter marks, tags and cover)."),
     ] = None,
-    out_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--out-dir", help="Instead of --out: one file per chapter in this folder, and an .m3u playlist."
-        ),
-    ] = None,
-    fmt: Annotated[
-        str | None,
-        typer.Option("--format", help="With --out-dir: mp3 (default; 192 kbps CBR), opus, flac or wav."),
-    ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model",
-            "-m",
-            help="Model path or name, as for `audiocpp`; omit for the default model (Kokoro), or with "
-            "--family for that family's demo model.",
-        ),
-    ] = None,
-    family: Annotated[
-        str | None,
-        typer.Option("--family", "-f", help="Model family (auto-detected from --model when omitted)."),
-    ] = None,
-    revision: Annotated[
-        str | None, typer.Option("--revision", help="Branch, tag or commit of a --model name.")
-    ] = None,
-    cache_dir: Annotated[
-        Path | None, typer.Option("--cache-dir", help="Hugging Face cache for --model names.")
-    ] = None,
-    codec: Annotated[
-        Path | None,
-        typer.Option("--codec", help="Separate codec GGUF where a family uses one (load option 'codec')."),
-    ] = None,
-    device: Annotated[
-        str | None,
-        typer.Option("--device", help="cpu (default), cuda, cuda:N, mps or auto (load option 'device')."),
-    ] = None,
-    voice_ref: Annotated[
-        Path | None, typer.Option("--voice-ref", help="The narrator: reference audio every chunk clones.")
-    ] = None,
-    reference_text: Annotated[
-        str | None, typer.Option("--reference-text", help="Transcript of --voice-ref.")
-    ] = None,
-    voice_prompt: Annotated[
-        Path | None,
-        typer.Option(
-            "--voice-prompt", help="The narrator: a saved voice prompt (--voice-prompt-out, `codec encode`)."
-        ),
-    ] = None,
-    instruct: Annotated[
-        str | None,
-        typer.Option(
-            "--instruct", help="Design the narrator from a description (families with voice design)."
-        ),
-    ] = None,
-    voice: Annotated[
-        str | None,
-        typer.Option(
-            "--voice",
-            help="The narrator: a named voice of the model (`audiocpp voices`), or a mix "
-            "'jf_alpha(2)+jm_kumo(1)' (families with named voices: Kokoro; default: the model's default "
-            "voice).",
-        ),
-    ] = None,
-    language: Annotated[str | None, typer.Option("--language", help="Language name or code.")] = None,
-    seed: Annotated[
-        int | None,
-        typer.Option(
-            "--seed", help="Seed of every chunk (default: one drawn once and kept in the work folder)."
-        ),
-    ] = None,
+    out_dir: Annotated[Path | None, opt.out_dir(
+        "Instead of --out: one file per chapter in this folder, and an .m3u playlist.")] = None,
+    fmt: Annotated[str | None, opt.fmt(
+        "With --out-dir: mp3 (default; 192 kbps CBR), opus, flac or wav.")] = None,
+    model: Annotated[str | None, opt.model()] = None,
+    family: Annotated[str | None, opt.family()] = None,
+    revision: Annotated[str | None, opt.revision()] = None,
+    cache_dir: Annotated[Path | None, opt.cache_dir()] = None,
+    codec: Annotated[Path | None, opt.codec()] = None,
+    device: Annotated[str | None, opt.device()] = None,
+    voice_ref: Annotated[Path | None, opt.voice_ref(
+        "The narrator: reference audio every chunk clones.")] = None,
+    reference_text: Annotated[str | None, opt.reference_text()] = None,
+    voice_prompt: Annotated[Path | None, opt.voice_prompt(
+        "The narrator: a saved voice prompt (--voice-prompt-out, `codec encode`).")] = None,
+    instruct: Annotated[str | None, opt.instruct(
+        "Design the narrator from a description (families with voice design).")] = None,
+    voice: Annotated[str | None, opt.voice(
+        "The narrator: a named voice of the model (`audiocpp voices`), or a mix 'jf_alpha(2)+jm_kumo(1)' "
+        "(families with named voices: Kokoro; default: the model's default voice).")] = None,
+    language: Annotated[str | None, opt.language()] = None,
+    seed: Annotated[int | None, opt.seed(
+        "Seed of every chunk (default: one drawn once and kept in the work folder).")] = None,
     voice_continuity: Annotated[
         str,
         typer.Option(
@@ -115,17 +63,10 @@ def book(
             "none: every chunk is its own request.",
         ),
     ] = "auto",
-    request_option: Annotated[
-        list[str] | None,
-        typer.Option("--request-option", "-r", help="Request option key=value of every chunk (repeatable)."),
-    ] = None,
-    session_option: Annotated[
-        list[str] | None,
-        typer.Option("--session-option", "-s", help="Session option family.key=value (repeatable)."),
-    ] = None,
-    load_option: Annotated[
-        list[str] | None, typer.Option("--load-option", "-l", help="Load option key=value (repeatable).")
-    ] = None,
+    request_option: Annotated[list[str] | None, opt.request_option("Request option key=value of every chunk "
+            "(repeatable).")] = None,
+    session_option: Annotated[list[str] | None, opt.session_option()] = None,
+    load_option: Annotated[list[str] | None, opt.load_option()] = None,
     chapters: Annotated[
         str | None,
         typer.Option("--chapters", help="Chapters to make, e.g. 3-5,8 (numbers as --list shows them)."),
@@ -142,33 +83,19 @@ def book(
             "--check", help="Report INPUT's loudness, peaks and noise floor per chapter against ACX's rules."
         ),
     ] = False,
-    batch_size: Annotated[
-        int | None,
-        typer.Option(
-            "--batch-size",
-            help="Chunks synthesized together as rows of one batch (default: the family's on its "
-            "device: 8; OmniVoice on the CPU 1, docs/batching.md).",
-        ),
-    ] = None,
-    threads: Annotated[int | None, typer.Option("--threads", help="Torch threads (Ray: per actor).")] = None,
-    timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--timeout",
-            metavar="SECONDS",
-            help="Seconds each chunk may take from when it is queued; one that takes longer fails the run "
-            "(the chunks done are kept for the next).",
-        ),
-    ] = None,
-    ray: Annotated[bool, typer.Option("--ray", help="Synthesize on a local Ray instance.")] = False,
-    ray_address: Annotated[
-        str | None, typer.Option("--ray-address", help="Synthesize on the Ray cluster at this address.")
-    ] = None,
-    workers: Annotated[
-        int, typer.Option("--workers", "-w", help="Ray actors, each loading the model once.")
-    ] = 1,
-    num_cpus: Annotated[float, typer.Option("--num-cpus", help="Ray: CPUs reserved per actor.")] = 1.0,
-    num_gpus: Annotated[float, typer.Option("--num-gpus", help="Ray: GPUs reserved per actor.")] = 0.0,
+    batch_size: Annotated[int | None, opt.batch_size(
+        "Chunks synthesized together as rows of one batch (default: the family's on its device: 8; "
+        "OmniVoice on the CPU 1, docs/batching.md).")] = None,
+    threads: Annotated[int | None, opt.threads("Torch threads (Ray: per actor).")] = None,
+    timeout: Annotated[float | None, opt.timeout(
+        "Seconds each chunk may take from when it is queued; one that takes longer fails the run (the chunks "
+        "done are kept for the next).")] = None,
+    ray: Annotated[bool, opt.ray("Synthesize on a local Ray instance.")] = False,
+    ray_address: Annotated[str | None, opt.ray_address(
+        "Synthesize on the Ray cluster at this address.")] = None,
+    workers: Annotated[int, opt.workers("Ray actors, each loading the model once.")] = 1,
+    num_cpus: Annotated[float, opt.num_cpus()] = 1.0,
+    num_gpus: Annotated[float, opt.num_gpus()] = 0.0,
     work_dir: Annotated[
         Path | None,
         typer.Option(
@@ -244,18 +171,15 @@ def book(
             help="Also write an EPUB 3 with Media Overlays: the text highlighted as it is read.",
         ),
     ] = None,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="No progress bar and no notes on stderr.")
-    ] = False,
+    quiet: Annotated[bool, opt.quiet("No progress bar and no notes on stderr.")] = False,
 ) -> None:
+    from audiocpp.book.job import Book
+    from audiocpp.book.listing import list_chapters
+    from audiocpp.book.settings import BookSettings, check_settings
     from audiocpp.engine.spec.options import parse_key_values
 
-    from .job import Book
-    from .listing import list_chapters
-    from .settings import BookSettings, check_settings
-
     if check:
-        from .check import run_check
+        from audiocpp.book.check import run_check
 
         run_check(input)
         return
@@ -316,8 +240,3 @@ def book(
     for key, value in result.summary().items():
         print(f"{key}={value}")
     sys.stdout.flush()
-
-
-def main(argv: list[str]) -> None:
-    """Entry from ``audiocpp book ...`` (cli/main.py passes the remaining arguments)."""
-    app(args=argv, prog_name="audiocpp book")

@@ -1,7 +1,6 @@
-"""``audiocpp batch``: its flags, and the job from manifest check to summary.
+"""``audiocpp batch``'s job, from manifest check to summary (its flags: cli/batch_cmd.py).
 
-The flags that mean what they mean for ``audiocpp`` keep its names and become every item's
-defaults. The job checks the whole manifest, skips what an earlier run finished, runs the rest
+The job checks the whole manifest, skips what an earlier run finished, runs the rest
 on local worker processes or on Ray, and prints a summary (key=value lines on stdout).
 """
 
@@ -12,9 +11,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 from audiocpp.engine.errors import AudiocppError, UsageError
 
@@ -22,9 +19,6 @@ from .manifest import FORMAT_EXT, Defaults, Item, read_manifest
 from .output import OutputDir
 from .progress import BatchProgress
 from .synth import Done, JobSpec
-
-app = typer.Typer(add_completion=False, context_settings={"help_option_names": ["--help", "-h"]},
-                  rich_markup_mode=None, pretty_exceptions_enable=False)
 
 
 @dataclass
@@ -36,6 +30,7 @@ class BatchArgs:
     revision: str | None = None
     cache_dir: Path | None = None
     codec: Path | None = None
+    device: str | None = None  # load option 'device'
     defaults: Defaults = field(default_factory=Defaults)
     request_options: list[str] = field(default_factory=list)
     session_options: list[str] = field(default_factory=list)
@@ -51,98 +46,6 @@ class BatchArgs:
     num_gpus: float = 0.0
     batch_size: int | None = None  # default: per family and device (FamilyPlugin.max_batch)
     timeout: float | None = None  # seconds each item may take (its job's deadline)
-
-
-@app.command(help="Synthesize every line of a JSONL manifest into --out-dir, on local worker processes "
-             "or on Ray. Lines: {\"id\", \"text\", and optionally task, voice_ref, reference_text, "
-             "voice_prompt, voice, speed, phonemes, instruct, language, seed, options, out}; flags give the "
-             "defaults. Without --model: the default model (Kokoro). See docs/batch.md.")
-def batch(
-    manifest: Annotated[Path, typer.Argument(help="JSONL manifest, one utterance a line.")],
-    out_dir: Annotated[Path | None, typer.Option(
-        "--out-dir", "-o",
-        help="Folder for <id>.<ext> files and manifest.jsonl (created if missing).")] = None,
-    family: Annotated[str | None, typer.Option(
-        "--family", "-f", help="Model family (auto-detected from --model when omitted).")] = None,
-    model: Annotated[str | None, typer.Option(
-        "--model", "-m",
-        help="Model path, or a name (Hugging Face repo id or package id) as for `audiocpp`; omit for the "
-        "default model (Kokoro, as `audiocpp`), or with --family for that family's demo model.")] = None,
-    revision: Annotated[str | None, typer.Option(
-        "--revision", help="Branch, tag or commit of a --model name.")] = None,
-    cache_dir: Annotated[Path | None, typer.Option(
-        "--cache-dir", help="Hugging Face cache for --model names.")] = None,
-    codec: Annotated[Path | None, typer.Option(
-        "--codec", help="Separate codec GGUF where a family uses one (load option 'codec').")] = None,
-    task: Annotated[str, typer.Option("--task", help="Default task: tts, clon or design.")] = "tts",
-    voice_ref: Annotated[Path | None, typer.Option(
-        "--voice-ref", help="Default reference audio (field voice_ref).")] = None,
-    reference_text: Annotated[str | None, typer.Option(
-        "--reference-text", help="Default transcript of the reference.")] = None,
-    voice_prompt: Annotated[Path | None, typer.Option(
-        "--voice-prompt", help="Default saved voice prompt (field voice_prompt).")] = None,
-    voice: Annotated[str | None, typer.Option(
-        "--voice", help="Default named voice of the model, or a mix 'jf_alpha(2)+jm_kumo(1)' (field voice; "
-        "Kokoro: `audiocpp voices`).")] = None,
-    speed: Annotated[float | None, typer.Option(
-        "--speed", help="Default speaking rate, >1 faster (field speed; families with the option).")] = None,
-    instruct: Annotated[str | None, typer.Option(
-        "--instruct", help="Default voice design description.")] = None,
-    language: Annotated[str | None, typer.Option("--language", help="Default language name or code.")] = None,
-    seed: Annotated[int | None, typer.Option(
-        "--seed", help="Default seed (unset: a random seed per item, recorded in its row).")] = None,
-    fmt: Annotated[str | None, typer.Option(
-        "--format", help="wav16 (default), wav24, wav32, flac or ogg.")] = None,
-    request_option: Annotated[list[str] | None, typer.Option(
-        "--request-option", "-r", help="Default request option key=value (repeatable).")] = None,
-    session_option: Annotated[list[str] | None, typer.Option(
-        "--session-option", "-s", help="Session option family.key=value (repeatable).")] = None,
-    load_option: Annotated[list[str] | None, typer.Option(
-        "--load-option", "-l", help="Load option key=value (repeatable).")] = None,
-    workers: Annotated[int, typer.Option(
-        "--workers", "-w", help="Worker processes (Ray: actors), each loading the model once.")] = 1,
-    threads: Annotated[int | None, typer.Option(
-        "--threads", help="Torch threads per worker (default: cores / workers; Ray: --num-cpus).")] = None,
-    overwrite: Annotated[bool, typer.Option(
-        "--overwrite", help="Redo items an earlier run finished.")] = False,
-    check: Annotated[bool, typer.Option(
-        "--check", help="Only check the manifest (every line) and exit.")] = False,
-    progress: Annotated[bool | None, typer.Option(
-        "--progress/--no-progress",
-        help="Progress bar on stderr (default: when stderr is a terminal).")] = None,
-    ray: Annotated[bool, typer.Option(
-        "--ray", help="Run on a local Ray instance (pip install 'audiocpp[ray]').")] = False,
-    ray_address: Annotated[str | None, typer.Option(
-        "--ray-address", help="Run on the Ray cluster at this address.")] = None,
-    num_cpus: Annotated[float, typer.Option("--num-cpus", help="Ray: CPUs reserved per actor.")] = 1.0,
-    num_gpus: Annotated[float, typer.Option("--num-gpus", help="Ray: GPUs reserved per actor.")] = 0.0,
-    batch_size: Annotated[int | None, typer.Option(
-        "--batch-size",
-        help="Items each worker synthesizes together, as rows of one batch (Ray: items per actor call); "
-        "1: one at a time; default: what batching gains for the family on its device (8; OmniVoice on "
-        "the CPU 1, docs/batching.md).")] = None,
-    timeout: Annotated[float | None, typer.Option(
-        "--timeout", metavar="SECONDS",
-        help="Seconds each item may take from when its worker queues it; one that takes longer is "
-        "cancelled and recorded as failed (the others go on).")] = None,
-) -> None:
-    defaults = Defaults(task=task, voice_ref=voice_ref, reference_text=reference_text,
-                        voice_prompt=voice_prompt, voice=voice, speed=speed, instruct=instruct,
-                        language=language, seed=seed, fmt=fmt)
-    args = BatchArgs(
-        manifest=manifest, out_dir=out_dir, family=family, model=model, revision=revision,
-        cache_dir=cache_dir, codec=codec, defaults=defaults,
-        request_options=request_option or [], session_options=session_option or [],
-        load_options=load_option or [], workers=workers, threads=threads, overwrite=overwrite, check=check,
-        progress=progress, ray=ray, ray_address=ray_address, num_cpus=num_cpus, num_gpus=num_gpus,
-        batch_size=batch_size, timeout=timeout,
-    )
-    run_batch(args)
-
-
-def main(argv: list[str]) -> None:
-    """Entry from ``audiocpp batch ...`` (cli/main.py passes the remaining arguments)."""
-    app(args=argv, prog_name="audiocpp batch")
 
 
 def _cores() -> int:
@@ -212,6 +115,8 @@ def run_batch(args: BatchArgs) -> None:
     args.defaults.options = parse_key_values(args.request_options, flag="--request-option")
     if args.codec is not None:
         load_options["codec"] = str(args.codec)
+    if args.device is not None:
+        load_options["device"] = args.device
     # The loader's plan, as for `audiocpp` (a name downloaded once); the workers load what it planned.
     plan = plan_load(ModelRef(args.model, args.family, args.revision, args.cache_dir, args.progress),
                      load_options)
