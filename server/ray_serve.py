@@ -487,19 +487,13 @@ class ModelReplica(ModelActor):
                 "max_batch": self.worker.max_batch, "capacity": self.worker.capacity, "replica": self.replica,
                 "named_voices": self.served.named_voices(), "default_voices": self.served.default_voices()}
 
-    def check_language(self, value: str) -> tuple[str, str | None] | None:
-        """The family's own check of a language, as a single server makes it: (message, hint) or None."""
+    def ask(self, method: str, *args: Any) -> tuple[str, Any, Any]:
+        """One of the served model's own checks (``RemoteServedModel.ASKED``: a language as a single server
+        checks it, ``/dev/phonemize``'s text front end): ("ok", answer, None) or ("error", message, hint)."""
+        if method not in RemoteServedModel.ASKED:
+            raise AttributeError(f"a replica answers no {method!r}")
         try:
-            self.served.check_language(value)
-        except AudiocppError as error:
-            return error.message, error.hint
-        return None
-
-    def phonemize(self, text: str, language: str | None) -> tuple[str, Any, Any]:
-        """The family's text front end (``/dev/phonemize``): ("ok", result, None) or ("error", message,
-        hint)."""
-        try:
-            return "ok", self.served.phonemize(text, language), None
+            return "ok", getattr(self.served, method)(*args), None
         except AudiocppError as error:
             return "error", error.message, error.hint
 
@@ -573,6 +567,9 @@ class RemoteServedModel(ServedModel):
     """A served model whose weights are on the replicas: the ingress plans requests with what a replica
     described (:meth:`of`); languages are checked, and text phonemized, by one of them."""
 
+    #: What a replica answers for the ingress (ModelReplica.ask), its model's own checks.
+    ASKED = ("check_language", "phonemize")
+
     handle: Any = None
     _defaults: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
 
@@ -593,16 +590,18 @@ class RemoteServedModel(ServedModel):
     def default_voices(self) -> dict[str, str]:
         return dict(self._defaults)
 
-    def check_language(self, language: str) -> None:
-        failed = self.handle.check_language.remote(language).result(timeout_s=60)
-        if failed is not None:
-            raise UsageError(failed[0], hint=failed[1])
-
-    def phonemize(self, text: str, language: str | None) -> dict[str, Any]:
-        status, found, hint = self.handle.phonemize.remote(text, language).result(timeout_s=60)
+    def _ask(self, method: str, *args: Any) -> Any:
+        """A replica's answer to one of ``ASKED``; the engine's UsageError it raised, raised here."""
+        status, found, hint = self.handle.ask.remote(method, *args).result(timeout_s=60)
         if status != "ok":
             raise UsageError(found, hint=hint)
         return found
+
+    def check_language(self, language: str) -> None:
+        self._ask("check_language", language)
+
+    def phonemize(self, text: str, language: str | None) -> dict[str, Any]:
+        return self._ask("phonemize", text, language)
 
 
 def _replica_gone(error: BaseException) -> bool:
@@ -832,8 +831,7 @@ class IngressApp:
 
     def drain(self) -> int:
         """Stop taking syntheses (503 with Retry-After); returns the requests still in progress."""
-        for worker in self.state.workers.values():
-            worker.shutdown()
+        self.state.shutdown()
         return self.in_flight()
 
     def in_flight(self) -> int:
