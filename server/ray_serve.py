@@ -41,7 +41,6 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 from concurrent.futures import Future
 from pathlib import Path
 from types import SimpleNamespace
@@ -64,10 +63,11 @@ from audiocpp.engine.records import AudioBuffer, TaskResult, VoiceReference
 
 from .auth import ENV_VAR, say
 from .cli import ServeArgs, check_args, check_tls, model_worker, parse_autoscale, plan_security
-from .errors import ApiError, Busy, from_engine_error
+from .errors import ApiError, Busy
 from .metrics import Series, ServerMetrics
 from .models import ModelArg, ServedModel, plan_models
 from .scheduler import Cancelled, Job, as_asyncio
+from .service import api_error, job_items
 from .speech import SpeechPlan
 from .voices import REFERENCE_RE, StoredVoice, VoiceStore, write_private
 
@@ -423,15 +423,8 @@ def sent_plan(plan: SpeechPlan) -> SpeechPlan:
 
 
 def _error_item(error: BaseException) -> tuple:
-    if isinstance(error, Cancelled):
-        return ("cancelled",)
-    if isinstance(error, AudiocppError):
-        error = from_engine_error(error)
-    if isinstance(error, ApiError):
-        return _error_tuple(error)
-    print(f"audiocpp serve: internal error: {type(error).__name__}: {error}", file=sys.stderr)
-    traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
-    return ("error", 500, f"internal error: {type(error).__name__}: {error}", None, "internal_error", {})
+    """A replica's failure as the ingress reports it: the mapping of a single server (``api_error``)."""
+    return ("cancelled",) if isinstance(error, Cancelled) else _error_tuple(api_error(error))
 
 
 def _light(result: TaskResult, keep_audio: bool) -> TaskResult:
@@ -535,8 +528,6 @@ class ModelReplica(ModelActor):
             yield _error_tuple(error)
             return
         yield ("admitted", self.replica)
-        from .service import job_items
-
         try:
             async with contextlib.aclosing(job_items(job, future)) as items:
                 async for item in items:
