@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -58,6 +57,7 @@ from ray.serve.exceptions import (
 )
 
 from audiocpp.engine.errors import AudiocppError, UsageError
+from audiocpp.engine.hashing import file_sha256
 from audiocpp.engine.ray_cluster import ModelActor
 from audiocpp.engine.records import AudioBuffer, TaskResult, VoiceReference
 
@@ -209,14 +209,6 @@ def _raise_error(item: tuple) -> None:
     raise ApiError(status, message, param=param, code=code, headers=headers)
 
 
-def _digest(path: Path) -> str:
-    hasher = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            hasher.update(block)
-    return hasher.hexdigest()
-
-
 class _PromptBytes:
     """A prepared voice prompt as the bytes of its file (``VoiceStore.save_prompt`` calls ``save``)."""
 
@@ -274,7 +266,7 @@ class VoiceStoreActor:
             st = voice.reference.stat()
             key = (str(voice.reference), st.st_mtime_ns, st.st_size)
             if key not in self._digests:
-                self._digests[key] = _digest(voice.reference)
+                self._digests[key] = file_sha256(voice.reference)
             return self._digests[key]
         except OSError:  # deleted meanwhile
             return None
