@@ -323,13 +323,27 @@ def effective_max_batch(args: ServeArgs, name: str, model) -> int:
     return measured
 
 
+def model_worker(args: ServeArgs, name: str, model, max_batch: int, metrics, keyed: bool):
+    """One served model's ``ModelWorker`` from the serve flags, counting into ``metrics``: a single
+    server's, and each Ray Serve replica's (``keyed``: the server has API keys, so each key gets its
+    share of the queue)."""
+    from .scheduler import ModelWorker
+    from .speech import synthesize
+
+    per_key = args.max_queue_per_key if args.max_queue_per_key is not None else (args.max_queue + 1) // 2
+    return ModelWorker(name, model, args.max_concurrency or max_batch, args.max_queue,
+                       max_batch=max_batch, window_s=args.batch_window_ms / 1000,
+                       on_cancel=lambda: metrics.count_cancelled(name),
+                       on_group=lambda size: metrics.observe_batch(name, size),
+                       on_join=lambda waited: metrics.observe_join_wait(name, waited),
+                       max_queue_per_key=per_key if keyed else None, synthesize=synthesize)
+
+
 def build_state(args: ServeArgs, planned: Planned | None = None):
     """Load the planned models and make the server state (no socket yet)."""
     from .metrics import ServerMetrics
     from .models import load_models
     from .request_log import RequestLog
-    from .scheduler import ModelWorker
-    from .speech import synthesize
     from .state import ServerState
 
     planned = planned or plan(args)
@@ -337,13 +351,7 @@ def build_state(args: ServeArgs, planned: Planned | None = None):
     metrics = ServerMetrics()
     batch = {name: effective_max_batch(args, name, served.model) for name, served in models.items()}
     keyed = planned.keys is not None and planned.keys.enabled
-    per_key = (args.max_queue_per_key if args.max_queue_per_key is not None else (args.max_queue + 1) // 2)
-    workers = {name: ModelWorker(name, served.model, args.max_concurrency or batch[name], args.max_queue,
-                                 max_batch=batch[name], window_s=args.batch_window_ms / 1000,
-                                 on_cancel=lambda name=name: metrics.count_cancelled(name),
-                                 on_group=lambda size, name=name: metrics.observe_batch(name, size),
-                                 on_join=lambda waited, name=name: metrics.observe_join_wait(name, waited),
-                                 max_queue_per_key=per_key if keyed else None, synthesize=synthesize)
+    workers = {name: model_worker(args, name, served.model, batch[name], metrics, keyed)
                for name, served in models.items()}
     extra = {"limits": planned.limits} if planned.limits is not None else {}
     return ServerState(models=models, workers=workers, voices=planned.voices, metrics=metrics,

@@ -8,7 +8,7 @@ The application has an **ingress** deployment and one deployment per ``--model``
   languages checked by a replica), whose workers are :class:`RemoteWorker` (each request goes to the
   model's deployment through a Ray Serve handle, which routes it to a replica) and whose voice store is
   the cluster's (:class:`RemoteVoiceStore`). It plans each request as a single server does (model, voice
-  as the key sees it, format, options), then hands the planned request (:class:`SpeechCall`) on.
+  as the key sees it, format, options), then hands the planned request (:func:`sent_plan`) on.
 - A model replica (:class:`ModelReplica`) loads its model once and runs the model's executor through a
   :class:`~scheduler.ModelWorker` (``model.executor()``: rows join mid-generation, which
   ``@serve.batch`` cannot), synthesizes and encodes with ``speech.synthesize`` as a single server does
@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -41,9 +40,9 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 from concurrent.futures import Future
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -58,17 +57,18 @@ from ray.serve.exceptions import (
 )
 
 from audiocpp.engine.errors import AudiocppError, UsageError
+from audiocpp.engine.hashing import file_sha256
 from audiocpp.engine.ray_cluster import ModelActor
-from audiocpp.engine.records import AudioBuffer, TaskRequest, TaskResult, VoiceReference
-from audiocpp.engine.tasks import Mode, Task
+from audiocpp.engine.records import AudioBuffer, TaskResult, VoiceReference
 
-from .auth import ANONYMOUS, ENV_VAR, Principal, say
-from .cli import ServeArgs, check_args, check_tls, parse_autoscale, plan_security
-from .errors import ApiError, Busy, from_engine_error
+from .auth import ENV_VAR, say
+from .cli import ServeArgs, check_args, check_tls, model_worker, parse_autoscale, plan_security
+from .errors import ApiError, Busy
 from .metrics import Series, ServerMetrics
 from .models import ModelArg, ServedModel, plan_models
-from .scheduler import Cancelled, Job, ModelWorker, as_asyncio
-from .speech import SpeechPlan, synthesize
+from .scheduler import Cancelled, Job, as_asyncio
+from .service import api_error, job_items
+from .speech import SpeechPlan
 from .voices import REFERENCE_RE, StoredVoice, VoiceStore, write_private
 
 APP_NAME = "audiocpp"
@@ -209,14 +209,6 @@ def _raise_error(item: tuple) -> None:
     raise ApiError(status, message, param=param, code=code, headers=headers)
 
 
-def _digest(path: Path) -> str:
-    hasher = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            hasher.update(block)
-    return hasher.hexdigest()
-
-
 class _PromptBytes:
     """A prepared voice prompt as the bytes of its file (``VoiceStore.save_prompt`` calls ``save``)."""
 
@@ -229,9 +221,21 @@ class _PromptBytes:
         os.replace(tmp, path)
 
 
+@dataclasses.dataclass
+class RemoteVoice(StoredVoice):
+    """A voice of the cluster's store; ``folder`` and ``reference`` name it, they are not files here."""
+
+    digest: str = ""
+
+
 class VoiceStoreActor:
     """The voices of the whole cluster: a ``VoiceStore`` in the head node's voices folder, behind one
-    actor. Errors a client caused come back as tuples (``_error_tuple``), not exceptions."""
+    actor. :meth:`call` runs one of the store's own methods (``METHODS``) and hands its voices back as
+    :class:`RemoteVoice` (with their content hash); the rest is the replicas' copying. Errors a client
+    caused come back as tuples (``_error_tuple``), not exceptions."""
+
+    #: The store's methods the ingress calls through :class:`RemoteVoiceStore`.
+    METHODS = ("get", "list", "owners", "add", "delete")
 
     def __init__(self, folder: str | None) -> None:
         from .cli import default_voices_dir
@@ -239,73 +243,71 @@ class VoiceStoreActor:
         self.store = VoiceStore(Path(folder).expanduser() if folder else default_voices_dir())
         self._digests: dict[tuple[str, int, int], str] = {}
 
-    def _meta(self, voice: StoredVoice | None) -> dict[str, Any] | None:
-        if voice is None:
-            return None
-        try:
-            st = voice.reference.stat()
-            key = (str(voice.reference), st.st_mtime_ns, st.st_size)
-            digest = self._digests.get(key)
-            if digest is None:
-                digest = self._digests[key] = _digest(voice.reference)
-        except OSError:  # deleted meanwhile
-            return None
-        return {"name": voice.name, "transcript": voice.transcript, "sample_rate": voice.sample_rate,
-                "duration_s": voice.duration_s, "created": voice.created, "owner": voice.owner,
-                "reference": voice.reference.name, "digest": digest}
+    def ping(self) -> tuple[str, bytes]:
+        return str(self.store.folder), self.store.salt
 
-    def _call(self, fn, *args: Any) -> Any:
+    def call(self, method: str, *args: Any) -> Any:
+        if method not in self.METHODS:
+            raise AttributeError(f"the voice store has no remote method {method!r}")
         try:
-            return fn(*args)
+            return self._out(getattr(self.store, method)(*args))
         except ApiError as error:
             return _error_tuple(error)
 
-    def ping(self) -> str:
-        return str(self.store.folder)
+    def _out(self, value: Any) -> Any:
+        """A store's answer as it crosses the cluster: each voice as a RemoteVoice (None if deleted
+        meanwhile: left out of a list)."""
+        if isinstance(value, list):
+            return [v for v in map(self._out, value) if v is not None]
+        return self._remote(value) if isinstance(value, StoredVoice) else value
 
-    def salt(self) -> bytes:
-        return self.store.salt
+    def _digest(self, voice: StoredVoice) -> str | None:
+        try:
+            st = voice.reference.stat()
+            key = (str(voice.reference), st.st_mtime_ns, st.st_size)
+            if key not in self._digests:
+                self._digests[key] = file_sha256(voice.reference)
+            return self._digests[key]
+        except OSError:  # deleted meanwhile
+            return None
 
-    def get(self, name: str, owner: str | None) -> dict[str, Any] | None:
-        return self._meta(self.store.get(name, owner))
+    def _remote(self, voice: StoredVoice) -> RemoteVoice | None:
+        digest = self._digest(voice)
+        if digest is None:
+            return None
+        folder = Path("/cluster-voices") / (f"@{voice.owner}" if voice.owner else "") / voice.name
+        return RemoteVoice(name=voice.name, folder=folder, transcript=voice.transcript,
+                           sample_rate=voice.sample_rate, duration_s=voice.duration_s, created=voice.created,
+                           reference=folder / voice.reference.name, owner=voice.owner, digest=digest)
 
-    def list(self, owner: str | None) -> list[dict[str, Any]]:
-        return [m for m in (self._meta(v) for v in self.store.list(owner)) if m is not None]
-
-    def owners(self) -> list[str]:
-        return self.store.owners()
-
-    def add(self, name: str, data: bytes, transcript: str, owner: str | None) -> Any:
-        return self._call(lambda: self._meta(self.store.add(name, data, transcript, owner)))
-
-    def delete(self, name: str, owner: str | None) -> Any:
-        return self._call(self.store.delete, name, owner)
+    def _current(self, name: str, owner: str | None, digest: str, filename: str = "x.prompt") -> Any:
+        """The stored voice, if it still is the one with this content hash (and ``filename`` names a
+        prompt)."""
+        voice = self.store.get(name, owner)
+        if voice is None or not _PROMPT_NAME.match(filename) or self._digest(voice) != digest:
+            return None
+        return voice
 
     def reference(self, name: str, owner: str | None, digest: str) -> bytes | None:
         """The reference audio of a voice, if it still is the one with this content hash."""
-        voice = self.store.get(name, owner)
-        meta = self._meta(voice)
-        if voice is None or meta is None or meta["digest"] != digest:
-            return None
-        return voice.reference.read_bytes()
+        voice = self._current(name, owner, digest)
+        return voice.reference.read_bytes() if voice is not None else None
 
     def prompt(self, name: str, owner: str | None, digest: str, filename: str) -> bytes | None:
-        voice = self.store.get(name, owner)
-        if voice is None or not _PROMPT_NAME.match(filename) or (self._meta(voice) or {})["digest"] != digest:
+        voice = self._current(name, owner, digest, filename)
+        if voice is None:
             return None
-        path = voice.folder / "prompts" / filename
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            fd = os.open(voice.folder / "prompts" / filename, os.O_RDONLY | os.O_NOFOLLOW)
         except OSError:
             return None
         with os.fdopen(fd, "rb") as fh:
             return fh.read()
 
     def save_prompt(self, name: str, owner: str | None, digest: str, filename: str, data: bytes) -> None:
-        voice = self.store.get(name, owner)
-        if voice is None or not _PROMPT_NAME.match(filename) or (self._meta(voice) or {})["digest"] != digest:
-            return
-        self.store.save_prompt(voice, voice.folder / "prompts" / filename, _PromptBytes(data))
+        voice = self._current(name, owner, digest, filename)
+        if voice is not None:
+            self.store.save_prompt(voice, voice.folder / "prompts" / filename, _PromptBytes(data))
 
 
 def store_name(app: str = APP_NAME) -> str:
@@ -322,23 +324,16 @@ def voice_store_actor(voices_dir: Path | None, app: str = APP_NAME) -> Any:
         str(voices_dir) if voices_dir is not None else None)
 
 
-@dataclasses.dataclass
-class RemoteVoice(StoredVoice):
-    """A voice of the cluster's store; ``folder`` and ``reference`` name it, they are not files here."""
-
-    digest: str = ""
-
-
 class RemoteVoiceStore:
-    """``VoiceStore``'s interface over the cluster's store (blocking calls: from worker threads)."""
+    """``VoiceStore``'s interface over the cluster's store (blocking calls: from worker threads): the
+    store's methods (``VoiceStoreActor.METHODS``) are forwarded, a client's error raised as here."""
 
     TIMEOUT_S = 60
 
     def __init__(self, actor: Any) -> None:
         self.actor = actor
-        self.location = ray.get(actor.ping.remote(), timeout=self.TIMEOUT_S)
-        self.salt: bytes = ray.get(actor.salt.remote(), timeout=self.TIMEOUT_S)
-        self.folder = Path(self.location)
+        location, self.salt = ray.get(actor.ping.remote(), timeout=self.TIMEOUT_S)
+        self.folder = Path(location)
 
     def _call(self, method: str, *args: Any) -> Any:
         result = ray.get(getattr(self.actor, method).remote(*args), timeout=self.TIMEOUT_S)
@@ -346,32 +341,10 @@ class RemoteVoiceStore:
             _raise_error(result)
         return result
 
-    @staticmethod
-    def voice(meta: dict[str, Any] | None) -> RemoteVoice | None:
-        if meta is None:
-            return None
-        folder = Path("/cluster-voices") / (f"@{meta['owner']}" if meta["owner"] else "") / meta["name"]
-        return RemoteVoice(name=meta["name"], folder=folder, transcript=meta["transcript"],
-                           sample_rate=meta["sample_rate"], duration_s=meta["duration_s"],
-                           created=meta["created"], reference=folder / meta["reference"], owner=meta["owner"],
-                           digest=meta["digest"])
-
-    def get(self, name: str, owner: str | None = None) -> RemoteVoice | None:
-        return self.voice(self._call("get", name, owner))
-
-    def list(self, owner: str | None = None) -> list[RemoteVoice]:
-        return [v for v in (self.voice(m) for m in self._call("list", owner)) if v is not None]
-
-    def owners(self) -> list[str]:
-        return self._call("owners")
-
-    def add(self, name: str, data: bytes, transcript: str, owner: str | None = None) -> RemoteVoice:
-        voice = self.voice(self._call("add", name, data, transcript, owner))
-        assert voice is not None
-        return voice
-
-    def delete(self, name: str, owner: str | None = None) -> None:
-        self._call("delete", name, owner)
+    def __getattr__(self, method: str) -> Any:
+        if method not in VoiceStoreActor.METHODS:
+            raise AttributeError(method)
+        return lambda *args: self._call("call", method, *args)
 
     def save_prompt(self, voice: StoredVoice, path: Path, prompt: Any) -> None:
         raise AssertionError("prompts are saved by the model replicas")  # the ingress synthesizes nothing
@@ -429,47 +402,21 @@ class ReplicaVoices:
 
 
 # -- one request, from the ingress to a replica ------------------------------------------------------------
-@dataclasses.dataclass
-class SpeechCall:
-    """A request planned at the ingress, as a model replica synthesizes it."""
-
-    model: str
-    request: TaskRequest
-    task: str
-    mode: str
-    fmt: str
-    stream_format: str | None
-    rate: int
-    voice: RemoteVoice | None
-    prompt_options: dict[str, Any]
-    reference_given: bool
-    principal: Principal = ANONYMOUS
-    keep_audio: bool = False  # send the result's audio back (the WebSocket carries a sentence's voice on)
-    gain: float = 1.0  # a factor on the samples (the captioned route's volume_multiplier)
-
-
-def call_of(plan: SpeechPlan, keep_audio: bool) -> SpeechCall:
+def sent_plan(plan: SpeechPlan) -> SpeechPlan:
+    """A request planned at the ingress as it goes to a replica: the same plan without the ingress's
+    model (the replica puts its own) and accounting; a stored voice goes as its name and content hash
+    (the replica attaches its own copy of it, or of its prompt)."""
     request = dataclasses.replace(plan.request, options=dict(plan.request.options))
-    if plan.voice is not None:  # the replica attaches its own copy of the voice (or its prompt)
+    if plan.voice is not None:
         request.voice = None
         request.voice_prompt = None
-    return SpeechCall(model=plan.served.name, request=request, task=plan.task.value, mode=plan.mode.value,
-                      fmt=plan.fmt.name, stream_format=plan.stream_format, rate=plan.rate,
-                      voice=plan.voice if isinstance(plan.voice, RemoteVoice) else None,
-                      prompt_options=dict(plan.prompt_options), reference_given=plan.reference_given,
-                      principal=plan.principal, keep_audio=keep_audio, gain=plan.gain)
+    voice = plan.voice if isinstance(plan.voice, RemoteVoice) else None
+    return dataclasses.replace(plan, served=None, account=None, request=request, voice=voice)  # type: ignore[arg-type]
 
 
 def _error_item(error: BaseException) -> tuple:
-    if isinstance(error, Cancelled):
-        return ("cancelled",)
-    if isinstance(error, AudiocppError):
-        error = from_engine_error(error)
-    if isinstance(error, ApiError):
-        return _error_tuple(error)
-    print(f"audiocpp serve: internal error: {type(error).__name__}: {error}", file=sys.stderr)
-    traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
-    return ("error", 500, f"internal error: {type(error).__name__}: {error}", None, "internal_error", {})
+    """A replica's failure as the ingress reports it: the mapping of a single server (``api_error``)."""
+    return ("cancelled",) if isinstance(error, Cancelled) else _error_tuple(api_error(error))
 
 
 def _light(result: TaskResult, keep_audio: bool) -> TaskResult:
@@ -510,16 +457,8 @@ class ModelReplica(ModelActor):
         self.node = self.node_id()
         self.metrics = ServerMetrics()
         model = self.served.model
-        max_batch = args.max_batch or model.default_max_batch()
-        per_key = args.max_queue_per_key if args.max_queue_per_key is not None else (args.max_queue + 1) // 2
-        name, metrics = self.name, self.metrics
-        self.worker = ModelWorker(name, model, args.max_concurrency or max_batch, args.max_queue,
-                                  max_batch=max_batch, window_s=args.batch_window_ms / 1000,
-                                  on_cancel=lambda: metrics.count_cancelled(name),
-                                  on_group=lambda size: metrics.observe_batch(name, size),
-                                  on_join=lambda waited: metrics.observe_join_wait(name, waited),
-                                  max_queue_per_key=per_key if info.get("keyed") else None,
-                                  synthesize=synthesize)
+        self.worker = model_worker(args, self.name, model, args.max_batch or model.default_max_batch(),
+                                   self.metrics, bool(info.get("keyed")))
         self.cache = Path(tempfile.mkdtemp(prefix="audiocpp-voices-"))
         self.voices = ReplicaVoices(RemoteVoiceStore(voice_store_actor(args.voices_dir)), self.cache)
         self.served_count = 0
@@ -533,19 +472,13 @@ class ModelReplica(ModelActor):
                 "max_batch": self.worker.max_batch, "capacity": self.worker.capacity, "replica": self.replica,
                 "named_voices": self.served.named_voices(), "default_voices": self.served.default_voices()}
 
-    def check_language(self, value: str) -> tuple[str, str | None] | None:
-        """The family's own check of a language, as a single server makes it: (message, hint) or None."""
+    def ask(self, method: str, *args: Any) -> tuple[str, Any, Any]:
+        """One of the served model's own checks (``RemoteServedModel.ASKED``: a language as a single server
+        checks it, ``/dev/phonemize``'s text front end): ("ok", answer, None) or ("error", message, hint)."""
+        if method not in RemoteServedModel.ASKED:
+            raise AttributeError(f"a replica answers no {method!r}")
         try:
-            self.served.check_language(value)
-        except AudiocppError as error:
-            return error.message, error.hint
-        return None
-
-    def phonemize(self, text: str, language: str | None) -> tuple[str, Any, Any]:
-        """The family's text front end (``/dev/phonemize``): ("ok", result, None) or ("error", message,
-        hint)."""
-        try:
-            return "ok", self.served.phonemize(text, language), None
+            return "ok", getattr(self.served, method)(*args), None
         except AudiocppError as error:
             return "error", error.message, error.hint
 
@@ -556,27 +489,23 @@ class ModelReplica(ModelActor):
                 "synthesizing": self.worker.synthesizing, "capacity": self.worker.capacity,
                 "served": self.served_count}
 
-    def _plan(self, call: SpeechCall) -> SpeechPlan:
-        from .encoding import check_format
-
-        served = self.served
-        request = dataclasses.replace(call.request, options=dict(call.request.options))
+    def _plan(self, sent: SpeechPlan) -> SpeechPlan:
+        """The ingress's plan (:func:`sent_plan`) on this replica's model, with its copy of the voice."""
+        request = dataclasses.replace(sent.request, options=dict(sent.request.options))
         voice: StoredVoice | None = None
-        if call.voice is not None:
-            voice = self.voices.local(call.voice)
+        if isinstance(sent.voice, RemoteVoice):
+            voice = self.voices.local(sent.voice)
             prompt = None
-            if not call.reference_given:
-                name = voice.prompt_path(served.key, call.prompt_options).name
-                prompt = self.voices.prompt(call.voice, voice, name)
+            if not sent.reference_given:
+                name = voice.prompt_path(self.served.key, sent.prompt_options).name
+                prompt = self.voices.prompt(sent.voice, voice, name)
             if prompt is not None:
                 request.voice, request.voice_prompt, request.reference_text = None, prompt, None
             else:
                 request.voice = VoiceReference(path=voice.reference)
-        return SpeechPlan(served, Task(call.task), Mode(call.mode), request, check_format(call.fmt),
-                          call.stream_format, voice, dict(call.prompt_options), rate=call.rate,
-                          principal=call.principal, reference_given=call.reference_given, gain=call.gain)
+        return dataclasses.replace(sent, served=self.served, request=request, voice=voice)
 
-    async def speak(self, call: SpeechCall):
+    async def speak(self, call: SpeechPlan, keep_audio: bool = False):
         """``("admitted", replica)``, the audio pieces ``("audio", bytes, samples, words)``, then
         ``("done", result, bytes)``; or ``("error", status, message, param, code, headers)``."""
         try:
@@ -591,8 +520,6 @@ class ModelReplica(ModelActor):
             yield _error_tuple(error)
             return
         yield ("admitted", self.replica)
-        from .service import job_items
-
         try:
             async with contextlib.aclosing(job_items(job, future)) as items:
                 async for item in items:
@@ -603,7 +530,7 @@ class ModelReplica(ModelActor):
                 yield _error_item(error)
                 return
             self.served_count += 1
-            yield ("done", _light(result, call.keep_audio), data)
+            yield ("done", _light(result, keep_audio), data)
         finally:  # also when the ingress cancelled the call (its client went away): only this row stops
             if not future.done():
                 job.cancel()
@@ -618,48 +545,46 @@ class ModelReplica(ModelActor):
 
 
 # -- the ingress -----------------------------------------------------------------------------------------
-class RemoteModel:
-    """What the ingress knows of a replica's model: enough to plan requests and describe the model."""
-
-    def __init__(self, info: dict[str, Any]) -> None:
-        self.spec = info["spec"]
-        self.family = info["family"]
-        self.sample_rate = int(info["sample_rate"])
-        self.path = Path(info["path"]) if info["path"] else None
-        self.load_options = dict(info["load_options"])
-        self._max_batch = int(info["max_batch"])
-        self._named = list(info.get("named_voices") or [])
-        self._defaults = dict(info.get("default_voices") or {})
-
-    def default_max_batch(self) -> int:
-        return self._max_batch
-
-    def named_voices(self) -> list[dict[str, Any]]:
-        return list(self._named)
-
-    def default_voice(self, language: str | None = None) -> str | None:
-        return self._defaults.get(language or "")
-
-
 @dataclasses.dataclass
 class RemoteServedModel(ServedModel):
-    """A served model whose weights are on the replicas: languages are checked by one of them."""
+    """A served model whose weights are on the replicas: the ingress plans requests with what a replica
+    described (:meth:`of`); languages are checked, and text phonemized, by one of them."""
+
+    #: What a replica answers for the ingress (ModelReplica.ask), its model's own checks.
+    ASKED = ("check_language", "phonemize")
 
     handle: Any = None
+    _defaults: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of(cls, name: str, info: dict[str, Any], handle: Any) -> RemoteServedModel:
+        """From a replica's ``describe()``: its model's spec, rate, path and options stand for the model."""
+        model = SimpleNamespace(spec=info["spec"], family=info["family"],
+                                sample_rate=int(info["sample_rate"]),
+                                path=Path(info["path"]) if info["path"] else None,
+                                load_options=dict(info["load_options"]))
+        return cls(name, model, dict(info["session_options"]), demo=bool(info["demo"]),  # type: ignore[arg-type]
+                   _named=list(info.get("named_voices") or []), handle=handle,
+                   _defaults=dict(info.get("default_voices") or {}))
 
     def make_checker(self) -> None:
         return None
 
-    def check_language(self, language: str) -> None:
-        failed = self.handle.check_language.remote(language).result(timeout_s=60)
-        if failed is not None:
-            raise UsageError(failed[0], hint=failed[1])
+    def default_voices(self) -> dict[str, str]:
+        return dict(self._defaults)
 
-    def phonemize(self, text: str, language: str | None) -> dict[str, Any]:
-        status, found, hint = self.handle.phonemize.remote(text, language).result(timeout_s=60)
+    def _ask(self, method: str, *args: Any) -> Any:
+        """A replica's answer to one of ``ASKED``; the engine's UsageError it raised, raised here."""
+        status, found, hint = self.handle.ask.remote(method, *args).result(timeout_s=60)
         if status != "ok":
             raise UsageError(found, hint=hint)
         return found
+
+    def check_language(self, language: str) -> None:
+        self._ask("check_language", language)
+
+    def phonemize(self, text: str, language: str | None) -> dict[str, Any]:
+        return self._ask("phonemize", text, language)
 
 
 def _replica_gone(error: BaseException) -> bool:
@@ -708,24 +633,19 @@ class RemoteWorker:
                            headers={"Retry-After": str(RETRY_AFTER_DEAD_S)})
         future: Future = Future()
         future.set_running_or_notify_cancel()
-        task = asyncio.get_running_loop().create_task(self._run(call_of(plan, keep_audio), job, future))
+        task = asyncio.get_running_loop().create_task(self._run(sent_plan(plan), keep_audio, job, future))
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
         return future
 
-    async def _watch(self, job: Job, response: Any) -> None:
-        while not job.cancelled.is_set():
-            await asyncio.sleep(0.1)
-        response.cancel()
-
-    async def _run(self, call: SpeechCall, job: Job, future: Future) -> None:
+    async def _run(self, call: SpeechPlan, keep_audio: bool, job: Job, future: Future) -> None:
         self.in_flight += 1
         try:
             streamed = False
             for attempt in range(self.RESUBMITS + 1):
                 admitted = False
                 self.routing += 1
-                response = self.streaming.speak.remote(call)
-                watcher = asyncio.ensure_future(self._watch(job, response))
+                response = self.streaming.speak.remote(call, keep_audio)
+                job.attach(response)  # a client that goes away cancels the call (its row on the replica)
                 try:
                     async for item in response:
                         kind = item[0]
@@ -761,7 +681,6 @@ class RemoteWorker:
                 finally:
                     if not admitted:
                         self.routing -= 1
-                    watcher.cancel()
         finally:
             self.in_flight -= 1
             if not future.done():
@@ -874,8 +793,7 @@ class IngressApp:
         workers: dict[str, RemoteWorker] = {}
         for name, handle in models.items():
             info = await handle.describe.remote()
-            served[name] = RemoteServedModel(name, RemoteModel(info), dict(info["session_options"]),  # type: ignore[arg-type]
-                                             demo=bool(info["demo"]), handle=handle)
+            served[name] = RemoteServedModel.of(name, info, handle)
             workers[name] = RemoteWorker(name, handle, info)
         metrics = ClusterMetrics()
         metrics.workers = workers
@@ -896,8 +814,7 @@ class IngressApp:
 
     def drain(self) -> int:
         """Stop taking syntheses (503 with Retry-After); returns the requests still in progress."""
-        for worker in self.state.workers.values():
-            worker.shutdown()
+        self.state.shutdown()
         return self.in_flight()
 
     def in_flight(self) -> int:
