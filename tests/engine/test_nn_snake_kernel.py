@@ -70,7 +70,7 @@ def test_snake_module_output_dtype() -> None:
 
 
 def test_switch_turns_it_off() -> None:
-    code = ("from audiocpp.engine.nn import jit, snake_kernel as s; import torch;"
+    code = ("from audiocpp.engine.nn.kernels import jit, snake_kernel as s; import torch;"
             "print(s.kernel() is None, jit.why_not(s.KERNEL));"
             "print(s.snake_fused(torch.ones(2, 4), torch.ones(4), None))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
