@@ -11,8 +11,7 @@ import sys
 def kernels_from_cli(*, as_json: bool = False, verbose: bool = False) -> int:
     """Build and report; the exit status is 1 when a kernel this CPU supports failed to build
     (the engine then uses its slower fallback), else 0."""
-    from audiocpp.engine.nn import cpu_isa
-    from audiocpp.engine.nn.kernels import build_all
+    from audiocpp.engine.nn.kernels import build_all, cpu_isa
 
     cpu = cpu_isa.describe()  # an unknown AUDIOCPP_CPU_ISA is a usage error, before any build
     reports = build_all(verbose=verbose)

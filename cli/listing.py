@@ -66,7 +66,7 @@ def print_families(as_json: bool) -> None:
 def _cpu_defaults() -> dict:
     """What ``auto`` computes in on this CPU per weight type, and the CPU's line (no torch import)."""
     from audiocpp.engine.device import cpu_auto_mode_name
-    from audiocpp.engine.nn import cpu_isa
+    from audiocpp.engine.nn.kernels import cpu_isa
 
     return {"describe": cpu_isa.describe(), "level": cpu_isa.level(), "native_bf16": cpu_isa.native_bf16(),
             "compute_dtype_auto": {stored: cpu_auto_mode_name(stored) for stored in ("F32", "BF16", "Q8_0")}}

@@ -229,7 +229,7 @@ def run_request(args: RunArgs) -> None:
 def _kernel_build_seconds() -> float:
     """Seconds this process has spent building kernels; none before the kernels' module is imported (not
     importing it keeps torch out of the checks that run before a model loads: a bad flag fails at once)."""
-    jit = sys.modules.get("audiocpp.engine.nn.jit")
+    jit = sys.modules.get("audiocpp.engine.nn.kernels.jit")
     return jit.build_seconds() if jit is not None else 0.0
 
 

@@ -130,7 +130,7 @@ def storage_dtype(source: TensorSource, names: Iterable[str] | None = None, *, m
 class ComputeMode:
     """How a session's networks compute: ``dtype``, the dtype of their activations and float
     weights, and ``stored``: linear weights that a package stores block-quantized (Q8_0, Q4_0) stay
-    so in memory and run on the block kernels (``engine.nn.linear``); False widens every weight to
+    so in memory and run on the block kernels (``engine.nn.linear.choice``); False widens every weight to
     ``dtype`` at load (float32 then is the exact mode). The 16-bit modes always keep them stored;
     ``float32-stored`` is float32 arithmetic over the stored blocks (what ``auto`` picks on a CPU
     that emulates bfloat16). The session option ``compute_dtype`` names a mode (:attr:`name`)."""
@@ -160,7 +160,7 @@ def default_compute_mode(device: torch.device, stored: str, *, gpu_dtype: torch.
     """The mode of ``compute_dtype=auto`` for weights stored as ``stored`` on ``device``.
 
     CPU: F32 -> float32 (exact). BF16, F16 and block-quantized (Q8_0, Q4_0...) -> bfloat16 where
-    the CPU computes bfloat16 in hardware at the level the process runs (``engine.nn.cpu_isa``:
+    the CPU computes bfloat16 in hardware at the level the process runs (``engine.nn.kernels.cpu_isa``:
     AVX512-BF16, AMX, ARM BF16); elsewhere torch emulates bfloat16 GEMMs hundreds of times slower
     than float32, so BF16 / F16 weights are widened to float32 and block-quantized ones compute in
     ``float32-stored`` (their linears on the block kernel, which takes float32 rows). A family whose
@@ -188,7 +188,7 @@ def cpu_auto_mode_name(stored: str, *, bf16_for_quantized: bool = True) -> str:
     (without importing torch: ``audiocpp families`` prints it)."""
     if stored in ("F32", "F64"):
         return "float32"
-    from .nn.cpu_isa import native_bf16
+    from .nn.kernels.cpu_isa import native_bf16
 
     if native_bf16() and (bf16_for_quantized or stored not in QUANTIZED_STORAGE):
         return "bfloat16"

@@ -8,7 +8,7 @@ measured in the same run.
 
 ``--isa LEVELS`` (``avx2``, ``avx_vnni``, ``avx512``, ``generic`` or ``all``: every level this CPU
 has) runs the family's benchmark once per level, each in its own process under the environment
-that makes this host compute as a CPU of that level (``engine.nn.cpu_isa.LEVEL_ENV``: the kernels'
+that makes this host compute as a CPU of that level (``engine.nn.kernels.cpu_isa.LEVEL_ENV``: the kernels'
 ``AUDIOCPP_CPU_ISA`` and torch's, oneDNN's and MKL's own limits, for both sides), one after
 another in one run, so an AVX-512 host measures an AVX2 laptop beside itself.
 """

@@ -172,7 +172,7 @@ LIMITS = ("AUDIOCPP_CPU_ISA", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_
 def isa_levels(value: str) -> list[str]:
     """The levels ``--isa`` names (``all``: every level of this CPU, best first); refuses a level this CPU
     does not have or that does not exist."""
-    from audiocpp.engine.nn import cpu_isa
+    from audiocpp.engine.nn.kernels import cpu_isa
 
     have = [level for level in cpu_isa.levels() if cpu_isa.cpu_has(cpu_isa.LEVEL_FLAGS[level])]
     if value == "all":
@@ -189,10 +189,11 @@ def isa_levels(value: str) -> list[str]:
 
 def level_env(level: str | None) -> dict[str, str]:
     """This environment with the limits that make the host compute as a CPU of ``level``
-    (``engine.nn.cpu_isa.LEVEL_ENV``: our kernels' and torch's, oneDNN's and MKL's own); None: as it is."""
+    (``engine.nn.kernels.cpu_isa.LEVEL_ENV``: our kernels' and torch's, oneDNN's and MKL's own); None: as it
+    is."""
     if level is None:
         return dict(os.environ)
-    from audiocpp.engine.nn import cpu_isa
+    from audiocpp.engine.nn.kernels import cpu_isa
 
     env = {k: v for k, v in os.environ.items() if k not in LIMITS}
     env.update(cpu_isa.LEVEL_ENV.get(level, {cpu_isa.CAP_ENV: level}))

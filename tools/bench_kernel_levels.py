@@ -8,7 +8,8 @@ from typing import Any
 
 import torch
 
-from audiocpp.engine.nn import bf16_linear, cpu_isa, jit, q8_0_linear, rng, snake_kernel
+from audiocpp.engine.nn.kernels import cpu_isa, jit, rng, snake_kernel
+from audiocpp.engine.nn.linear import bf16_linear, q8_0_linear
 from tools.bench_common import gemm_rate, isa_levels, read_bandwidth, seconds_per_call
 
 

@@ -1,26 +1,26 @@
 #!/usr/bin/env python3
 """The kernels measured: our C++ kernels per ISA level, or the linear layers a Q8_0 package could
-compute with on the CPU side by side (the figures behind engine/nn/quantized.py and docs/numerics.md).
+compute with on the CPU side by side (the figures behind engine/nn/linear/quantized.py and docs/numerics.md).
 
     python tools/bench_kernels.py --isa all [--threads 2] [--rows 1,8,64,400] [--shape 2048x6144]
     python tools/bench_kernels.py [--threads 1] [--rows 1,2,8,16,64,400] [--shapes 2048x6144,1024x3072]
 
 ``--isa LEVELS`` (``all``: every level this CPU has, best first; or e.g. ``avx2,avx512``): each of our
-kernels compiled for each level (``engine.nn.jit``), in one process, on the same data: the Q8_0 and
+kernels compiled for each level (``engine.nn.kernels.jit``), in one process, on the same data: the Q8_0 and
 Q4_0 linear (ms per call, GFLOP/s; for one row also the GB/s of weights read and that as a fraction
 of the machine's read bandwidth, measured first as a sum over 1 GiB, with the matrices cycled over
 ``--working-set`` GiB so that they come from memory, not from a cache), the bf16-weight linear, Snake
 (GB/s in and out) and the MT19937 stream (million draws per second). torch's own kernels run at this
-process's level (hold them with ``engine.nn.cpu_isa.LEVEL_ENV`` to compare a whole AVX2 process).
+process's level (hold them with ``engine.nn.kernels.cpu_isa.LEVEL_ENV`` to compare a whole AVX2 process).
 
 Without ``--isa``, the comparison of the layers a Q8_0 package could take:
 
 Speed: milliseconds per call of ``y = x W^T`` for each row count, W of ``out x in`` features:
-float32 and bfloat16 GEMM with oneDNN-packed weights (``engine.nn.packed_linear``), int8 weights
+float32 and bfloat16 GEMM with oneDNN-packed weights (``engine.nn.linear.packed_linear``), int8 weights
 with one scale per row on ``torch._weight_int8pack_mm`` (bfloat16 rows), the same int8 matrix
-converted to bfloat16 per call then the bfloat16 GEMM (``engine.nn.quantized.Int8Linear`` beyond
+converted to bfloat16 per call then the bfloat16 GEMM (``engine.nn.linear.quantized.Int8Linear`` beyond
 its row threshold), Q8_0's own blocks on the VNNI kernel with int8 rows per block of 32
-(``engine.nn.q8_0_linear``, where it builds), Q4_0 on ``torch._weight_int4pack_mm_for_cpu`` and on
+(``engine.nn.linear.q8_0_linear``, where it builds), Q4_0 on ``torch._weight_int4pack_mm_for_cpu`` and on
 the VNNI kernel,
 ``torch.ao`` dynamic quantized linear (int8 activations per tensor, VNNI) and ``torch._int_mm``
 with int8 activations per row.
@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from audiocpp.engine.nn import q8_0_linear
+from audiocpp.engine.nn.linear import q8_0_linear
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: tools.* imports

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What the ISA level changes: one package, one seeded request, run at each ISA level in its own
-process (the environment of ``engine.nn.cpu_isa.LEVEL_ENV``: our kernels' level and torch's, oneDNN's
+process (the environment of ``engine.nn.kernels.cpu_isa.LEVEL_ENV``: our kernels' level and torch's, oneDNN's
 and MKL's) and in each compute mode, then every result compared with the first: the same audio bit
 for bit, or how far apart (largest difference, cosine) and how many tokens / codes are the same.
 
@@ -34,7 +34,7 @@ def worker(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
 
-    from audiocpp.engine.nn.cpu_isa import level
+    from audiocpp.engine.nn.kernels.cpu_isa import level
     from audiocpp.engine.registry import get_family
 
     torch.set_num_threads(args.threads)
@@ -49,7 +49,7 @@ def worker(args: argparse.Namespace) -> int:
 
 
 def run_at(level: str, mode: str, save: Path, args: argparse.Namespace) -> dict:
-    from audiocpp.engine.nn import cpu_isa
+    from audiocpp.engine.nn.kernels import cpu_isa
 
     limits = ("AUDIOCPP_CPU_ISA", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
     env = {k: v for k, v in os.environ.items() if k not in limits}

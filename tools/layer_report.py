@@ -10,6 +10,8 @@ crosses.
 - **layer rule**: the engine imports no command line, server or batch module; the server and batch
   jobs import no command-line module; a family imports only the engine and its variant base
   (``audiocpp.families.<base>``), never another family's internals;
+  inside ``engine.nn``, ``build`` -> ``layers`` -> ``linear`` -> ``kernels``: a sub-package imports
+  only those after it (the kernels and their build import no layer, the linear backends no layer);
 - **``--trace``**: runs ``audiocpp --family omnivoice --text ... --out x.wav`` on the demo model in
   this process under ``sys.setprofile`` and lists the audiocpp modules the request passes through
   from ``run_request`` to the written file, in order: how many distinct ones, and how many times
@@ -30,6 +32,9 @@ ROOTS = {"engine": "audiocpp.engine", "families": "audiocpp.families", "server":
          "batch": "audiocpp.batch", "book": "audiocpp.book", "cli": "audiocpp.cli",
          "model_specs": "audiocpp.model_specs"}
 ABOVE_ENGINE = ("audiocpp.cli", "audiocpp.server", "audiocpp.batch", "audiocpp.book")
+#: engine.nn's parts, top first: each imports only the parts after it (and anything outside engine.nn)
+NN_ORDER = ("audiocpp.engine.nn.build", "audiocpp.engine.nn.layers", "audiocpp.engine.nn.linear",
+            "audiocpp.engine.nn.kernels")
 
 
 def modules() -> dict[str, Path]:
@@ -137,6 +142,10 @@ def layer_violations(edges: dict[str, set[str]]) -> list[str]:
             if name.startswith(("audiocpp.server", "audiocpp.batch", "audiocpp.book")) and \
                     target.startswith("audiocpp.cli"):
                 bad.append(f"{name} -> {target} (the command line sits above the server, batch and book)")
+            below = _nn_part(name)
+            if below is not None and (above := _nn_part(target)) is not None and above < below:
+                bad.append(f"{name} -> {target} (in engine.nn, {NN_ORDER[below].rsplit('.', 1)[1]} "
+                           f"imports nothing of {NN_ORDER[above].rsplit('.', 1)[1]})")
             if name.startswith("audiocpp.families."):
                 family = name.split(".")[2]
                 if target.startswith(ABOVE_ENGINE):
@@ -148,6 +157,14 @@ def layer_violations(edges: dict[str, set[str]]) -> list[str]:
                         bad.append(f"{name} -> {target} "
                                    "(a family imports another family only as its variant base)")
     return sorted(bad)
+
+
+def _nn_part(name: str) -> int | None:
+    """The index in :data:`NN_ORDER` of the engine.nn part ``name`` is in; None outside them."""
+    for i, part in enumerate(NN_ORDER):
+        if name == part or name.startswith(part + "."):
+            return i
+    return None
 
 
 def _variant_base(family: str, other: str) -> bool:

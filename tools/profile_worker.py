@@ -122,7 +122,7 @@ def machine_rates(threads: int) -> dict[str, float]:
     import torch
 
     torch.set_num_threads(threads)
-    from audiocpp.engine.nn.cpu_isa import native_bf16
+    from audiocpp.engine.nn.kernels.cpu_isa import native_bf16
 
     # emulated bfloat16 (no AVX512-BF16 / AMX at this level) runs at well under 1 GFLOP/s: a smaller
     # product measures it in seconds rather than minutes
@@ -147,8 +147,8 @@ class Count:
             self.hooks.append(module.register_forward_hook(self._leave))
         # layers sharing an input, and whole stacks of Q8_0 blocks, run as one kernel call when timed;
         # counted one by one (the layers' hooks, the blocks' Python: the same work)
-        from audiocpp.engine.nn import q8_block
-        from audiocpp.engine.nn.q8_0_linear import Q8_0Linear
+        from audiocpp.engine.nn.layers import q8_block
+        from audiocpp.engine.nn.linear.q8_0_linear import Q8_0Linear
 
         self._shared = Q8_0Linear.__dict__["shared_input"]
         Q8_0Linear.shared_input = staticmethod(lambda layers, x: None)
@@ -223,8 +223,8 @@ class Count:
         return Mode()
 
     def remove(self) -> None:
-        from audiocpp.engine.nn import q8_block
-        from audiocpp.engine.nn.q8_0_linear import Q8_0Linear
+        from audiocpp.engine.nn.layers import q8_block
+        from audiocpp.engine.nn.linear.q8_0_linear import Q8_0Linear
 
         for hook in self.hooks:
             hook.remove()
@@ -264,7 +264,7 @@ def custom_linears(*owners: Any) -> list[Any]:
     from ``owners`` (the session, the loaded model: their attributes, dicts and lists, a few levels deep)."""
     from torch import nn
 
-    from audiocpp.engine.nn.int8_conv import Int8Conv1d
+    from audiocpp.engine.nn.kernels.int8_conv import Int8Conv1d
 
     roots: dict[int, nn.Module] = {}
     seen: set[int] = set()

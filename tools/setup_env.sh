@@ -8,7 +8,7 @@
 #     <cache> being $AUDIOCPP_CACHE_DIR or ~/.cache/audiocpp) started as soon as audiocpp imports, so that
 #     they compile while the rest installs and the first request runs: a process that needs a kernel the
 #     background build has not finished keeps torch's own path for its lifetime instead of waiting
-#     (engine.nn.jit).
+#     (engine.nn.kernels.jit).
 #   test (bin/test): the same plus the `test` extra (which holds every other extra's packages), and the
 #     kernels built in the foreground.
 # Idempotent: a stamp of the inputs and of the extras installed makes a second run a no-op (a test
@@ -85,7 +85,7 @@ pip_install "$TORCH_PIN" -e ".[$extras]"
 cache="${AUDIOCPP_CACHE_DIR:-$HOME/.cache/audiocpp}"
 kernels_dir="$cache/kernels"
 # In the background (runtime): under a lock (flock on kernels/build.lock, held by the build for its whole
-# life, so a killed build leaves no stale lock) that engine.nn.jit reads as "being built: keep torch's
+# life, so a killed build leaves no stale lock) that engine.nn.kernels.jit reads as "being built: keep torch's
 # path". The lock is taken here, before anything can ask for a kernel, and handed to the build (fd 9).
 # Kokoro's two kernels (the default model's) first, then every other one. Nothing waits for it.
 background_kernels() {
@@ -99,7 +99,7 @@ background_kernels() {
   AUDIOCPP_KERNEL_WAIT=1 setsid nice -n 10 "$venv/bin/python" -c '
 import os, sys, time
 print(f"[kernels] background build started {time.ctime()} (pid {os.getpid()})", flush=True)
-from audiocpp.engine.nn import adain_kernel, int8_conv, jit
+from audiocpp.engine.nn.kernels import adain_kernel, int8_conv, jit
 with jit.verbose():
     int8_conv.kernel(); adain_kernel.kernel()  # the default model first
 from audiocpp.cli.kernels_cmd import kernels_from_cli

@@ -3,7 +3,7 @@
 
     python tools/startup_bench.py PACKAGE [PACKAGE ...] [--isa avx2,avx512] [--runs 3]
 
-For each package and ISA level (``engine.nn.cpu_isa.LEVEL_ENV``), with the file in the page cache
+For each package and ISA level (``engine.nn.kernels.cpu_isa.LEVEL_ENV``), with the file in the page cache
 (read once first), the medians of ``--runs`` fresh processes of:
 
 - reading the file: ``cat FILE > /dev/null`` (the floor a loader cannot beat);
@@ -17,7 +17,7 @@ For each package and ISA level (``engine.nn.cpu_isa.LEVEL_ENV``), with the file 
 The repository's modules are compiled to bytecode first (as ``pip install`` does; a source tree run
 under ``PYTHONDONTWRITEBYTECODE=1`` would otherwise compile every module in every process), and one
 process loads each package at each level before the timed ones (the kernels built, the package's
-matrices packed into the pack cache once: ``engine.nn.pack_cache``).
+matrices packed into the pack cache once: ``engine.nn.linear.pack_cache``).
 """
 
 from __future__ import annotations

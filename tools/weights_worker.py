@@ -73,8 +73,8 @@ def resident(modules: list) -> dict[str, int]:
     """Bytes of the modules' tensors by kind; views of a memory-mapped GGUF counted as ``mmap ...``."""
     import torch
 
-    from audiocpp.engine.nn.q8_0_linear import Q8_0Linear
-    from audiocpp.engine.nn.quantized import Int4Linear, Int8Linear
+    from audiocpp.engine.nn.linear.q8_0_linear import Q8_0Linear
+    from audiocpp.engine.nn.linear.quantized import Int4Linear, Int8Linear
     from audiocpp.engine.weights.gguf_file import mapped_file
 
     kinds = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16", torch.int8: "int8"}

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from ..batching.ops import Op
 from ..errors import AudiocppWarning
 from ..metrics import Stopwatch, peak_rss_mb
-from ..nn.cpu_isa import level as cpu_level
+from ..nn.kernels.cpu_isa import level as cpu_level
 from ..progress import Progress
 from ..records import (
     AudioBuffer,

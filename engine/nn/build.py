@@ -96,11 +96,11 @@ def load_on_meta(factory: Callable[[], M], source: TensorSource, *, dtype: torch
     materialize.
 
     ``quantize``: globs of module names whose ``nn.Linear`` layers keep a Q8_0 / Q4_0 weight
-    quantized (``engine.nn.linear``) when ``stored`` (the compute mode's: ``engine.device.ComputeMode``;
-    None: when ``dtype`` is a 16-bit compute dtype); otherwise, as in float32's exact mode, every
-    weight is dequantized. Names and shapes are checked strictly first, quantized tensors included.
-    ``keep_stored``: globs of tensor names kept in the dtype they are stored in (16-bit lookup
-    tables under any compute dtype)."""
+    quantized (``engine.nn.linear.choice``) when ``stored`` (the compute mode's:
+    ``engine.device.ComputeMode``; None: when ``dtype`` is a 16-bit compute dtype); otherwise, as in
+    float32's exact mode, every weight is dequantized. Names and shapes are checked strictly first,
+    quantized tensors included. ``keep_stored``: globs of tensor names kept in the dtype they are
+    stored in (16-bit lookup tables under any compute dtype)."""
     module = build_on_meta(factory)
     ignore = tuple(ignore)
     globs = tuple(quantize)
@@ -108,7 +108,7 @@ def load_on_meta(factory: Callable[[], M], source: TensorSource, *, dtype: torch
         stored = dtype in (torch.bfloat16, torch.float16)
     if globs and stored:
         from ..weights.loading import check_module_weights
-        from .linear import quantize_linears
+        from .linear.choice import quantize_linears
 
         check_module_weights(module, source, what=what, ignore=ignore)
         ignore += tuple(quantize_linears(module, source, globs, dtype=dtype,

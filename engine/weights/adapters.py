@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import ModelError
-from ..nn.weight_norm import fold_weight_norm
+from ..nn.layers.weight_norm import fold_weight_norm
 from .blocks import BlockTensor
 from .source import TensorInfo, TensorSource, cast, dtype_name, unknown_tensor
 

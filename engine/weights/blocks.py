@@ -7,7 +7,7 @@ feature) whose bytes stay a view of the memory-mapped file. Two ggml layouts are
 - ``Q4_0``: blocks of 32, each ``f16 d`` + 16 bytes of nibbles; value = (nibble - 8) * d, the low
   nibbles of the 16 bytes being values 0..15 of the block and the high nibbles values 16..31.
 
-``engine.nn.quantized`` turns them into int8 / int4 linear layers; :meth:`BlockTensor.dequantize`
+``engine.nn.linear.quantized`` turns them into int8 / int4 linear layers; :meth:`BlockTensor.dequantize`
 gives the float32 matrix (what ``gguf.quants.dequantize`` gives) for the paths that widen.
 """
 

@@ -66,7 +66,7 @@ class TensorSource(ABC):
 
     def blocks(self, name: str) -> BlockTensor | None:
         """The tensor as stored, when it is a 2-D Q8_0 / Q4_0 matrix that a quantized kernel can
-        use without dequantizing (``engine.nn.quantized``); None otherwise (the default)."""
+        use without dequantizing (``engine.nn.linear.quantized``); None otherwise (the default)."""
         return None
 
     def release(self, name: str) -> None:

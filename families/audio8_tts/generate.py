@@ -30,8 +30,8 @@ import torch
 
 from audiocpp.engine.batching import Op
 from audiocpp.engine.errors import UsageError
-from audiocpp.engine.nn.column_sampling import ScoreColumns
-from audiocpp.engine.nn.sampling import as_threshold, exponential_race, legacy_top_k_top_p
+from audiocpp.engine.nn.layers.column_sampling import ScoreColumns
+from audiocpp.engine.nn.layers.sampling import as_threshold, exponential_race, legacy_top_k_top_p
 
 from .config import Audio8Config
 from .model.dual_ar import DualAR
@@ -183,7 +183,7 @@ class SemanticScorer:
                ) -> torch.Tensor:
         """One draw per row: from one generator, or from each row's own (a list). Over the whole
         vocabulary as upstream draws, computed on the compact columns where that is exact here
-        (``engine.nn.column_sampling``)."""
+        (``engine.nn.layers.column_sampling``)."""
         if self.space is not None:
             drawn = self.space.race(scores, generator)
             if drawn is not None:

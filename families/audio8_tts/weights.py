@@ -30,7 +30,7 @@ from tokenizers import Tokenizer
 from audiocpp.engine.device import ComputeMode, auto_compute_mode, compute_mode, device_of, storage_dtype
 from audiocpp.engine.errors import ModelError
 from audiocpp.engine.nn.build import meta_device
-from audiocpp.engine.nn.linear import fast_linears, quantize_linears
+from audiocpp.engine.nn.linear.choice import fast_linears, quantize_linears
 from audiocpp.engine.spec.model import ModelSpec
 from audiocpp.engine.tokenizer import load_tokenizer
 from audiocpp.engine.weights import (
@@ -88,10 +88,10 @@ class Audio8Parts:
         """The DualAR computing in ``mode`` (a dtype: its mode; float32 is exact against upstream) on
         the parts' device. With ``packed`` (CPU), its linear layers run on faster kernels: in
         float32, layers whose weights are bfloat16 values (the real checkpoint stores bf16) keep them
-        in bfloat16 and compute in float32 (``engine.nn.bf16_linear``); the others use oneDNN-packed
-        weights (``engine.nn.packed_linear``). A Q8_0 / Q4_0 package in a mode that keeps weights
+        in bfloat16 and compute in float32 (``engine.nn.linear.bf16_linear``); the others use oneDNN-packed
+        weights (``engine.nn.linear.packed_linear``). A Q8_0 / Q4_0 package in a mode that keeps weights
         stored keeps its quantized linears quantized (the block kernel: int8 rows per block).
-        ``engine.nn.linear`` picks each layer."""
+        ``engine.nn.linear.choice`` picks each layer."""
         mode = compute_mode(mode)
         dtype = mode.dtype
         from audiocpp.engine.weights.gguf_file import mapped_file, release_pages
@@ -143,7 +143,7 @@ def load_parts(spec: ModelSpec, path: Path, options: dict[str, Any] | None = Non
     # The codec computes in float32 (as upstream on CPU) whatever its storage. A Q8_0 / Q4_0
     # package keeps its quantized linears int8 (each call converts the matrix: as fast as float32
     # weights here, the convolutions dominate); a BF16 one keeps bf16 linear weights under the
-    # float32 math of engine.nn.bf16_linear where that kernel builds.
+    # float32 math of engine.nn.linear.bf16_linear where that kernel builds.
     check_module_weights(codec, codec_src, what="Audio8 TTS codec")
     ignore = quantize_linears(codec, codec_src, dtype=torch.float32, device=device)
     load_module_weights(codec, codec_src, dtype=torch.float32, what="Audio8 TTS codec", ignore=ignore,

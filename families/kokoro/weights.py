@@ -146,11 +146,11 @@ def int8_weights(source: TensorSource) -> dict[str, tuple[torch.Tensor, torch.Te
 def int8_convolution_names(model: KModel, quantized: dict[str, tuple[torch.Tensor, torch.Tensor]]
                            ) -> list[str]:
     """The decoder's convolutions (module names) whose weight the package stores as int8 and that the int8
-    kernel (``engine.nn.int8_conv``) can compute; none where the kernel is not there. ``model`` may still
-    be on the meta device. The decoder is 93 % of the work; the prosody predictor stays float32, so that
+    kernel (``engine.nn.kernels.int8_conv``) can compute; none where the kernel is not there. ``model`` may
+    still be on the meta device. The decoder is 93 % of the work; the prosody predictor stays float32, so that
     the F0 curve the harmonic source integrates (its phase, hence the waveform) and the durations are the
     float32 path's."""
-    from audiocpp.engine.nn.int8_conv import applies
+    from audiocpp.engine.nn.kernels.int8_conv import applies
 
     return [name for name, module in model.named_modules()
             if name.startswith("decoder.") and f"{name}.weight" in quantized and applies(module)]
@@ -159,7 +159,7 @@ def int8_convolution_names(model: KModel, quantized: dict[str, tuple[torch.Tenso
 def int8_convolutions(model: KModel, quantized: dict[str, tuple[torch.Tensor, torch.Tensor]],
                       names: list[str]) -> None:
     """Put the int8 layer in place of the convolutions ``names`` (:func:`int8_convolution_names`)."""
-    from audiocpp.engine.nn.int8_conv import int8_conv
+    from audiocpp.engine.nn.kernels.int8_conv import int8_conv
 
     for name in names:
         layer = int8_conv(model.get_submodule(name), *quantized[f"{name}.weight"])

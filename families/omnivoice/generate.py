@@ -31,8 +31,8 @@ import torch
 import torch.nn.functional as F
 
 from audiocpp.engine.batching import Op
-from audiocpp.engine.nn.row_invariance import all_same_rows, torch_gemm_shapes
-from audiocpp.engine.nn.sampling import gumbel_noise_like, keep_top_k
+from audiocpp.engine.nn.layers.sampling import gumbel_noise_like, keep_top_k
+from audiocpp.engine.nn.linear.row_invariance import all_same_rows, torch_gemm_shapes
 from audiocpp.engine.progress import NullProgress, Progress
 
 from .model import OmniVoiceLM, Packing, Rope, rope_tables
@@ -124,7 +124,7 @@ class PackedBatch:
     target_len: int
     guided: bool
     #: the backbone runs upstream's padded rows (S, S), not the packed (S, T): where torch's GEMM
-    #: would not give the packed rows upstream's bits (``engine.nn.row_invariance``)
+    #: would not give the packed rows upstream's bits (``engine.nn.linear.row_invariance``)
     padded: bool = False
     #: the heads run over every position of upstream's (2, S) rows, not the two windows alone (idem)
     heads_full: bool = False
@@ -150,7 +150,7 @@ class MaskGitDecoder:
         # to the device per step and the two target windows' logits come back
         self.device = lm.llm.norm.weight.device
         # torch's own GEMMs in the backbone and the heads (none where the linears are quantized):
-        # packing rows changes where each row sits in their products (engine.nn.row_invariance)
+        # packing rows changes where each row sits in their products (engine.nn.linear.row_invariance)
         self.backbone_gemms = torch_gemm_shapes(lm.llm)
         self.head_gemms = torch_gemm_shapes(lm.audio_heads)
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from audiocpp.engine.nn.attention import sdpa
-from audiocpp.engine.nn.decoder import HF_NAMES, DecoderConfig, DecoderLayer
-from audiocpp.engine.nn.norm import RMSNorm
-from audiocpp.engine.nn.rope import rope_inv_freq, rotate_half
+from audiocpp.engine.nn.layers.attention import sdpa
+from audiocpp.engine.nn.layers.decoder import HF_NAMES, DecoderConfig, DecoderLayer
+from audiocpp.engine.nn.layers.norm import RMSNorm
+from audiocpp.engine.nn.layers.rope import rope_inv_freq, rotate_half
 
 from .config import LMConfig, OmniVoiceConfig
 
@@ -133,7 +133,7 @@ def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: 
 
 
 def decoder_config(cfg: LMConfig) -> DecoderConfig:
-    """The Qwen3 block as ``engine.nn.decoder`` describes it (HF names, qk-norm, GQA)."""
+    """The Qwen3 block as ``engine.nn.layers.decoder`` describes it (HF names, qk-norm, GQA)."""
     return DecoderConfig(dim=cfg.hidden_size, n_head=cfg.num_attention_heads,
                          n_kv_head=cfg.num_key_value_heads, head_dim=cfg.head_dim,
                          intermediate_size=cfg.intermediate_size, norm_eps=cfg.rms_norm_eps,
@@ -144,10 +144,10 @@ def decoder_config(cfg: LMConfig) -> DecoderConfig:
 class Qwen3Model(nn.Module):
     """``transformers.Qwen3Model`` without the KV cache (MaskGIT re-runs the whole sequence).
 
-    The blocks are ``engine.nn.decoder.DecoderLayer`` (weights, q/k/v projections with qk-norm,
+    The blocks are ``engine.nn.layers.decoder.DecoderLayer`` (weights, q/k/v projections with qk-norm,
     the SiLU MLP; upstream's names ``layers.N.self_attn.q_proj`` ...). The attention is this
     family's: bidirectional over packed rows (:class:`Packing`), which the engine's causal
-    :class:`~audiocpp.engine.nn.decoder.DecoderStack` does not do.
+    :class:`~audiocpp.engine.nn.layers.decoder.DecoderStack` does not do.
     """
 
     def __init__(self, cfg: LMConfig) -> None:

@@ -56,7 +56,7 @@ _QUANTIZER = re.compile(r"^quantizer\.quantizers\.(\d+)\.codebook\.embed$")
 
 
 #: The LM's linear layers a Q8_0 / Q4_0 package keeps quantized in a compute mode that keeps weights
-#: stored: the Qwen3 blocks and the audio heads (engine.nn.linear picks their layer).
+#: stored: the Qwen3 blocks and the audio heads (engine.nn.linear.choice picks their layer).
 QUANTIZED_LINEARS = ("llm.layers.*", "audio_heads")
 #: Lookup tables kept in the dtype they are stored in under any compute dtype: their rows are
 #: summed in float32 before the backbone's dtype (OmniVoiceLM.embed), as float32 tables would give.

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 class VoxCPM1Plugin(FamilyPlugin):
     name = "voxcpm1"
     #: Q8_0 VoxCPM-0.5B on AVX-512 with AMX: 1.06-1.10 s a request (16 patches) in float32-stored
-    #: (its blocks in one kernel call each, engine.nn.q8_block) against 1.40-1.42 s in bfloat16, and
+    #: (its blocks in one kernel call each, engine.nn.layers.q8_block) against 1.40-1.42 s in bfloat16, and
     #: 4.78 s against 5.36 s for a batch of 8, every row still its lone bits (docs/performance.md)
     cpu_bf16_for_quantized = False
 

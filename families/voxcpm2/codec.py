@@ -13,7 +13,7 @@ Streaming decode (v2's ``StreamingVAEDecoder``): every causal conv keeps the las
 samples and every transposed conv the last ``(k-1)//stride`` input frames, so decoding patch by
 patch gives the offline output.
 
-Private, not ``engine.nn.dac``: upstream's convs are the modules themselves (``block.1.weight``)
+Private, not ``engine.nn.layers.dac``: upstream's convs are the modules themselves (``block.1.weight``)
 where the engine nests them (``.conv.weight``), so every layout would need renames; v1 left-pads
 a strided conv by ``2 * ceil(stride / 2)`` (not ``kernel - stride``: they differ for odd
 strides), upstream never right-pads a strided conv (the engine's ``CausalConv1d`` does, which
@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from audiocpp.engine.nn.activations import Snake1d
+from audiocpp.engine.nn.layers.activations import Snake1d
 
 from .config import AudioVAEConfig
 

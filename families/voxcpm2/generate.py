@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from audiocpp.engine.batching import Op, relay
-from audiocpp.engine.nn.kv_cache import StaticKVCache
+from audiocpp.engine.nn.layers.kv_cache import StaticKVCache
 
 from .codec import AudioVAE, StreamingDecoder
 from .model import VoxCPMModel

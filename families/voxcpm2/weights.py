@@ -64,7 +64,7 @@ def vae_adapters(cfg: VoxCPMConfig) -> list[TensorOp]:
 #: dtype: the two MiniCPM LMs, most of the weights, run on one row per step, where every int8
 #: kernel beats bfloat16.
 QUANTIZED_LINEARS = ("base_lm.*", "residual_lm.*")
-#: Also kept quantized where the CPU's Q8_0 kernel runs (engine.nn.q8_0_linear): the local encoder
+#: Also kept quantized where the CPU's Q8_0 kernel runs (engine.nn.linear.q8_0_linear): the local encoder
 #: and DiT, run on 10-20 rows per weight read every Euler step, where that kernel beats the
 #: bfloat16 GEMM and the per-row int8 layer does not (docs/numerics.md); elsewhere they are
 #: dequantized to the compute dtype at load.
@@ -77,9 +77,9 @@ STORED_TABLES = ("base_lm.embed_tokens.weight",)
 
 def quantized_linears(source: TensorSource, mode: ComputeMode, device: torch.device) -> tuple[str, ...]:
     """The globs of the linear layers that ``source`` keeps quantized computing in ``mode`` on
-    ``device`` (``engine.nn.linear.keep_quantized``: the kernel is built only for a quantized
+    ``device`` (``engine.nn.linear.choice.keep_quantized``: the kernel is built only for a quantized
     package that will use it)."""
-    from audiocpp.engine.nn.linear import keep_quantized
+    from audiocpp.engine.nn.linear.choice import keep_quantized
 
     return keep_quantized(source, mode.stored, device, always=QUANTIZED_LINEARS,
                           many_rows=KERNEL_QUANTIZED_LINEARS)
@@ -121,7 +121,7 @@ class VoxCPM2Parts:
                              quantize=quantized_linears(source, mode, self.device), stored=mode.stored,
                              keep_stored=STORED_TABLES)
         if packed and self.device.type == "cpu":
-            from audiocpp.engine.nn.linear import fast_linears
+            from audiocpp.engine.nn.linear.choice import fast_linears
 
             fast_linears(model, packed=True)
             for name, param in model.named_parameters():  # the rest may still view the file: own them

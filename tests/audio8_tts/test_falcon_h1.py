@@ -239,7 +239,7 @@ def test_recurrent_decode_matches_reference_and_prefill(name: str, ckpt: str, to
 @pytest.mark.parametrize("name,ckpt,total,prefill", MIXER_CASES)
 def test_mamba2_mixer_alone_matches_transformers(name: str, ckpt: str, total: int, prefill: int,
                                                  models, inputs, reference) -> None:
-    from audiocpp.engine.nn.mamba2 import Mamba2Cache
+    from audiocpp.engine.nn.layers.mamba2 import Mamba2Cache
 
     mixer = models[ckpt][0].slow.layers[0].mamba
     cfg = models[ckpt][0].falcon

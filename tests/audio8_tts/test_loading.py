@@ -72,7 +72,7 @@ def test_audiocpp_layout_holds_fused_codec_and_sidecars(packages) -> None:
 def test_auto_keeps_q8_0_stored_even_with_bfloat16_units(packages, monkeypatch: pytest.MonkeyPatch) -> None:
     """Audio8's Q8_0 path is faster in float32-stored than in bfloat16 on AVX-512 + AMX too
     (docs/performance.md): ``auto`` picks it on every CPU; a BF16 package still computes in bfloat16."""
-    from audiocpp.engine.nn import cpu_isa
+    from audiocpp.engine.nn.kernels import cpu_isa
 
     monkeypatch.setattr(cpu_isa, "native_bf16", lambda: True)
     assert plugin.cpu_bf16_for_quantized is False

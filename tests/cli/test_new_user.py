@@ -133,7 +133,7 @@ def test_bin_test_says_what_it_installs_and_ends_with_the_totals() -> None:
 
 
 def test_families_and_metrics_say_what_auto_computes_in_on_this_cpu(tmp_path: Path) -> None:
-    from audiocpp.engine.nn import cpu_isa
+    from audiocpp.engine.nn.kernels import cpu_isa
 
     avx2 = cpu_isa.arch() == "x86_64" and cpu_isa.cpu_has(cpu_isa.LEVEL_FLAGS["avx2"])
     env = cpu_isa.LEVEL_ENV["avx2"] if avx2 else {}

@@ -1,6 +1,6 @@
 """tools/setup_env.sh's two modes, run for real with a stand-in python that records what it is asked:
 runtime (bin/audiocpp) installs audiocpp with its kokoro extra only, no test extra, and compiles the
-kernels in a detached background process that holds the build lock engine.nn.jit reads (its log in the
+kernels in a detached background process that holds the build lock engine.nn.kernels.jit reads (its log in the
 cache folder), never in the foreground; test (bin/test) adds the test extras and builds the kernels in
 the foreground, waiting for other builds; a test set-up serves runtime, not the other way round; and
 every test-only package of pyproject.toml stays out of the runtime set-up's install."""
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from audiocpp.engine.nn import jit
+from audiocpp.engine.nn.kernels import jit
 from tests.support import REPO, setup_checkout
 
 pytestmark = pytest.mark.skipif(shutil.which("flock") is None or shutil.which("setsid") is None,

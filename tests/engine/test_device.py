@@ -87,7 +87,7 @@ def test_cuda_resolves_to_its_first_gpu() -> None:
 def test_compute_dtype_defaults_per_device_and_storage(bf16_in_hardware: bool, monkeypatch) -> None:
     """The CPU's row depends on whether it multiplies bfloat16 in hardware (cpu_isa.native_bf16): both
     tables, whatever CPU runs the test."""
-    from audiocpp.engine.nn import cpu_isa
+    from audiocpp.engine.nn.kernels import cpu_isa
 
     monkeypatch.setattr(cpu_isa, "native_bf16", lambda: bf16_in_hardware)
     cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
@@ -109,7 +109,7 @@ def test_compute_dtype_defaults_per_device_and_storage(bf16_in_hardware: bool, m
 def test_auto_compute_dtype_reads_packages_not_folders(tmp_path: Path, monkeypatch) -> None:
     import numpy as np
 
-    from audiocpp.engine.nn import cpu_isa
+    from audiocpp.engine.nn.kernels import cpu_isa
     from audiocpp.engine.weights import open_weights
     from tests.engine.weights_builders import write_gguf
 

@@ -86,7 +86,7 @@ def test_omnivoice_float32_on_cuda_equals_the_cpu(omnivoice_demo: Path) -> None:
 
 def test_gpu_defaults_and_quantized_packages_run_close(tmp_path: Path, voxcpm2_tiny: Path) -> None:
     from audiocpp.engine import load
-    from audiocpp.engine.nn.quantized import Int8Linear
+    from audiocpp.engine.nn.linear.quantized import Int8Linear
 
     request = TaskRequest(text=TEXT, seed=7,
                           options={"min_tokens": 6, "max_tokens": 6, "retry_badcase": False})

@@ -1,6 +1,6 @@
 """On a host above AVX2, one parity case and one batching case per family, the kernels' own tests
 and the engine's quantized-layer tests also run in a process held to AVX2
-(``engine.nn.cpu_isa.LEVEL_ENV["avx2"]``: our kernels' level and torch's, oneDNN's and MKL's), as on
+(``engine.nn.kernels.cpu_isa.LEVEL_ENV["avx2"]``: our kernels' level and torch's, oneDNN's and MKL's), as on
 an AVX2 laptop: exact against upstream and batched exactly there too. (The whole parity and batching
 suites pass at every level; this keeps a sample of them in every CI run.)"""
 
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from audiocpp.engine.nn import cpu_isa
+from audiocpp.engine.nn.kernels import cpu_isa
 from tests.support import REPO
 
 #: A parity case and a batching case per family, and what proves the level.

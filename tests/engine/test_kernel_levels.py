@@ -11,7 +11,8 @@ import torch
 
 from audiocpp.engine import device as dev
 from audiocpp.engine.errors import UsageError
-from audiocpp.engine.nn import bf16_linear, cpu_isa, jit, q8_0_linear, rng, snake_kernel
+from audiocpp.engine.nn.kernels import cpu_isa, jit, rng, snake_kernel
+from audiocpp.engine.nn.linear import bf16_linear, q8_0_linear
 
 X86 = cpu_isa.arch() == "x86_64"
 #: The levels compared: the one this process runs and AVX2's, where this CPU has both.

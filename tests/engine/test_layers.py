@@ -16,11 +16,19 @@ def test_the_checks_catch_a_cycle_and_each_upward_import() -> None:
         "audiocpp.server.app": {"audiocpp.cli.main"},
         "audiocpp.families.omnivoice.session": {"audiocpp.families.voxcpm2.weights", "audiocpp.batch.jobs"},
         "audiocpp.families.voxcpm1.session": {"audiocpp.families.voxcpm2.model"},
+        "audiocpp.engine.nn.kernels.jit": {"audiocpp.engine.nn.linear.pack_cache",
+                                           "audiocpp.engine.nn.kernels"},
+        "audiocpp.engine.nn.linear.choice": {"audiocpp.engine.nn.layers.decoder",
+                                             "audiocpp.engine.nn.kernels.jit"},
+        "audiocpp.engine.nn.layers.dac": {"audiocpp.engine.nn.build", "audiocpp.engine.nn.linear.choice"},
     }
     assert layer_report.cycles(edges) == [["audiocpp.engine.a", "audiocpp.engine.b", "audiocpp.engine.c"]]
     bad = layer_report.layer_violations(edges)
     assert [line.split(" (")[0] for line in bad] == [
         "audiocpp.engine.c -> audiocpp.server.app",
+        "audiocpp.engine.nn.kernels.jit -> audiocpp.engine.nn.linear.pack_cache",
+        "audiocpp.engine.nn.layers.dac -> audiocpp.engine.nn.build",
+        "audiocpp.engine.nn.linear.choice -> audiocpp.engine.nn.layers.decoder",
         "audiocpp.families.omnivoice.session -> audiocpp.batch.jobs",
         "audiocpp.families.omnivoice.session -> audiocpp.families.voxcpm2.weights",
         "audiocpp.server.app -> audiocpp.cli.main",

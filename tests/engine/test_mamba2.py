@@ -1,4 +1,4 @@
-"""engine.nn.mamba2 on its own: the chunked SSD scan against a plain sequential recurrence,
+"""engine.nn.layers.mamba2 on its own: the chunked SSD scan against a plain sequential recurrence,
 chunk-size invariance, prefill + recurrent steps against one prefill, the in-proj multipliers,
 and float32 SSM parameters under a bfloat16 cast. (Parity with transformers' FalconH1Mixer is
 in tests/audio8_tts/test_falcon_h1.py.)"""
@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from audiocpp.engine.nn.mamba2 import Mamba2Cache, Mamba2Mixer, segment_sum, ssd_chunked
+from audiocpp.engine.nn.layers.mamba2 import Mamba2Cache, Mamba2Mixer, segment_sum, ssd_chunked
 
 
 def sequential_scan(x, dt, A, B, C, D):

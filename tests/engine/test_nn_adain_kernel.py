@@ -1,12 +1,12 @@
-"""engine.nn.adain_kernel: AdaIN + Snake / leaky ReLU in one pass gives the torch passes' numbers to float
-rounding, and the same bits at the level this process runs as at AVX2 and in the portable build."""
+"""engine.nn.kernels.adain_kernel: AdaIN + Snake / leaky ReLU in one pass gives the torch passes' numbers to
+float rounding, and the same bits at the level this process runs as at AVX2 and in the portable build."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from audiocpp.engine.nn import adain_kernel, cpu_isa, jit
+from audiocpp.engine.nn.kernels import adain_kernel, cpu_isa, jit
 
 pytestmark = pytest.mark.skipif(jit.toolchain_missing() is not None, reason="no C++ toolchain")
 

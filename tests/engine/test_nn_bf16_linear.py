@@ -1,4 +1,4 @@
-"""engine.nn.bf16_linear: float32 math over bfloat16-stored weights equals F.linear up to
+"""engine.nn.linear.bf16_linear: float32 math over bfloat16-stored weights equals F.linear up to
 summation order, for decode and prefill shapes and odd sizes; only exactly-bf16 weights convert."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from audiocpp.engine.nn import jit
-from audiocpp.engine.nn.bf16_linear import KERNEL, BF16WeightLinear, exactly_bf16, kernel
-from audiocpp.engine.nn.linear import fast_linears
+from audiocpp.engine.nn.kernels import jit
+from audiocpp.engine.nn.linear.bf16_linear import KERNEL, BF16WeightLinear, exactly_bf16, kernel
+from audiocpp.engine.nn.linear.choice import fast_linears
 
 #: Skipped only where the kernel cannot be here (no AVX-512 in the CPU or torch, no compiler) or is
 #: turned off (AUDIOCPP_BF16_LINEAR=0); a build failing anywhere else fails these tests, with why.

@@ -1,4 +1,4 @@
-"""engine.nn.column_sampling: a draw and an argmax over a few columns of a vocabulary give what
+"""engine.nn.layers.column_sampling: a draw and an argmax over a few columns of a vocabulary give what
 the whole -inf-filled row gives, bit for bit, with one generator per row or one for the batch."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from audiocpp.engine.nn import rng
-from audiocpp.engine.nn.column_sampling import ALIGN, ScoreColumns
-from audiocpp.engine.nn.sampling import exponential_race
+from audiocpp.engine.nn.kernels import rng
+from audiocpp.engine.nn.layers.column_sampling import ALIGN, ScoreColumns
+from audiocpp.engine.nn.layers.sampling import exponential_race
 
 pytestmark = pytest.mark.skipif(rng.kernel() is None,
                                 reason="no MT19937 kernel here: draws use the whole row")

@@ -1,11 +1,11 @@
-"""engine.nn.dac: causal convs keep causality, and streaming equals the offline forward."""
+"""engine.nn.layers.dac: causal convs keep causality, and streaming equals the offline forward."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from audiocpp.engine.nn.dac import (
+from audiocpp.engine.nn.layers.dac import (
     CausalConv1d,
     CausalConvTranspose1d,
     ResidualUnit,
@@ -71,8 +71,8 @@ def test_transposed_conv_with_kernel_equal_to_stride_streams_as_one_gemm() -> No
 
 
 def test_fused_snake_is_bit_identical_to_the_reference_snake() -> None:
-    from audiocpp.engine.nn import activations
-    from audiocpp.engine.nn.dac import snake
+    from audiocpp.engine.nn.layers import activations
+    from audiocpp.engine.nn.layers.dac import snake
 
     torch.manual_seed(0)
     x, alpha = torch.randn(2, 5, 3001) * 3, torch.rand(1, 5, 1) + 0.1
@@ -88,7 +88,7 @@ def test_centred_residual_unit_keeps_length() -> None:
 
 
 def _decoder_like() -> nn.Sequential:
-    from audiocpp.engine.nn.dac import Snake1d
+    from audiocpp.engine.nn.layers.dac import Snake1d
 
     seq = nn.Sequential(CausalConv1d(6, 8, 7), Snake1d(8), CausalConvTranspose1d(8, 4, 8, 4),
                         ResidualUnit(4, 3), CausalConvTranspose1d(4, 4, 3, 2), ResidualUnit(4, 9),
@@ -98,7 +98,7 @@ def _decoder_like() -> nn.Sequential:
 
 
 def test_channels_last_matches_the_direct_convolutions(monkeypatch) -> None:
-    from audiocpp.engine.nn import dac
+    from audiocpp.engine.nn.layers import dac
 
     monkeypatch.setattr(dac, "ROW_BLOCK", 16)  # several row blocks, partial taps at a block's start
     seq = _decoder_like()
@@ -118,7 +118,7 @@ def test_channels_last_matches_the_direct_convolutions(monkeypatch) -> None:
 
 
 def test_channels_last_streaming_equals_offline(monkeypatch) -> None:
-    from audiocpp.engine.nn import dac
+    from audiocpp.engine.nn.layers import dac
 
     monkeypatch.setattr(dac, "ROW_BLOCK", 16)
     seq = _decoder_like()
@@ -136,7 +136,7 @@ def test_channels_last_streaming_equals_offline(monkeypatch) -> None:
 def test_channels_last_refuses_what_it_cannot_run() -> None:
     import pytest
 
-    from audiocpp.engine.nn import dac
+    from audiocpp.engine.nn.layers import dac
 
     with pytest.raises(ValueError, match="stride-1"):
         CausalConv1d(2, 2, 4, stride=2).forward_cl(torch.randn(1, 8, 2))
@@ -147,7 +147,7 @@ def test_channels_last_refuses_what_it_cannot_run() -> None:
 def test_unfolded_bf16_conv_rounds_each_output_once(monkeypatch) -> None:
     """16-bit taps: one GEMM per block over the gathered shifted inputs, so each output is the
     float32 sum of the bf16-rounded products, rounded once to bf16 (several blocks, partial taps)."""
-    from audiocpp.engine.nn import dac
+    from audiocpp.engine.nn.layers import dac
 
     monkeypatch.setattr(dac, "UNFOLDED_BYTES", 64 * 7 * 5 * 2)  # 64-row blocks
     torch.manual_seed(0)
@@ -168,7 +168,7 @@ def test_bf16_weights_run_channels_last_beside_float32_activations() -> None:
     """A decoder-like stack whose convs hold bf16 weights and whose Snakes round their outputs
     to bf16 (``Decoder.copy_in``'s layout: the last Snake and conv stay float32) gives float32
     audio close to the float32 stack's, offline and streamed."""
-    from audiocpp.engine.nn import dac
+    from audiocpp.engine.nn.layers import dac
 
     seq = _decoder_like()
     x = torch.randn(1, 40, 6)

@@ -1,4 +1,4 @@
-"""engine.nn.decoder: prefill + static steps equal a plain full-sequence forward; both RoPE
+"""engine.nn.layers.decoder: prefill + static steps equal a plain full-sequence forward; both RoPE
 conventions, fused and separate QKV, qk-norm, GQA, left padding, both attention kernels."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from audiocpp.engine.nn.decoder import FISH_NAMES, HF_NAMES, DecoderConfig, DecoderLayer, DecoderStack
-from audiocpp.engine.nn.rope import (
+from audiocpp.engine.nn.layers.decoder import FISH_NAMES, HF_NAMES, DecoderConfig, DecoderLayer, DecoderStack
+from audiocpp.engine.nn.layers.rope import (
     apply_interleaved_rope,
     apply_rotary,
     interleaved_rope_table,

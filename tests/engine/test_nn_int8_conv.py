@@ -1,6 +1,6 @@
-"""engine.nn.int8_conv: a 1-D convolution over int8 weights, the input quantized per tensor at run time.
-The kernel's sums equal the reference's exactly at every ISA level this CPU has (AVX2 splits weights past
-±64 into two exact dot products), and the layer stays close to the float convolution it replaces."""
+"""engine.nn.kernels.int8_conv: a 1-D convolution over int8 weights, the input quantized per tensor at run
+time. The kernel's sums equal the reference's exactly at every ISA level this CPU has (AVX2 splits weights
+past ±64 into two exact dot products), and the layer stays close to the float convolution it replaces."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from audiocpp.engine.nn import cpu_isa, int8_conv, jit
+from audiocpp.engine.nn.kernels import cpu_isa, int8_conv, jit
 
 pytestmark = pytest.mark.skipif(jit.toolchain_missing() is not None, reason="no C++ toolchain")
 

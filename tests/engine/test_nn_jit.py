@@ -1,4 +1,4 @@
-"""engine.nn.jit and engine.nn.kernels: kernels are built only for CPUs with the flags they need, a
+"""engine.nn.kernels.jit and engine.nn.kernels: kernels are built only for CPUs with the flags they need, a
 failed build gives None (callers keep torch's kernels) and says why under AUDIOCPP_DEBUG, anything
 else a build raises propagates, build names follow the source, flags and torch's version, a build
 on a terminal says why the load takes longer, and build_all builds every kernel this CPU runs."""
@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from audiocpp.engine.nn import cpu_isa, jit, kernels
+from audiocpp.engine.nn import kernels
+from audiocpp.engine.nn.kernels import cpu_isa, jit
 
 
 class _Terminal(io.StringIO):

@@ -1,4 +1,4 @@
-"""engine.nn.jit does not wait for a kernel another process is building: while the set-up's background
+"""engine.nn.kernels.jit does not wait for a kernel another process is building: while the set-up's background
 build holds its lock (a real ``flock`` held by another process) or another process compiles that kernel
 (torch's lock file in the build folder), :func:`jit.build` gives None at once and says why, so that the
 caller keeps torch's path; ``AUDIOCPP_KERNEL_WAIT=1`` builds (or waits) instead; a kernel already built
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from audiocpp.engine.nn import jit
+from audiocpp.engine.nn.kernels import jit
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="flock is POSIX")
 

@@ -1,4 +1,4 @@
-"""engine.nn.linear: the one function that picks a linear layer (linear_for) follows its table for
+"""engine.nn.linear.choice: the one function that picks a linear layer (linear_for) follows its table for
 every storage, device and kernel; the walkers built on it (quantize_linears, fast_linears) give the
 layers and numbers of those built by hand, bit for bit; keep_quantized adds the many-row layers only
 where the Q8_0 kernel runs."""
@@ -12,7 +12,8 @@ import pytest
 import torch
 from torch import nn
 
-from audiocpp.engine.nn import bf16_linear, linear, packed_linear, q8_0_linear, quantized
+from audiocpp.engine.nn.linear import bf16_linear, packed_linear, q8_0_linear, quantized
+from audiocpp.engine.nn.linear import choice as linear
 from audiocpp.engine.weights import open_weights
 from tests.engine.weights_builders import write_gguf
 

@@ -1,4 +1,4 @@
-"""engine.nn.rng: uniform_at gives torch.rand's values at the kept positions and leaves the
+"""engine.nn.kernels.rng: uniform_at gives torch.rand's values at the kept positions and leaves the
 generator where torch.rand leaves it, for each dtype, across the MT19937 block boundaries."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from audiocpp.engine.nn import jit
-from audiocpp.engine.nn.rng import KERNEL, can_draw, kernel, uniform_at
+from audiocpp.engine.nn.kernels import jit
+from audiocpp.engine.nn.kernels.rng import KERNEL, can_draw, kernel, uniform_at
 
 pytestmark = pytest.mark.skipif(
     KERNEL.off() or (KERNEL.unsupported() or jit.toolchain_missing()) is not None,

@@ -1,4 +1,4 @@
-"""engine.nn.row_attention: the per-row decode attention of step_rows in one C++ call gives the
+"""engine.nn.kernels.row_attention: the per-row decode attention of step_rows in one C++ call gives the
 Python loop's outputs and cache writes bit for bit (float32 and bf16, GQA, rows at other lengths)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from audiocpp.engine.nn import jit
-from audiocpp.engine.nn.decoder import DecoderCache, DecoderConfig, DecoderStack
-from audiocpp.engine.nn.row_attention import KERNEL, kernel
+from audiocpp.engine.nn.kernels import jit
+from audiocpp.engine.nn.kernels.row_attention import KERNEL, kernel
+from audiocpp.engine.nn.layers.decoder import DecoderCache, DecoderConfig, DecoderStack
 
 pytestmark = pytest.mark.skipif(KERNEL.off() or jit.toolchain_missing() is not None,
                                 reason="the row-attention kernel cannot be built here (no compiler)")

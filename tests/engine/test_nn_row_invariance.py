@@ -1,12 +1,12 @@
-"""engine.nn.row_invariance: the probe compares the rows it is asked about, in two real products,
+"""engine.nn.linear.row_invariance: the probe compares the rows it is asked about, in two real products,
 bit for bit; it is cached per question; the shapes it probes are torch's own GEMMs only."""
 
 from __future__ import annotations
 
 import torch
 
-from audiocpp.engine.nn import row_invariance as ri
-from audiocpp.engine.nn.q8_0_linear import kernel as q8_kernel
+from audiocpp.engine.nn.linear import row_invariance as ri
+from audiocpp.engine.nn.linear.q8_0_linear import kernel as q8_kernel
 
 
 def test_rows_of_the_same_product_are_the_same() -> None:
@@ -34,7 +34,7 @@ def test_only_plain_linears_are_probed() -> None:
                               torch.nn.Linear(16, 8).to(torch.bfloat16))
     assert set(ri.torch_gemm_shapes(net)) == {(8, 16, torch.bfloat16), (16, 32, torch.float32)}
     if q8_kernel() is not None:
-        from audiocpp.engine.nn.q8_0_linear import Q8_0Linear
+        from audiocpp.engine.nn.linear.q8_0_linear import Q8_0Linear
 
         layer = Q8_0Linear.from_values(torch.zeros(16, 32, dtype=torch.int8), torch.ones(16, 1))
         assert ri.torch_gemm_shapes(torch.nn.Sequential(layer)) == ()

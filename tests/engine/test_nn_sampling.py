@@ -1,4 +1,4 @@
-"""engine.nn.sampling: the padded softmax of the legacy filter stops at a lane-aligned width and
+"""engine.nn.layers.sampling: the padded softmax of the legacy filter stops at a lane-aligned width and
 keeps the whole padded row's bits."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from audiocpp.engine.nn.sampling import padded_softmax
+from audiocpp.engine.nn.layers.sampling import padded_softmax
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

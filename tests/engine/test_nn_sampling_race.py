@@ -1,10 +1,10 @@
-"""engine.nn.sampling: the legacy top-k/top-p filter and the exponential race."""
+"""engine.nn.layers.sampling: the legacy top-k/top-p filter and the exponential race."""
 
 from __future__ import annotations
 
 import torch
 
-from audiocpp.engine.nn.sampling import exponential_race, legacy_top_k_top_p
+from audiocpp.engine.nn.layers.sampling import exponential_race, legacy_top_k_top_p
 
 
 def test_legacy_filter_keeps_top_k_and_nucleus() -> None:
@@ -53,7 +53,7 @@ def test_filter_from_sorted_values_equals_the_torch_sort_filter() -> None:
     """The fast path (numpy's sort of the values) keeps exactly what torch.sort's filter keeps; rows
     where equal scores straddle the cut are left undecided and go through torch.sort, so the
     public filter equals upstream's on every row."""
-    from audiocpp.engine.nn.sampling import kept_by_rank
+    from audiocpp.engine.nn.layers.sampling import kept_by_rank
 
     gen = torch.Generator().manual_seed(0)
     undecided_rows = rows_seen = 0

@@ -1,4 +1,4 @@
-"""engine.nn.snake_kernel: Snake in one pass gives torch's passes bit for bit (float32, and the
+"""engine.nn.kernels.snake_kernel: Snake in one pass gives torch's passes bit for bit (float32, and the
 bfloat16 rounding), for partial vectors of channels, large magnitudes and several row tiles; the
 decoder's Snake uses it and falls back to the passes where it does not apply."""
 
@@ -10,9 +10,9 @@ import sys
 import pytest
 import torch
 
-from audiocpp.engine.nn import jit
-from audiocpp.engine.nn.dac import Snake1d, snake_channels_last
-from audiocpp.engine.nn.snake_kernel import KERNEL, kernel, snake_fused, snake_passes
+from audiocpp.engine.nn.kernels import jit
+from audiocpp.engine.nn.kernels.snake_kernel import KERNEL, kernel, snake_fused, snake_passes
+from audiocpp.engine.nn.layers.dac import Snake1d, snake_channels_last
 
 #: Skipped only where the kernel cannot be here (no AVX-512, no compiler) or is turned off
 #: (AUDIOCPP_SNAKE_KERNEL=0); a build failing anywhere else fails these tests, with why.
@@ -70,7 +70,7 @@ def test_snake_module_output_dtype() -> None:
 
 
 def test_switch_turns_it_off() -> None:
-    code = ("from audiocpp.engine.nn import jit, snake_kernel as s; import torch;"
+    code = ("from audiocpp.engine.nn.kernels import jit, snake_kernel as s; import torch;"
             "print(s.kernel() is None, jit.why_not(s.KERNEL));"
             "print(s.snake_fused(torch.ones(2, 4), torch.ones(4), None))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

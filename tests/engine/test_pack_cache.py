@@ -1,4 +1,4 @@
-"""engine.nn.pack_cache: the first load of a Q8_0 / Q4_0 package writes its matrices in the kernel's
+"""engine.nn.linear.pack_cache: the first load of a Q8_0 / Q4_0 package writes its matrices in the kernel's
 layout to the cache; later loads map them (no packing) and compute the same bits; a changed package,
 a damaged cache file or ``AUDIOCPP_PACK_CACHE=0`` never gives stale or wrong matrices."""
 
@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from audiocpp.engine.nn import jit, pack_cache
-from audiocpp.engine.nn import q8_0_linear as q8
-from audiocpp.engine.nn.linear import quantize_linears
+from audiocpp.engine.nn.kernels import jit
+from audiocpp.engine.nn.linear import pack_cache
+from audiocpp.engine.nn.linear import q8_0_linear as q8
+from audiocpp.engine.nn.linear.choice import quantize_linears
 from audiocpp.engine.weights import open_weights
 from tests.engine.weights_builders import write_gguf
 

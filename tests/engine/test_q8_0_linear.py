@@ -1,4 +1,4 @@
-"""engine.nn.q8_0_linear: the VNNI kernel keeps a Q8_0 / Q4_0 matrix's own values and block scales
+"""engine.nn.linear.q8_0_linear: the VNNI kernel keeps a Q8_0 / Q4_0 matrix's own values and block scales
 and computes exactly what its float64 reference computes from the same block-quantized rows; the
 layer is chosen on a CPU that builds it, torch's int4 kernel or the per-row int8 layer elsewhere."""
 
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from audiocpp.engine.nn import jit
-from audiocpp.engine.nn import q8_0_linear as q8
-from audiocpp.engine.nn import quantized as qnn
-from audiocpp.engine.nn.linear import block_linear
+from audiocpp.engine.nn.kernels import jit
+from audiocpp.engine.nn.linear import q8_0_linear as q8
+from audiocpp.engine.nn.linear import quantized as qnn
+from audiocpp.engine.nn.linear.choice import block_linear
 from audiocpp.engine.weights import open_weights
 from audiocpp.engine.weights.blocks import BlockTensor
 from tests.engine.weights_builders import write_gguf

@@ -1,4 +1,4 @@
-"""engine.nn.q8_block: a stack of Q8_0 blocks in one C++ call gives the Python blocks' bits, over a
+"""engine.nn.layers.q8_block: a stack of Q8_0 blocks in one C++ call gives the Python blocks' bits, over a
 whole sequence (RoPE or none, causal or not, a residual scale or none, grouped heads, Q4_0 matrices)
 and as a KV cache's prefill and decode steps (outputs and cache writes), and declines what it does
 not compute."""
@@ -9,9 +9,10 @@ import pytest
 import torch
 from torch import nn
 
-from audiocpp.engine.nn import jit, q8_block
-from audiocpp.engine.nn.decoder import DecoderConfig, DecoderLayer
-from audiocpp.engine.nn.q8_0_linear import Q8_0Linear
+from audiocpp.engine.nn.kernels import jit
+from audiocpp.engine.nn.layers import q8_block
+from audiocpp.engine.nn.layers.decoder import DecoderConfig, DecoderLayer
+from audiocpp.engine.nn.linear.q8_0_linear import Q8_0Linear
 
 pytestmark = pytest.mark.skipif(q8_block.KERNEL.off() or jit.toolchain_missing() is not None
                                 or q8_block.KERNEL.unsupported() is not None,

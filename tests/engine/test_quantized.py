@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from audiocpp.engine.errors import ModelError
-from audiocpp.engine.nn import quantized as qnn
 from audiocpp.engine.nn.build import load_on_meta
+from audiocpp.engine.nn.linear import quantized as qnn
 from audiocpp.engine.weights import Rename, Transpose, adapt, open_weights
 from audiocpp.engine.weights.blocks import BlockTensor
 from audiocpp.engine.weights.gguf_file import mapped_file, release_pages

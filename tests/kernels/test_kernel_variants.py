@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from audiocpp.engine.nn import cpu_isa, jit, q8_0_linear
+from audiocpp.engine.nn.kernels import cpu_isa, jit
+from audiocpp.engine.nn.linear import q8_0_linear
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "kernel_variants.cpp"

@@ -100,8 +100,8 @@ def spectral_cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 def test_the_int8_package_computes_its_decoder_on_the_int8_kernel_within_the_published_drift(model) -> None:
     """compute_dtype=auto is float32-stored for the int8 package (its decoder's convolutions on
-    engine.nn.int8_conv), float32 on request; the durations are the same (the prosody side is float32 in
-    both), the audio within docs/families/kokoro.md's drift figures."""
+    engine.nn.kernels.int8_conv), float32 on request; the durations are the same (the prosody side is float32
+    in both), the audio within docs/families/kokoro.md's drift figures."""
     import audiocpp.engine as ac
     from audiocpp.engine.errors import UsageError
 

@@ -99,7 +99,7 @@ def test_every_case_is_checked(ov_reference):
 @pytest.mark.parametrize("name", ["auto_sampled", "long_clone"])
 def test_upstream_layout_where_packed_rows_would_differ(name, ov_model, ov_reference, monkeypatch):
     """Where torch's GEMM would give packed rows other bits (MKL held to AVX2 does for small
-    shapes; engine.nn.row_invariance), the decoder runs upstream's padded rows and heads over every
+    shapes; engine.nn.linear.row_invariance), the decoder runs upstream's padded rows and heads over every
     position instead: still upstream's tokens, and such requests are not merged into one pass."""
     import audiocpp.families.omnivoice.generate as generate
 

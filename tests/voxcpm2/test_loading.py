@@ -148,9 +148,9 @@ def test_pytorch_model_bin_folder_loads_the_same(tiny_ckpt: Path, tmp_path: Path
 def test_q8_0_blocks_in_one_call_give_the_python_blocks_bits(packages: dict[str, Path], monkeypatch) -> None:
     """The LocDiT, LocEnc and LM stacks (prefill, decode steps; a batch's rows at other positions of
     their own caches) of a Q8_0 package in ``float32-stored`` (``auto`` where the CPU has no bf16
-    arithmetic) run as one kernel call each (engine.nn.q8_block): the same latents and audio as the
+    arithmetic) run as one kernel call each (engine.nn.layers.q8_block): the same latents and audio as the
     Python blocks, alone and batched."""
-    from audiocpp.engine.nn import q8_block
+    from audiocpp.engine.nn.layers import q8_block
 
     if q8_block.kernel() is None:
         pytest.skip("the Q8_0 block kernel is not built here")

@@ -120,7 +120,7 @@ def run_ours(folder: Path, ids: np.ndarray, frames: int, packed: bool) -> dict:
     load_module_weights(model.slow, adapt(source, [Drop("fast_*")]), dtype=torch.float32, what="slow AR")
     load_module_weights(model.fast, adapt(source, [Keep("fast_*")]), dtype=torch.float32, what="fast AR")
     if packed:  # the default load option packed_linear: oneDNN-packed linears
-        from audiocpp.engine.nn.linear import fast_linears
+        from audiocpp.engine.nn.linear.choice import fast_linears
 
         fast_linears(model, packed=True)
     model.eval()

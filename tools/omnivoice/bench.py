@@ -119,7 +119,7 @@ def main(argv: list[str]) -> int:
     add_mode_options(ap, size=None)
     args = ap.parse_args(argv)
     model = ensure_model(args.model)
-    from audiocpp.engine.nn.cpu_isa import native_bf16
+    from audiocpp.engine.nn.kernels.cpu_isa import native_bf16
 
     if not native_bf16():  # emulated bfloat16 runs at well under 1 GFLOP/s: hours for one request
         args.no_bf16 = True

@@ -85,7 +85,7 @@ def dtype_folders(base: Path) -> dict[str, Path]:
 def default_dtypes() -> str:
     """The compute dtypes compared by default: float32, and bfloat16 where the CPU (at the level this
     process runs, ``AUDIOCPP_CPU_ISA``) computes it in hardware; emulated, a bfloat16 run takes hours."""
-    from audiocpp.engine.nn.cpu_isa import native_bf16
+    from audiocpp.engine.nn.kernels.cpu_isa import native_bf16
 
     return "float32,bfloat16" if native_bf16() else "float32"
 

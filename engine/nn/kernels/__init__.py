@@ -2,29 +2,29 @@
 shared header ``isa.h``, and :func:`build_all`, which builds every kernel this CPU supports so that
 set-up pays the compile instead of the first synthesis.
 
-Each kernel is declared beside the Python that uses it (its ``KERNEL``, an ``engine.nn.jit.Kernel``:
+Each kernel is declared beside the Python that uses it (its ``KERNEL``, an ``engine.nn.kernels.jit.Kernel``:
 the file, the functions bound, its variants per ISA level) and loaded by that module's ``kernel()``
 (the build of the variant this process runs, then a check of the built kernel against a reference
 and against its own portable code):
 
-- ``q8_0_linear.cpp``: Q8_0 / Q4_0 blocks times int8 rows per block (``engine.nn.q8_0_linear``;
+- ``q8_0_linear.cpp``: Q8_0 / Q4_0 blocks times int8 rows per block (``engine.nn.linear.q8_0_linear``;
   AVX-512 VNNI, AVX-VNNI, AVX2, NEON dotprod, NEON, portable; ``AUDIOCPP_Q8_0_KERNEL=0`` turns it off);
-- ``bf16_linear.cpp``: float32 math over bfloat16-held weights (``engine.nn.bf16_linear``; AVX-512,
+- ``bf16_linear.cpp``: float32 math over bfloat16-held weights (``engine.nn.linear.bf16_linear``; AVX-512,
   AVX2, NEON, portable; ``AUDIOCPP_BF16_LINEAR=0``);
-- ``snake.cpp``: Snake in one pass, torch's numbers bit for bit (``engine.nn.snake_kernel``; AVX-512,
+- ``snake.cpp``: Snake in one pass, torch's numbers bit for bit (``engine.nn.kernels.snake_kernel``; AVX-512,
   AVX2, NEON, portable; ``AUDIOCPP_SNAKE_KERNEL=0``);
 - ``mt19937.cpp``: torch's CPU random stream advanced, only the kept uniforms made
-  (``engine.nn.rng``; AVX-512, AVX2, NEON, portable; ``AUDIOCPP_RNG_KERNEL=0``);
+  (``engine.nn.kernels.rng``; AVX-512, AVX2, NEON, portable; ``AUDIOCPP_RNG_KERNEL=0``);
 - ``row_attention.cpp``: a continuous batch's per-row decode attention as the Python loop's ATen
-  calls, from C++ (``engine.nn.row_attention``; any CPU; ``AUDIOCPP_ROW_ATTENTION=0``);
+  calls, from C++ (``engine.nn.kernels.row_attention``; any CPU; ``AUDIOCPP_ROW_ATTENTION=0``);
 - ``adain_act.cpp``: AdaIN + Snake or leaky ReLU in one pass for iSTFTNet decoders (Kokoro), float rounding
-  apart the torch passes' numbers (``engine.nn.adain_kernel``; AVX-512, AVX2, NEON, portable, one loop the
-  compiler vectorizes with the same bits at every level; ``AUDIOCPP_ADAIN_KERNEL=0``);
+  apart the torch passes' numbers (``engine.nn.kernels.adain_kernel``; AVX-512, AVX2, NEON, portable, one
+  loop the compiler vectorizes with the same bits at every level; ``AUDIOCPP_ADAIN_KERNEL=0``);
 - ``int8_conv.cpp``: a 1-D convolution over int8 weights with the input quantized per tensor at run time,
-  as onnxruntime's ``ConvInteger`` (``engine.nn.int8_conv``; AVX-512 VNNI, AVX-VNNI, AVX2, portable;
-  exact int32 sums at every level; ``AUDIOCPP_INT8_CONV=0``);
+  as onnxruntime's ``ConvInteger`` (``engine.nn.kernels.int8_conv``; AVX-512 VNNI, AVX-VNNI, AVX2,
+  portable; exact int32 sums at every level; ``AUDIOCPP_INT8_CONV=0``);
 - ``q8_block.cpp``: a stack of Q8_0 pre-norm blocks over a whole sequence in one call, the Python
-  blocks' bits (``engine.nn.q8_block``; built per level as the Q8_0 kernel it includes;
+  blocks' bits (``engine.nn.layers.q8_block``; built per level as the Q8_0 kernel it includes;
   ``AUDIOCPP_Q8_BLOCK=0``).
 
 Every variant of a kernel gives the same bits as its portable code (``tests/kernels`` checks each
@@ -41,12 +41,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import jit
+from . import jit
 
 #: The modules that declare a kernel (``KERNEL``) and load it (``kernel()``), in build order.
-MODULES = ("audiocpp.engine.nn.q8_0_linear", "audiocpp.engine.nn.bf16_linear",
-           "audiocpp.engine.nn.snake_kernel", "audiocpp.engine.nn.rng", "audiocpp.engine.nn.row_attention",
-           "audiocpp.engine.nn.q8_block", "audiocpp.engine.nn.adain_kernel", "audiocpp.engine.nn.int8_conv")
+MODULES = ("audiocpp.engine.nn.linear.q8_0_linear", "audiocpp.engine.nn.linear.bf16_linear",
+           "audiocpp.engine.nn.kernels.snake_kernel", "audiocpp.engine.nn.kernels.rng",
+           "audiocpp.engine.nn.kernels.row_attention", "audiocpp.engine.nn.layers.q8_block",
+           "audiocpp.engine.nn.kernels.adain_kernel", "audiocpp.engine.nn.kernels.int8_conv")
 
 
 @dataclass(frozen=True)

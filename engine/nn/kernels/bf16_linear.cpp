@@ -1,4 +1,4 @@
-// The bfloat16-weight float32 linear of engine/nn/bf16_linear.py: weights widened to float32 as they
+// The bfloat16-weight float32 linear of engine/nn/linear/bf16_linear.py: weights widened to float32 as they
 // multiply, FMA in float32. One source for every ISA level (isa.h). Every level computes each output
 // the same way, so every level gives the portable code's bits: 16 running sums, sum j taking the
 // products of inputs k = j (mod 16) in order by fused multiply-adds; then the 16 sums reduced as

@@ -1,5 +1,5 @@
 // The instruction sets a kernel's code may use in this compilation, from the compiler's own macros:
-// engine.nn.jit compiles each kernel once per ISA level with that level's -m flags (x86) or -march
+// engine.nn.kernels.jit compiles each kernel once per ISA level with that level's -m flags (x86) or -march
 // (ARM), plus -DAUDIOCPP_GENERIC for the portable level, which uses no intrinsics at all. Each kernel
 // writes its portable code as the reference and its vector code under these macros; every level
 // must give the portable code's numbers (the kernels' tests check it, natively and under qemu).

@@ -1,5 +1,5 @@
 // torch's CPU generator (MT19937, ATen/core/MT19937RNGEngine.h) advanced by `total` draws, keeping
-// only the uniforms at `positions`, for engine/nn/rng.py. A draw is torch's: `if (--left == 0)
+// only the uniforms at `positions`, for engine/nn/kernels/rng.py. A draw is torch's: `if (--left == 0)
 // twist; y = temper(state[next++])`, and its float32 uniform is (y & (2^24 - 1)) * 2^-24, as
 // torch.rand computes it (16-bit dtypes round that value; the caller does). Only the kept draws are
 // tempered; the twist runs over whole blocks of 624 words, a vector of words at a time (16 on

@@ -1,10 +1,10 @@
-// The Q8_0 / Q4_0 block kernel of engine/nn/q8_0_linear.py (its docstring describes the layout and the
+// The Q8_0 / Q4_0 block kernel of engine/nn/linear/q8_0_linear.py (its docstring describes the layout and the
 // arithmetic), one source for every ISA level (isa.h): the portable code is the reference, and each
 // vector path computes the same integer block sums (exact) and the same float32 sequence per output,
 //
 //     acc = fma((float)isum[block], scale_w[block] * scale_x[block], acc)   for block = 0, 1, ...
 //
-// so every level gives the same bits. The torch bindings (AUDIOCPP_TORCH, set by engine.nn.jit) wrap
+// so every level gives the same bits. The torch bindings (AUDIOCPP_TORCH, set by engine.nn.kernels.jit) wrap
 // the torch-free core that the C++ test (tests/kernels) also runs, natively and under qemu-aarch64.
 
 #include "isa.h"

@@ -1,5 +1,5 @@
 // A stack of pre-norm SwiGLU blocks, every linear a packed Q8_0 / Q4_0 matrix, in one call from Python
-// (engine/nn/q8_block.py): MiniCPM's block (VoxCPM's LocDiT, LocEnc, the LMs' prefill and decode steps
+// (engine/nn/layers/q8_block.py): MiniCPM's block (VoxCPM's LocDiT, LocEnc, the LMs' prefill and decode steps
 // over a KV cache) as its Python computes it, without Python's dispatch between the ~80 small ops of
 // each block. The same bits as that Python:
 //
@@ -20,11 +20,11 @@ namespace {
 
 using at::Tensor;
 
-// The block's tensors, in the order engine/nn/q8_block.py passes them.
+// The block's tensors, in the order engine/nn/layers/q8_block.py passes them.
 constexpr int64_t PER_BLOCK = 16;
 enum Slot { IN_NORM, Q, QS, K, KS, V, VS, O, OS, POST_NORM, GATE, GATES, UP, UPS, DOWN, DOWNS };
 
-// RMSNorm of x [B, T, dim] as engine.nn.norm.rms_norm computes it in float32:
+// RMSNorm of x [B, T, dim] as engine.nn.layers.norm.rms_norm computes it in float32:
 // weight * (x * rsqrt(mean(x * x, -1) + eps)); mean, + eps and rsqrt are ATen's (their summation order)
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   auto squares = at::empty_like(x);

@@ -1,7 +1,7 @@
 // The decode step's attention of a continuous batch, row by row over each row's own KV cache, for
-// engine/nn/row_attention.py: the same ATen calls, in the same order and with the same arguments,
+// engine/nn/kernels/row_attention.py: the same ATen calls, in the same order and with the same arguments,
 // as DecoderStack._attend / _attend_grouped make from Python for each row (so the same kernels and
-// the same bits), without Python's dispatch between them. Compiled by engine.nn.jit.
+// the same bits), without Python's dispatch between them. Compiled by engine.nn.kernels.jit.
 
 #include <torch/extension.h>
 #include <vector>

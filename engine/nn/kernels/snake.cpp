@@ -1,5 +1,5 @@
 // Snake, x + sin(alpha x)^2 / (alpha + 1e-9), over channels-last activations in one pass through
-// memory, for engine/nn/dac.py. Each element goes through the operations of torch's five passes, in
+// memory, for engine/nn/layers/dac.py. Each element goes through the operations of torch's five passes, in
 // their order (mul, sin, square, mul by the reciprocal, add), and the sine is the one torch.sin calls
 // on contiguous float32 tensors (MKL's vsSin where torch has MKL, as at::vml::vsin calls it; torch.sin
 // itself elsewhere):

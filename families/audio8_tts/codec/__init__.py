@@ -4,7 +4,7 @@
   transformer in the last block; 86 latent frames per second.
 - ``quantizer``: see ``quantizer.py`` (4x down, VQs, 4x up).
 - ``decoder``: causal transposed convs (strides 8, 8, 4, 2) and residual units, tanh. On the CPU it
-  runs channels-last (``engine.nn.dac``: each conv as GEMMs, about 1.5x faster than the direct
+  runs channels-last (``engine.nn.layers.dac``: each conv as GEMMs, about 1.5x faster than the direct
   convolutions, float32 rounding apart); the encoder keeps upstream's convolutions, so reference
   codes stay those of upstream.
 
@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from audiocpp.engine.nn.dac import (
+from audiocpp.engine.nn.layers.dac import (
     CausalConv1d,
     CausalConvTranspose1d,
     ResidualUnit,
@@ -111,7 +111,7 @@ class Decoder(nn.Module):
     @property
     def dtype(self) -> torch.dtype:
         """The dtype its convolutions multiply in (their weights'). On the CPU activations, biases
-        and Snake stay float32 whatever it is (``engine.nn.dac``: 16-bit GEMMs, one rounding per
+        and Snake stay float32 whatever it is (``engine.nn.layers.dac``: 16-bit GEMMs, one rounding per
         conv output); elsewhere the whole decoder computes in it."""
         return self.model[0].conv.weight.dtype
 

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from audiocpp.engine.nn.dac import CausalConv1d, CausalConvTranspose1d, StreamState
+from audiocpp.engine.nn.layers.dac import CausalConv1d, CausalConvTranspose1d, StreamState
 
 from ..config import CodecConfig
 from .transformer import WindowTransformer, WindowTransformerConfig

@@ -14,10 +14,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from audiocpp.engine.nn.attention import repeat_kv
-from audiocpp.engine.nn.decoder import FISH_NAMES, Attention, DecoderConfig, FeedForward
-from audiocpp.engine.nn.norm import RMSNorm
-from audiocpp.engine.nn.rope import apply_interleaved_rope, interleaved_rope_table
+from audiocpp.engine.nn.layers.attention import repeat_kv
+from audiocpp.engine.nn.layers.decoder import FISH_NAMES, Attention, DecoderConfig, FeedForward
+from audiocpp.engine.nn.layers.norm import RMSNorm
+from audiocpp.engine.nn.layers.rope import apply_interleaved_rope, interleaved_rope_table
 
 ROPE_BASE = 10000.0
 NORM_EPS = 1e-5

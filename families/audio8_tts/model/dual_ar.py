@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from audiocpp.engine.errors import ModelError
-from audiocpp.engine.nn.decoder import FISH_NAMES, DecoderConfig, DecoderLayer, DecoderStack
-from audiocpp.engine.nn.norm import RMSNorm
+from audiocpp.engine.nn.layers.decoder import FISH_NAMES, DecoderConfig, DecoderLayer, DecoderStack
+from audiocpp.engine.nn.layers.norm import RMSNorm
 
 from ..config import Audio8Config
 from .falcon_h1 import FalconH1SlowAR

@@ -13,8 +13,8 @@ the masked codebook sum, times ``embedding_multiplier`` applied to the whole sum
 token ``semantic_begin_id + i``, index 4096 is EOS) and the fast AR. Every muP multiplier of the
 config is honoured; ``lm_head_multiplier`` is not used by the wrapper (it has its own head).
 
-Caches are static: a :class:`~audiocpp.engine.nn.mamba2.Mamba2Cache` for the conv and SSM
-states (float32) and a :class:`~audiocpp.engine.nn.kv_cache.StaticKVCache` for attention, both
+Caches are static: a :class:`~audiocpp.engine.nn.layers.mamba2.Mamba2Cache` for the conv and SSM
+states (float32) and a :class:`~audiocpp.engine.nn.layers.kv_cache.StaticKVCache` for attention, both
 allocated once per generation by :meth:`FalconH1SlowAR.setup`. A prompt runs through the
 chunked SSD scan and causal attention; every later token through the recurrent state update and
 attention over the filled prefix of the KV buffer.
@@ -35,12 +35,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from audiocpp.engine.errors import ModelError
-from audiocpp.engine.nn.attention import sdpa
-from audiocpp.engine.nn.kv_cache import StaticKVCache
-from audiocpp.engine.nn.mamba2 import Mamba2Cache, Mamba2Mixer
-from audiocpp.engine.nn.mlp import SwiGLU
-from audiocpp.engine.nn.norm import RMSNorm
-from audiocpp.engine.nn.rope import apply_rotary, rope_inv_freq
+from audiocpp.engine.nn.layers.attention import sdpa
+from audiocpp.engine.nn.layers.kv_cache import StaticKVCache
+from audiocpp.engine.nn.layers.mamba2 import Mamba2Cache, Mamba2Mixer
+from audiocpp.engine.nn.layers.mlp import SwiGLU
+from audiocpp.engine.nn.layers.norm import RMSNorm
+from audiocpp.engine.nn.layers.rope import apply_rotary, rope_inv_freq
 
 from .slow_ar import SlowAR, SlowHidden
 

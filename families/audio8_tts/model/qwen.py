@@ -11,8 +11,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from audiocpp.engine.nn.decoder import FISH_NAMES, DecoderCache, DecoderConfig, DecoderLayer, DecoderStack
-from audiocpp.engine.nn.norm import RMSNorm
+from audiocpp.engine.nn.layers.decoder import (
+    FISH_NAMES,
+    DecoderCache,
+    DecoderConfig,
+    DecoderLayer,
+    DecoderStack,
+)
+from audiocpp.engine.nn.layers.norm import RMSNorm
 
 from ..config import Audio8Config
 from .slow_ar import SlowAR, SlowHidden

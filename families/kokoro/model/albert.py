@@ -4,7 +4,7 @@ upstream's parameter names (``embeddings.*``, ``encoder.embedding_hidden_mapping
 
 ALBERT is a post-norm encoder whose ``num_hidden_layers`` passes reuse the layers of
 ``num_hidden_groups`` groups (one shared layer in Kokoro). Kept here rather than on
-``engine.nn.decoder``'s pre-norm ``DecoderLayer``: the norm placement, the biases and the GELU-tanh
+``engine.nn.layers.decoder``'s pre-norm ``DecoderLayer``: the norm placement, the biases and the GELU-tanh
 MLP differ, and the names must stay upstream's. The arithmetic follows transformers 5 op for op:
 the same ``scaled_dot_product_attention`` call (no mask for an unpadded row, an additive mask for
 padded rows of a batch), ``gelu_new`` written out as transformers writes it.

@@ -58,10 +58,10 @@ def snake_kokoro(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
 def adain_act(norm: AdaIN1d, x: torch.Tensor, s: torch.Tensor, alpha: torch.Tensor | None,
               slope: float = 0.2) -> torch.Tensor:
     """``norm`` then Snake (with ``alpha``) or a leaky ReLU (``slope``): in one pass of the engine's kernel
-    on the CPU (``engine.nn.adain_kernel``: float rounding apart, the same numbers), else upstream's
+    on the CPU (``engine.nn.kernels.adain_kernel``: float rounding apart, the same numbers), else upstream's
     passes."""
-    from audiocpp.engine.nn.adain_kernel import LEAKY, SNAKE
-    from audiocpp.engine.nn.adain_kernel import adain_act as fused
+    from audiocpp.engine.nn.kernels.adain_kernel import LEAKY, SNAKE
+    from audiocpp.engine.nn.kernels.adain_kernel import adain_act as fused
 
     h = norm.fc(s)
     gamma, beta = torch.chunk(h, chunks=2, dim=1)

@@ -3,7 +3,7 @@ modules, with the codec's adjustments: ``output_padding = stride % 2`` in every 
 conv of the decoder and no final tanh). Weight norm, where a checkpoint has it, is folded at
 load time, so the convs here are plain.
 
-Private, not ``engine.nn.dac``: the residual unit is the same maths as the engine's centred
+Private, not ``engine.nn.layers.dac``: the residual unit is the same maths as the engine's centred
 ``ResidualUnit``, but these modules carry transformers' names (``res_unit1.snake1``,
 ``conv1``, ``conv_t1``), which the snapshot, our packages and omnivoice.cpp's GGUFs all use,
 where the engine's follow DAC's ``block.0..3``; and the strided convs here are centred
@@ -17,7 +17,7 @@ import math
 import torch
 from torch import nn
 
-from audiocpp.engine.nn.activations import Snake1d
+from audiocpp.engine.nn.layers.activations import Snake1d
 
 from ..config import DacConfig
 

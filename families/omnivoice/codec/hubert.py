@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from audiocpp.engine.nn.attention import sdpa
+from audiocpp.engine.nn.layers.attention import sdpa
 
 from ..config import HubertConfig
 

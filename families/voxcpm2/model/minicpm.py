@@ -5,11 +5,11 @@ Named as upstream (``voxcpm/modules/minicpm4/model.py``) so state dicts map 1:1:
 input_layernorm, post_attention_layernorm}``, ``norm``. Config switches: LongRoPE or no rope
 (``no_rope``), muP residual scaling (``use_mup``), GQA, ``kv_channels`` head size.
 
-Decoding uses a static KV cache (``engine.nn.kv_cache.StaticKVCache``) sized per request; a
+Decoding uses a static KV cache (``engine.nn.layers.kv_cache.StaticKVCache``) sized per request; a
 step attends to the filled prefix only, where upstream masks the whole ``max_length`` buffer
 (mathematically the same softmax, far less memory traffic).
 
-The blocks are ``engine.nn.decoder.DecoderLayer`` (weights, q/k/v projections, the SiLU MLP,
+The blocks are ``engine.nn.layers.decoder.DecoderLayer`` (weights, q/k/v projections, the SiLU MLP,
 the norms). The rest stays here because it is MiniCPM's arithmetic, not the engine stack's:
 muP-scaled residuals, LongRoPE computed in float32, and SDPA over the filled prefix with grouped
 heads (``DecoderStack.step`` attends with an additive mask in SDPA's math-backend order, another
@@ -22,12 +22,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from audiocpp.engine.nn import q8_block
-from audiocpp.engine.nn.decoder import HF_NAMES, DecoderConfig, DecoderLayer
-from audiocpp.engine.nn.kv_cache import StaticKVCache
-from audiocpp.engine.nn.longrope import longrope_cos_sin
-from audiocpp.engine.nn.norm import RMSNorm
-from audiocpp.engine.nn.rope import apply_rotary
+from audiocpp.engine.nn.layers import q8_block
+from audiocpp.engine.nn.layers.decoder import HF_NAMES, DecoderConfig, DecoderLayer
+from audiocpp.engine.nn.layers.kv_cache import StaticKVCache
+from audiocpp.engine.nn.layers.longrope import longrope_cos_sin
+from audiocpp.engine.nn.layers.norm import RMSNorm
+from audiocpp.engine.nn.layers.rope import apply_rotary
 
 from ..config import MiniCPMConfig
 
@@ -35,7 +35,7 @@ Rope = tuple[torch.Tensor, torch.Tensor]
 
 
 def decoder_config(cfg: MiniCPMConfig) -> DecoderConfig:
-    """A MiniCPM4 block as ``engine.nn.decoder`` describes it (HF names, GQA, no biases)."""
+    """A MiniCPM4 block as ``engine.nn.layers.decoder`` describes it (HF names, GQA, no biases)."""
     return DecoderConfig(dim=cfg.hidden_size, n_head=cfg.num_attention_heads,
                          n_kv_head=cfg.num_key_value_heads, head_dim=cfg.head_dim,
                          intermediate_size=cfg.intermediate_size, norm_eps=cfg.rms_norm_eps,

@@ -39,10 +39,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import row_attention
+from ..kernels import row_attention
+from ..linear.q8_0_linear import Q8_0Linear
 from .attention import repeat_kv
 from .norm import RMSNorm
-from .q8_0_linear import Q8_0Linear
 from .rope import apply_interleaved_rope, apply_rotary, interleaved_rope_table, rope_inv_freq
 
 
@@ -359,7 +359,7 @@ class DecoderStack:
     def _attend_rows(self, i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      caches: list[DecoderCache], slots: list[int]) -> torch.Tensor:
         """Each row over its own cache, as :meth:`_attend` alone; in one C++ call on the CPU
-        (``engine.nn.row_attention``: the same ATen calls as its Python loop, so the same bits)."""
+        (``engine.nn.kernels.row_attention``: the same ATen calls as its Python loop, so the same bits)."""
         if self.cfg.attention == "eager":
             return torch.cat([self._attend(i, q[r:r + 1], k[r:r + 1], v[r:r + 1], None, cache, slot)
                               for r, (cache, slot) in enumerate(zip(caches, slots))])

@@ -25,9 +25,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from . import jit, q8_0_linear
+from ..kernels import jit
+from ..linear import q8_0_linear
+from ..linear.q8_0_linear import Q8_0Linear
 from .decoder import DecoderConfig, DecoderLayer
-from .q8_0_linear import Q8_0Linear
 from .rope import apply_rotary
 
 #: The stack's kernel: the Q8_0 core included, so compiled per ISA level as that kernel is (the same

@@ -1,7 +1,7 @@
 """Q8_0 / Q4_0 matrices kept on disk in the kernel's packed layout: a package is packed once per
 machine, not on every start.
 
-Packing a package's blocks into :mod:`engine.nn.q8_0_linear`'s layout costs a process 0.3-0.9 s
+Packing a package's blocks into :mod:`engine.nn.linear.q8_0_linear`'s layout costs a process 0.3-0.9 s
 (VoxCPM2's 2.1 GiB of Q8_0 matrices: 0.7 s, most of it the fresh memory the packed copy needs),
 two to four times what reading the whole file from the page cache takes. So the first process that
 packs a package's matrices also writes them, in that layout, to a file under
@@ -39,9 +39,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..weights.blocks import BlockTensor
-from ..weights.gguf_file import FileOrigin, mapped_origin
-from . import jit
+from ...weights.blocks import BlockTensor
+from ...weights.gguf_file import FileOrigin, mapped_origin
+from ..kernels import jit
 
 SWITCH = "AUDIOCPP_PACK_CACHE"
 MAGIC = b"ACPPACK1"
@@ -57,7 +57,7 @@ def enabled() -> bool:
 
 
 def folder() -> Path:
-    from ..weights.package import cache_dir
+    from ...weights.package import cache_dir
 
     return cache_dir() / "packed"
 

@@ -2,7 +2,7 @@
 
 Packing a request's rows without padding, or several requests' rows into one product, is exact only
 where the GEMM computes every row the same way whatever the product's other rows: true of our block
-kernels (``engine.nn.q8_0_linear``, ``bf16_linear``: each output is one fixed sequence of operations),
+kernels (``engine.nn.linear.q8_0_linear``, ``bf16_linear``: each output is one fixed sequence of operations),
 and of MKL's float32 GEMM for most shapes, but not for all: held to AVX2, MKL computes a 64 -> 64
 product of 300 rows otherwise than the first 300 rows of a 350-row one (its small-matrix path). So a
 family that relies on it asks :func:`same_rows` for the shapes, row counts and positions it is about

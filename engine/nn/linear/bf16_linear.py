@@ -8,10 +8,10 @@ up to twice as fast. Only the summation order differs from torch's GEMM (a relat
 about 1e-6, like ``packed_linear``).
 
 The kernel is a small C++ extension (``engine/nn/kernels/bf16_linear.cpp``) compiled on first use
-for the ISA level the process runs (``engine.nn.jit``; ``audiocpp kernels`` at set-up); every level
+for the ISA level the process runs (``engine.nn.kernels.jit``; ``audiocpp kernels`` at set-up); every level
 sums in the same order (16 running sums, reduced as AVX-512 reduces), so every CPU gives the same
 bits. Where it cannot be built (no compiler) nothing is converted and callers keep their layers.
-``engine.nn.linear.fast_linears(module, bf16_weights=True)`` converts only ``nn.Linear`` whose float32
+``engine.nn.linear.choice.fast_linears(module, bf16_weights=True)`` converts only ``nn.Linear`` whose float32
 weights are exactly bfloat16 values (:func:`exactly_bf16`).
 
 Used today by Audio8 TTS (its checkpoints are bfloat16); ``linear_for`` offers it to any family.
@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import jit
+from ..kernels import jit
 
 #: The C++ kernel (engine/nn/kernels/bf16_linear.cpp), one source for AVX-512, AVX2, NEON and
 #: portable C++, which all give the same bits; ``AUDIOCPP_BF16_LINEAR=0`` turns it off.

@@ -28,7 +28,7 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
-from ..errors import UsageError
+from ...errors import UsageError
 
 #: The environment variable that holds the kernels (and ``compute_dtype=auto``) to a lower level.
 CAP_ENV = "AUDIOCPP_CPU_ISA"

@@ -26,7 +26,7 @@ Quantized layers are chosen while the module is still on the meta device, from t
 (:func:`quantize_linears`, before loading; the rest loads by name); float layers after loading
 (:func:`fast_linears`). :func:`keep_quantized` says which layers a family's package keeps
 quantized. None of the choices changes the numbers of a choice made before: the layers are those
-of ``engine.nn.quantized``, ``q8_0_linear``, ``bf16_linear`` and ``packed_linear`` (their
+of ``engine.nn.linear.quantized``, ``q8_0_linear``, ``bf16_linear`` and ``packed_linear`` (their
 docstrings and docs/numerics.md give each one's drift).
 """
 
@@ -38,9 +38,9 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from ..device import QUANTIZED_STORAGE, storage_dtype
-from ..weights.blocks import BlockTensor
-from ..weights.source import TensorSource
+from ...device import QUANTIZED_STORAGE, storage_dtype
+from ...weights.blocks import BlockTensor
+from ...weights.source import TensorSource
 from . import bf16_linear, pack_cache, packed_linear, q8_0_linear, quantized
 
 
@@ -69,7 +69,7 @@ def linear_for(linear: nn.Linear, *, blocks: BlockTensor | None = None,
         if op is not None and bf16_linear.exactly_bf16(w):
             return bf16_linear.BF16WeightLinear(linear, op)
     if packed and w.dtype in (torch.float32, torch.bfloat16) and packed_linear.packing_available(w.dtype):
-        from ..weights.gguf_file import release_pages
+        from ...weights.gguf_file import release_pages
 
         layer = packed_linear.PackedLinear(linear)
         release_pages(w)  # a weight that viewed a memory-mapped file: its copy is the packed one

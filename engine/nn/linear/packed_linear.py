@@ -1,6 +1,6 @@
 """Linear layers with oneDNN-packed weights for CPU inference.
 
-``engine.nn.linear.fast_linears(module, packed=True)`` replaces the ``nn.Linear`` layers below
+``engine.nn.linear.choice.fast_linears(module, packed=True)`` replaces the ``nn.Linear`` layers below
 ``module`` by a :class:`PackedLinear` whose weight is reordered once into oneDNN's blocked layout
 (``torch.ops.mkldnn._reorder_linear_weight``) and applied with ``_linear_pointwise``. For the
 small row counts of autoregressive decoding (1 to a few dozen rows) this is much faster than

@@ -2,7 +2,7 @@
 
 A kernel is a :class:`Kernel`: a C++ file in ``engine/nn/kernels/`` (shipped as package data), the
 functions it binds, and its :class:`Variant` s: the same source compiled for each ISA level it is
-written for (``engine.nn.cpu_isa``: AVX-512, AVX-VNNI, AVX2, NEON, and the portable ``generic``),
+written for (``engine.nn.kernels.cpu_isa``: AVX-512, AVX-VNNI, AVX2, NEON, and the portable ``generic``),
 each with one table of the instruction sets it needs (each CPU flag as ``/proc/cpuinfo`` names it,
 with the compiler flag that enables it). A process runs the best variant its CPU has and
 ``AUDIOCPP_CPU_ISA`` allows (:meth:`Kernel.select`), chosen once, as ggml-cpu chooses its
@@ -52,7 +52,7 @@ import torch
 from . import cpu_isa
 
 #: Where the kernels' C++ files are (``audiocpp.engine.nn.kernels``, package data).
-KERNELS_DIR = Path(__file__).with_name("kernels")
+KERNELS_DIR = Path(__file__).parent
 #: What a failed build raises: torch's build errors (RuntimeError: no ninja, the compiler's
 #: error), a compiler or file that cannot be run or read (OSError), a build that does not load
 #: (ImportError), a tool that fails (SubprocessError).
@@ -68,7 +68,7 @@ STALE_LOCK_SECONDS = 15 * 60
 
 @dataclass(frozen=True)
 class Variant:
-    """One compilation of a kernel's source: its ISA ``level`` (``engine.nn.cpu_isa``) and ``isa``,
+    """One compilation of a kernel's source: its ISA ``level`` (``engine.nn.kernels.cpu_isa``) and ``isa``,
     pairs of (the CPU flag as ``/proc/cpuinfo`` names it, the compiler flag), the one table of the
     instruction sets it needs; ``options``: further compiler flags of this level."""
 
@@ -191,7 +191,7 @@ class Kernel:
 
 
 def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags (``engine.nn.cpu_isa.cpu_flags``)."""
+    """The CPU's feature flags (``engine.nn.kernels.cpu_isa.cpu_flags``)."""
     return cpu_isa.cpu_flags()
 
 
@@ -286,7 +286,7 @@ def background_lock() -> Path:
     """The lock file the set-up's background build of every kernel holds (``flock``) while it runs:
     ``kernels/build.lock`` in audiocpp's cache folder (``$AUDIOCPP_CACHE_DIR`` or ``~/.cache/audiocpp``),
     beside that build's log ``kernels/build.log``."""
-    from ..weights.package import cache_dir
+    from ...weights.package import cache_dir
 
     return cache_dir() / "kernels" / "build.lock"
 

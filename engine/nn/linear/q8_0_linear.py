@@ -23,9 +23,9 @@ NaN, as float math would. Q4_0 matrices run the same way with their 4-bit values
 - 8) kept 4-bit.
 
 The kernel (``engine/nn/kernels/q8_0_linear.cpp``) is compiled on first use for the level this
-process runs (``engine.nn.jit``; ``audiocpp kernels`` at set-up); off the CPU, without a compiler,
-or with ``AUDIOCPP_Q8_0_KERNEL=0``, quantized matrices take ``engine.nn.quantized``'s int4 or int8
-layers instead (``engine.nn.linear`` picks).
+process runs (``engine.nn.kernels.jit``; ``audiocpp kernels`` at set-up); off the CPU, without a compiler,
+or with ``AUDIOCPP_Q8_0_KERNEL=0``, quantized matrices take ``engine.nn.linear.quantized``'s int4 or int8
+layers instead (``engine.nn.linear.choice`` picks).
 
 Layout, packed at load straight from the file's blocks: output features in groups of 16; for each
 group and block of 32 inputs, Q8_0: 512 bytes, 8 steps of (16 features x 4 consecutive inputs) of
@@ -44,8 +44,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..weights.blocks import BLOCK, BlockTensor
-from . import jit, pack_cache
+from ...weights.blocks import BLOCK, BlockTensor
+from ..kernels import jit
+from . import pack_cache
 
 #: Output features per group of the packed layout (one AVX-512 register of int32 sums).
 GROUP = 16
@@ -183,7 +184,7 @@ class Q8_0Linear(nn.Module):
     def from_blocks(cls, blocks: BlockTensor) -> Q8_0Linear:
         """The layer for a stored Q8_0 / Q4_0 matrix, packed in one pass over its bytes (a view of
         the file: nothing is converted on the way), or mapped from the pack cache
-        (``engine.nn.pack_cache``) where an earlier process packed it."""
+        (``engine.nn.linear.pack_cache``) where an earlier process packed it."""
         rows, cols = blocks.shape
         bits = 8 if blocks.qtype == "Q8_0" else 4
         op = _kernel()

@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..kernels.snake_kernel import snake_fused, snake_passes
 from . import activations
-from .snake_kernel import snake_fused, snake_passes
 
 StreamState = dict[Any, torch.Tensor]
 
@@ -57,7 +57,7 @@ def snake(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
 def snake_channels_last(x: torch.Tensor, alpha: torch.Tensor,
                         out_dtype: torch.dtype | None = None) -> torch.Tensor:
     """:func:`snake` of ``x`` ``[..., C]`` (the same operations per element), rounded to
-    ``out_dtype`` when given: one pass of the Snake kernel on the CPU (``engine.nn.snake_kernel``,
+    ``out_dtype`` when given: one pass of the Snake kernel on the CPU (``engine.nn.kernels.snake_kernel``,
     the same numbers), else torch's passes."""
     fused = snake_fused(x, alpha, out_dtype)
     if fused is not None:

@@ -1,9 +1,9 @@
 """Linear layers that keep a Q8_0 / Q4_0 package's weights quantized in memory and compute with them.
 
 On a CPU with AVX512-VNNI, Q8_0 and Q4_0 matrices keep their own blocks (8 or 4 bits resident)
-and run on :mod:`engine.nn.q8_0_linear` (int8 rows per block of 32, as ggml computes): the fastest
+and run on :mod:`engine.nn.linear.q8_0_linear` (int8 rows per block of 32, as ggml computes): the fastest
 and the most accurate path measured here. This module holds the rest; which layer a matrix takes
-is decided in one place, ``engine.nn.linear`` (``block_linear`` for one stored matrix,
+is decided in one place, ``engine.nn.linear.choice`` (``block_linear`` for one stored matrix,
 ``quantize_linears`` for a module):
 
 - Q4_0 maps exactly onto ``torch._weight_int4pack_mm_for_cpu`` (groups of 32, value =
@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..weights.blocks import BlockTensor
+from ...weights.blocks import BlockTensor
 from . import q8_0_linear
 
 #: At most this many rows per call take ``_weight_int8pack_mm`` on the CPU; more rows convert the
@@ -155,7 +155,7 @@ class Int4Linear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, int4 groups of 32 (Q4_0)"
 
 
-#: Every quantized layer type (``engine.nn.linear.block_linear`` picks one).
+#: Every quantized layer type (``engine.nn.linear.choice.block_linear`` picks one).
 QUANTIZED_LAYERS = (Int8Linear, Int4Linear, q8_0_linear.Q8_0Linear)
 
 

@@ -8,7 +8,7 @@ without the whole row:
 - the softmax runs over a window of the row from the first to the last column, cut at multiples of
   64 entries: torch's vectorized sum gives each entry the lane it has in the whole row, and the
   entries outside the window add exact zeros, so every probability is the whole row's bit for bit;
-- the uniforms come from :func:`engine.nn.rng.uniform_at`: the columns' values of the whole draw,
+- the uniforms come from :func:`engine.nn.kernels.rng.uniform_at`: the columns' values of the whole draw,
   the generator left where the whole draw leaves it;
 - the argmax runs over the columns in vocabulary order (the first maximum wins, as in the whole
   row; a row whose maximum is 0 gives index 0, as a row of zeros does).
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from . import rng
+from ..kernels import rng
 from .sampling import ALIGN, exponential_race
 
 
