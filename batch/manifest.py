@@ -24,7 +24,7 @@ from typing import Any
 
 from audiocpp.engine import fs
 from audiocpp.engine.errors import AudiocppError, UsageError
-from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.spec.model_spec import ModelSpec
 from audiocpp.engine.spec.options import resolve_options
 from audiocpp.engine.tasks import Task, parse_task
 

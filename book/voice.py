@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from audiocpp.engine.errors import UsageError
-from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.spec.model_spec import ModelSpec
 from audiocpp.engine.text.chunking import chunk_text
 
 from .plan import ChapterPlan

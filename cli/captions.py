@@ -11,7 +11,7 @@ from pathlib import Path
 from audiocpp.engine.errors import UsageError
 from audiocpp.engine.fs import write_text_atomic
 from audiocpp.engine.records import TaskResult
-from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.spec.model_spec import ModelSpec
 
 from .checks import check_out_file
 

@@ -8,7 +8,7 @@ import secrets
 from pathlib import Path
 
 from audiocpp.engine.errors import UsageError
-from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.spec.model_spec import ModelSpec
 from audiocpp.engine.tasks import Mode, Task
 
 #: --out's extension -> the format it implies; --format must agree with it.

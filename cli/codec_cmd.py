@@ -19,7 +19,7 @@ import typer
 from audiocpp.engine.errors import UsageError
 
 if TYPE_CHECKING:
-    from audiocpp.engine.model import LoadedModel
+    from audiocpp.engine.loaded_model import LoadedModel
     from audiocpp.engine.plugin import FamilyPlugin
 
 codec_app = typer.Typer(

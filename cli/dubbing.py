@@ -31,7 +31,7 @@ from audiocpp.engine.errors import AudiocppWarning, UsageError
 from audiocpp.engine.progress import Progress
 from audiocpp.engine.records import AudioBuffer, TaskRequest, TaskResult
 from audiocpp.engine.session import Session
-from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.spec.model_spec import ModelSpec
 from audiocpp.engine.text.srt import Cue
 
 from .pipes import AudioOutput, merge_results

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import fs
 from .errors import ModelError
-from .spec.model import ModelSpec
+from .spec.model_spec import ModelSpec
 from .weights.gguf_file import GGUFFile, is_gguf
 
 EMBEDDED_FAMILY_KEY = "audiocpp.model_spec.family"

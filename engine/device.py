@@ -265,7 +265,7 @@ def torch_dtype(name: str | torch.dtype | None, default: torch.dtype | None = No
     unless given: the loaded model's per-device default is :func:`default_compute_dtype`)."""
     import torch
 
-    from .spec.model import PRESET_SPELLINGS
+    from .spec.model_spec import PRESET_SPELLINGS
 
     if name is None or name == "" or (isinstance(name, str) and name.strip().lower() == "auto"):
         return torch.float32 if default is None else default

@@ -25,7 +25,7 @@ from .errors import AudiocppError, ModelError, UsageError
 
 if TYPE_CHECKING:
     from .plugin import FamilyPlugin
-    from .spec.model import Download, ModelSpec, Package
+    from .spec.model_spec import Download, ModelSpec, Package
 
 _PART = r"[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?"
 NAME_RE = re.compile(rf"(?P<repo>{_PART}/{_PART})(?:/(?P<file>.+\.gguf))?")

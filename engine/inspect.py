@@ -8,7 +8,7 @@ from pathlib import Path
 from . import fs
 from .errors import ModelError, SpecError
 from .records import ModelInfo
-from .spec.model import ModelSpec
+from .spec.model_spec import ModelSpec
 from .weights import TensorSource, open_weights, resolve_weights
 
 #: Metadata keys shown by inspect when present.

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import AudiocppError, ModelError, UsageError
 
 if TYPE_CHECKING:
-    from .model import LoadedModel
+    from .loaded_model import LoadedModel
     from .plugin import FamilyPlugin
 
 

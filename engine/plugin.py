@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from .detect import PathFacts, spec_evidence
 from .errors import FamilyUnavailableError
-from .spec.model import ModelSpec
+from .spec.model_spec import ModelSpec
 from .spec.validate import load_spec_file
 
 if TYPE_CHECKING:
-    from .model import LoadedModel
+    from .loaded_model import LoadedModel
     from .packaging.plan import PackagePlan
     from .records import ModelInfo
 

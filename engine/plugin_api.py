@@ -23,7 +23,7 @@ PLUGIN_API_VERSION = 1
 _EXPORTS: dict[str, tuple[str, ...]] = {
     # the contract a family implements
     "plugin": ("FamilyPlugin",),
-    "model": ("LoadedModel",),
+    "loaded_model": ("LoadedModel",),
     "session": ("PreparedRequest", "Session", "Synthesis"),
     "batching.ops": ("Op", "relay"),
     "progress": ("Progress",),
@@ -37,7 +37,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "errors": ("AudioError", "AudiocppError", "AudiocppWarning", "FamilyUnavailableError", "ModelError",
                "SpecError", "UsageError"),
     # specs and detection
-    "spec.model": ("ModelSpec", "OptionSpec"),
+    "spec.model_spec": ("ModelSpec", "OptionSpec"),
     "spec.canonical": ("CANONICAL_REQUEST_OPTIONS",),
     "detect": ("Evidence", "PathFacts"),
     # weights (torch on first use)
@@ -91,7 +91,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names above 
         SpecError,
         UsageError,
     )
-    from .model import LoadedModel
+    from .loaded_model import LoadedModel
     from .nn.build import PerDtype, build_on_meta, load_on_meta
     from .packaging.plan import PackagePlan
     from .plugin import FamilyPlugin
@@ -110,7 +110,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names above 
     )
     from .session import PreparedRequest, Session, Synthesis
     from .spec.canonical import CANONICAL_REQUEST_OPTIONS
-    from .spec.model import ModelSpec, OptionSpec
+    from .spec.model_spec import ModelSpec, OptionSpec
     from .tasks import Mode, Task
     from .text.chunking import chunk_text
     from .voice_prompt import CodecPrompt

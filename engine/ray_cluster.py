@@ -18,7 +18,7 @@ from .loader import ModelRef, load_planned, plan_load
 
 if TYPE_CHECKING:
     from .execution import LocalExecutor
-    from .model import LoadedModel
+    from .loaded_model import LoadedModel
 
 #: What the ``ray`` extra installs, for the hint of every "Ray is missing" error.
 RAY_EXTRA_HINT = "install the extra: pip install 'audiocpp[ray]' (Ray Data and Ray Serve)"

@@ -16,7 +16,7 @@ from .errors import UsageError
 from .tasks import Task
 
 if TYPE_CHECKING:
-    from .spec.model import ModelSpec
+    from .spec.model_spec import ModelSpec
 
 #: The clone capability of a family that needs the transcript of its reference audio.
 TRANSCRIPT_CAPABILITY = "reference_transcript"

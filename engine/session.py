@@ -41,7 +41,7 @@ from .request_rules import (
     check_request,
     check_text,
 )
-from .spec.model import ModelSpec
+from .spec.model_spec import ModelSpec
 from .spec.options import resolve_options
 from .tasks import Mode, Task
 from .text.markup import parse_markup, script_text
@@ -70,7 +70,7 @@ def cap_reference(audio: AudioBuffer, cap: float, name: str) -> AudioBuffer:
     return trimmed
 
 class SessionModel(Protocol):
-    """What a session needs of its loaded model (engine/model.py's ``LoadedModel``; a family's session
+    """What a session needs of its loaded model (engine/loaded_model.py's ``LoadedModel``; a family's session
     annotates its own subclass)."""
 
     spec: ModelSpec

@@ -273,7 +273,7 @@ def plan(args: ServeArgs) -> Planned:
     detected, options checked), nothing loaded: every usage error comes before the port is bound."""
     from audiocpp.engine.spec.options import parse_key_values
 
-    from .models import ModelArg, plan_models
+    from .served_models import ModelArg, plan_models
     from .voices import VoiceStore
 
     check_args(args)
@@ -342,8 +342,8 @@ def model_worker(args: ServeArgs, name: str, model, max_batch: int, metrics, key
 def build_state(args: ServeArgs, planned: Planned | None = None):
     """Load the planned models and make the server state (no socket yet)."""
     from .metrics import ServerMetrics
-    from .models import load_models
     from .request_log import RequestLog
+    from .served_models import load_models
     from .state import ServerState
 
     planned = planned or plan(args)

@@ -29,7 +29,7 @@ from .openai_voices import OPENAI_GENDERS, openai_voice_map
 from .voices import BUILTIN_VOICES, OPENAI_VOICES, StoredVoice, VoiceStore, VoiceView, shown
 
 if TYPE_CHECKING:
-    from .models import ServedModel
+    from .served_models import ServedModel
 
 #: A term of a voice mix: a name (weights in parentheses and the ``+``/``-`` between terms are not).
 _TERM = re.compile(r"[A-Za-z][A-Za-z0-9_.]*")

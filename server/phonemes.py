@@ -23,7 +23,7 @@ from .errors import ApiError, from_engine_error
 from .speech import OPENAI_MODELS, SpeechBody, json_value, parse_body, pick_model, request_language
 
 if TYPE_CHECKING:
-    from .models import ServedModel
+    from .served_models import ServedModel
     from .state import ServerState
 
 #: Kokoro-FastAPI's default language of /dev/phonemize: American English.

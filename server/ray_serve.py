@@ -65,8 +65,8 @@ from .auth import ENV_VAR, say
 from .cli import ServeArgs, check_args, check_tls, model_worker, parse_autoscale, plan_security
 from .errors import ApiError, Busy
 from .metrics import Series, ServerMetrics
-from .models import ModelArg, ServedModel, plan_models
 from .scheduler import Cancelled, Job, as_asyncio
+from .served_models import ModelArg, ServedModel, plan_models
 from .service import api_error, job_items
 from .speech import SpeechPlan
 from .voices import REFERENCE_RE, StoredVoice, VoiceStore, write_private

@@ -36,7 +36,7 @@ from .errors import ApiError, Busy
 
 if TYPE_CHECKING:
     from audiocpp.engine.execution import Job as EngineJob
-    from audiocpp.engine.model import LoadedModel
+    from audiocpp.engine.loaded_model import LoadedModel
     from audiocpp.engine.records import TaskResult
 
 __all__ = ["Cancelled", "Job", "KeyBusy", "ModelWorker", "as_asyncio"]

@@ -24,8 +24,8 @@ from .audit import note
 from .auth import ANONYMOUS, Principal
 from .encoding import wav_stream_header
 from .errors import ApiError, from_engine_error, internal_error
-from .models import ServedModel
 from .scheduler import Cancelled, Job, as_asyncio
+from .served_models import ServedModel
 from .speech import (
     OPENAI_MODELS,
     SpeechPlan,

@@ -28,8 +28,8 @@ from audiocpp.engine.tasks import Mode, Task
 from .auth import ANONYMOUS, Principal
 from .encoding import AudioFormat, check_format, encode, pcm16
 from .errors import ApiError, from_engine_error
-from .models import PATH_TYPES, ServedModel
 from .named_voices import choose_voice
+from .served_models import PATH_TYPES, ServedModel
 from .voices import StoredVoice, VoiceStore, VoiceView
 
 if TYPE_CHECKING:

@@ -13,9 +13,9 @@ from .audit import AccessLog, add_audio
 from .auth import KeyRing, Principal, say
 from .limits import Limits
 from .metrics import ServerMetrics
-from .models import ServedModel
 from .request_log import RequestLog
 from .scheduler import ModelWorker
+from .served_models import ServedModel
 from .speech import (
     SpeechPlan,
 )

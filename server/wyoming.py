@@ -56,7 +56,7 @@ from .speech import SpeechPlan, parse_body, plan_speech, request_language
 from .textstream import TextStream, speak
 
 if TYPE_CHECKING:
-    from .models import ServedModel
+    from .served_models import ServedModel
     from .state import ServerState
 
 ATTRIBUTION = Attribution(name="audiocpp", url="https://github.com/0xShug0/audio.cpp")

@@ -35,7 +35,7 @@ from .loop import BatchLoop, RowSession
 
 
 class ExecutorModel(Protocol):
-    """What an executor needs of a loaded model (engine/model.py's ``LoadedModel``)."""
+    """What an executor needs of a loaded model (engine/loaded_model.py's ``LoadedModel``)."""
 
     family: str
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..plugin import FamilyPlugin
 from ..progress import Progress
-from ..spec.model import ModelSpec
+from ..spec.model_spec import ModelSpec
 from .plan import MODEL_INPUT, PackagePlan, plan_from_spec
 from .policy import parse_keep_type, parse_weight_type
 from .writer import PackageSummary, write_package

@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..errors import ModelError, SpecError, UsageError
-from ..spec.model import ModelSpec, Source, TensorPrefix
+from ..spec.model_spec import ModelSpec, Source, TensorPrefix
 from ..weights.source import TensorSource
 
 MODEL_INPUT = ""

@@ -26,7 +26,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from ..spec.model import ModelSpec
+    from ..spec.model_spec import ModelSpec
 
 T = GGMLQuantizationType
 

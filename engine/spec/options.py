@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import fs
 from ..errors import UsageError, did_you_mean
-from .model import ModelSpec, OptionScope, OptionSpec
+from .model_spec import ModelSpec, OptionScope, OptionSpec
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import SpecError
 from .canonical import option_name_problems
-from .model import PRESETS, ModelSpec
+from .model_spec import PRESETS, ModelSpec
 from .schema import schema, schema_problems  # noqa: F401 - schema: re-exported
 
 NUMERIC = ("int", "float")

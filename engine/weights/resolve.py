@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelError
-from ..spec.model import ModelSpec, Source, TensorPrefix
+from ..spec.model_spec import ModelSpec, Source, TensorPrefix
 from .adapters import Drop
 from .folder import root_checkpoint
 from .gguf_file import is_gguf

@@ -31,7 +31,7 @@ from audiocpp.engine.device import ComputeMode, auto_compute_mode, compute_mode,
 from audiocpp.engine.errors import ModelError
 from audiocpp.engine.nn.build import meta_device
 from audiocpp.engine.nn.linear.choice import fast_linears, quantize_linears
-from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.spec.model_spec import ModelSpec
 from audiocpp.engine.tokenizer import load_tokenizer
 from audiocpp.engine.weights import (
     Drop,

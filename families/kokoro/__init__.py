@@ -18,7 +18,7 @@ from audiocpp.engine.plugin import FamilyPlugin
 
 if TYPE_CHECKING:
     from audiocpp.engine.detect import Evidence, PathFacts
-    from audiocpp.engine.model import LoadedModel
+    from audiocpp.engine.loaded_model import LoadedModel
 
 
 class KokoroPlugin(FamilyPlugin):

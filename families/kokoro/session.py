@@ -18,11 +18,11 @@ import numpy as np
 
 from audiocpp.engine.device import ComputeMode, compute_mode
 from audiocpp.engine.errors import AudiocppWarning, UsageError
-from audiocpp.engine.model import LoadedModel
+from audiocpp.engine.loaded_model import LoadedModel
 from audiocpp.engine.nn.build import PerDtype
 from audiocpp.engine.records import AudioBuffer, AudioPiece, WordTiming
 from audiocpp.engine.session import PreparedRequest, Session, Synthesis
-from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.spec.model_spec import ModelSpec
 from audiocpp.engine.tasks import Mode, Task
 
 from .config import KokoroConfig

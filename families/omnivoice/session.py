@@ -29,11 +29,11 @@ from audiocpp.engine.audio.silence import remove_silence
 from audiocpp.engine.batching import Op
 from audiocpp.engine.device import ComputeMode, compute_mode
 from audiocpp.engine.errors import UsageError
-from audiocpp.engine.model import LoadedModel
+from audiocpp.engine.loaded_model import LoadedModel
 from audiocpp.engine.nn.build import PerDtype
 from audiocpp.engine.records import AudioBuffer
 from audiocpp.engine.session import PreparedRequest, Session, Synthesis
-from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.spec.model_spec import ModelSpec
 from audiocpp.engine.tasks import Mode, Task
 from audiocpp.engine.text.chunking import chunk_text_punctuation
 

@@ -32,7 +32,7 @@ import torch
 from audiocpp.engine.device import ComputeMode, auto_compute_mode, compute_mode, device_of
 from audiocpp.engine.errors import ModelError, UsageError
 from audiocpp.engine.nn.build import load_on_meta
-from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.spec.model_spec import ModelSpec
 from audiocpp.engine.weights.adapters import AdaptedSource, Drop, FoldWeightNorm, Reshape, adapt
 from audiocpp.engine.weights.resolve import ResolvedWeights, resolve_weights
 from audiocpp.engine.weights.source import TensorSource

@@ -17,7 +17,7 @@ from audiocpp.engine.detect import STRENGTH_CONFIG, Evidence, PathFacts
 from audiocpp.engine.plugin import FamilyPlugin
 
 if TYPE_CHECKING:
-    from audiocpp.engine.model import LoadedModel
+    from audiocpp.engine.loaded_model import LoadedModel
 
 
 class VoxCPM1Plugin(FamilyPlugin):

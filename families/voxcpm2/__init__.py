@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from audiocpp.engine.plugin import FamilyPlugin
 
 if TYPE_CHECKING:
-    from audiocpp.engine.model import LoadedModel
+    from audiocpp.engine.loaded_model import LoadedModel
 
 
 class VoxCPM2Plugin(FamilyPlugin):

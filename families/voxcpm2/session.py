@@ -29,12 +29,12 @@ import torch
 from audiocpp.engine.batching import relay
 from audiocpp.engine.device import ComputeMode, compute_mode
 from audiocpp.engine.errors import UsageError
-from audiocpp.engine.model import LoadedModel
+from audiocpp.engine.loaded_model import LoadedModel
 from audiocpp.engine.nn.build import PerDtype
 from audiocpp.engine.records import AudioBuffer
 from audiocpp.engine.request_rules import REFERENCE_CAP_OPTION, check_reference_length
 from audiocpp.engine.session import PreparedRequest, Session, Synthesis
-from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.spec.model_spec import ModelSpec
 from audiocpp.engine.tasks import Mode, Task
 from audiocpp.engine.voice_prompt import CodecPrompt
 

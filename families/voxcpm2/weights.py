@@ -28,7 +28,7 @@ import torch
 from audiocpp.engine.device import ComputeMode, auto_compute_mode, compute_mode, device_of
 from audiocpp.engine.errors import ModelError
 from audiocpp.engine.nn.build import build_on_meta, load_on_meta
-from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.spec.model_spec import ModelSpec
 from audiocpp.engine.weights import (
     FoldWeightNorm,
     Synthesize,

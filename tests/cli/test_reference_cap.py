@@ -19,7 +19,7 @@ import soundfile as sf
 
 from audiocpp.engine import AudioBuffer, TaskRequest, UsageError, VoiceReference, get_family
 from audiocpp.engine.errors import AudiocppWarning
-from audiocpp.engine.model import LoadedModel
+from audiocpp.engine.loaded_model import LoadedModel
 from audiocpp.engine.session import Session, Synthesis
 from audiocpp.engine.spec import load_spec_file
 from tests.support import cli_ok, run_cli

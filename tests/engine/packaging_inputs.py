@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.spec.model_spec import ModelSpec
 from audiocpp.engine.spec.validate import builtin_spec_path, validate_spec
 
 # >= 64 bytes with ns/

@@ -12,7 +12,7 @@ from torch import nn
 from audiocpp.engine.device import torch_dtype
 from audiocpp.engine.errors import ModelError
 from audiocpp.engine.nn.build import PerDtype, build_on_meta, load_on_meta, materialize
-from audiocpp.engine.spec.model import PRESET_SPELLINGS, PRESETS
+from audiocpp.engine.spec.model_spec import PRESET_SPELLINGS, PRESETS
 from audiocpp.engine.weights.source import TensorInfo, TensorSource
 
 

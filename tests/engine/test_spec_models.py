@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.spec.model_spec import ModelSpec
 from audiocpp.engine.spec.validate import schema_problems
 
 SPEC_DIR = Path(str(resources.files("audiocpp.model_specs")))

@@ -88,7 +88,7 @@ def test_waiting_inside_the_models_own_thread_is_refused_not_a_deadlock(vox: Any
 
 def test_voice_prompt_hooks_are_guarded_and_reenter(tiny_models: dict[str, Any]) -> None:
     """The hooks of every family hold the guard (a load inside a stream re-enters it)."""
-    from audiocpp.engine.model import LoadedModel
+    from audiocpp.engine.loaded_model import LoadedModel
 
     for model in tiny_models.values():
         for name in ("load_voice_prompt", "encode_voice_prompt", "decode_voice_prompt"):

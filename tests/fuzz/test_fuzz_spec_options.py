@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from audiocpp.engine.spec import load_spec_text, parse_key_values, resolve_options
-from audiocpp.engine.spec.model import ModelSpec
+from audiocpp.engine.spec.model_spec import ModelSpec
 
 from . import seeds
 from .harness import check, fuzz_settings

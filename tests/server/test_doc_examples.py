@@ -51,14 +51,14 @@ def serve_commands(text: str) -> list[list[str]]:
 
 def default_server_model() -> str:
     """The name ``audiocpp serve`` without ``--model`` serves its model by (nothing loaded)."""
-    from audiocpp.server.models import plan_models
+    from audiocpp.server.served_models import plan_models
 
     return plan_models([], None, {}, {})[0][0]
 
 
 def served_names(commands: list[list[str]]) -> set[str]:
     """The models' names those commands serve (``NAME=PATH``, a path's name, the default model's)."""
-    from audiocpp.server.models import ModelArg, _derived_name
+    from audiocpp.server.served_models import ModelArg, _derived_name
 
     names: set[str] = set()
     for args in commands:

@@ -129,7 +129,7 @@ def test_openai_names_map_by_one_rule() -> None:
 def test_the_default_model_is_served_as_its_family() -> None:
     from types import SimpleNamespace
 
-    from audiocpp.server.models import default_name
+    from audiocpp.server.served_models import default_name
 
     def plan(family: str, speaks: bool) -> SimpleNamespace:
         return SimpleNamespace(demo=True, family=family, plugin=SimpleNamespace(demo_speaks=speaks))

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from audiocpp.engine.model import LoadedModel
+from audiocpp.engine.loaded_model import LoadedModel
 from audiocpp.engine.records import AudioBuffer
 from audiocpp.engine.registry import get_family
 from audiocpp.engine.session import PreparedRequest, Session, Synthesis
@@ -127,8 +127,8 @@ class BrokenModel(LoadedModel):
 def test_internal_failure_is_a_500_and_the_server_stays_up(tmp_path: Path) -> None:
     from audiocpp.server.app import ServerState, create_app
     from audiocpp.server.metrics import ServerMetrics
-    from audiocpp.server.models import ServedModel
     from audiocpp.server.scheduler import ModelWorker
+    from audiocpp.server.served_models import ServedModel
     from audiocpp.server.speech import synthesize
     from audiocpp.server.voices import VoiceStore
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from audiocpp.engine.errors import UsageError
-from audiocpp.engine.model import LoadedModel
-from audiocpp.engine.spec.model import OptionSpec
+from audiocpp.engine.loaded_model import LoadedModel
+from audiocpp.engine.spec.model_spec import OptionSpec
 
 from .openai_voices import openai_voice_map
 

@@ -14,7 +14,7 @@ from .guard import ModelGuard, guarded, model_guard
 from .records import AudioBuffer, TaskRequest, VoicePrompt
 from .request_rules import check_task_and_mode
 from .session import Session
-from .spec.model import ModelSpec
+from .spec.model_spec import ModelSpec
 from .spec.options import resolve_options
 from .tasks import Mode, Task, parse_mode, parse_task
 
