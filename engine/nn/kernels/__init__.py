@@ -39,9 +39,10 @@ import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import jit
+if TYPE_CHECKING:  # jit imports torch: the package stays light for cpu_isa's readers (the CLI's checks)
+    from . import jit
 
 #: The modules that declare a kernel (``KERNEL``) and load it (``kernel()``), in build order.
 MODULES = ("audiocpp.engine.nn.linear.q8_0_linear", "audiocpp.engine.nn.linear.bf16_linear",
@@ -70,7 +71,7 @@ class KernelReport:
 
 def kernels() -> list[tuple[jit.Kernel, Callable[[], Any]]]:
     """Every kernel with the function that loads it (cached per process)."""
-    found = []
+    found: list[tuple[jit.Kernel, Callable[[], Any]]] = []
     for name in MODULES:
         module = importlib.import_module(name)
         found.append((module.KERNEL, module.kernel))
@@ -82,6 +83,8 @@ def build_all(verbose: bool = False) -> list[KernelReport]:
     and report on each; kernels the CPU cannot run, or turned off by their switch, are reported and
     not built. ``verbose``: say on stderr which kernel is being built and, for a failure, why, with
     the tail of the compiler's output (as ``AUDIOCPP_DEBUG=1`` does)."""
+    from . import jit
+
     reports = []
     for kernel, load in kernels():
         variant, why = kernel.select()
