@@ -20,7 +20,9 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -341,6 +343,29 @@ def _victim_queue(server: ServerProcess, victim: str) -> float:
                if k.startswith("audiocpp_replica_queue_depth{") and f'replica="{victim}"' in k)
 
 
+def _long_streams_on_both_replicas(server: ServerProcess,
+                                   stack: ExitStack) -> dict[str, tuple[httpx.Response, Iterator[str]]]:
+    """A long SSE stream running on each replica, its first audio piece read: both replicas busy, so Ray
+    Serve's router (the replica with fewer requests in flight) spreads what comes next over both, and the
+    victim surely holds some admitted behind its stream (one replica idle would take them all while it
+    keeps up). A stream that landed on a replica already busy is closed and another opened."""
+    running: dict[str, tuple[httpx.Response, Iterator[str]]] = {}
+    for _ in range(8):
+        stream = stack.enter_context(httpx.stream("POST", server.url + "/v1/audio/speech", timeout=120,
+                                                  json=_body(input=LONG, stream_format="sse")))
+        replica = stream.headers["x-audiocpp-replica"]
+        lines = stream.iter_lines()
+        first = next(line for line in lines if line.startswith("data: "))
+        assert json.loads(first[6:])["type"] == "speech.audio.delta"
+        if replica in running:
+            stream.close()
+            continue
+        running[replica] = stream, lines
+        if len(running) == 2:
+            return running
+    raise AssertionError(f"long streams landed on {sorted(running)} only")
+
+
 def test_a_replica_killed_loses_no_request_that_had_not_streamed(ray_server: ServerProcess) -> None:
     """Whole and streamed requests on both replicas; one replica killed while it streams one request and
     holds others admitted behind it (the demo batches one row on a CPU). Every request that had not
@@ -353,20 +378,18 @@ def test_a_replica_killed_loses_no_request_that_had_not_streamed(ray_server: Ser
     expected = [_post(ray_server, body).content for body in whole]
     expected += [_sse(ray_server, body)["audio"] for body in streams]
     before = _sum(_metrics(ray_server), "audiocpp_ray_resubmitted_total")
-    with httpx.stream("POST", ray_server.url + "/v1/audio/speech", timeout=120,
-                      json=_body(input=LONG, stream_format="sse")) as running:
-        victim = running.headers["x-audiocpp-replica"]
-        lines = running.iter_lines()
-        first = next(line for line in lines if line.startswith("data: "))
-        assert json.loads(first[6:])["type"] == "speech.audio.delta"
+    with ExitStack() as stack:
+        running = _long_streams_on_both_replicas(ray_server, stack)
+        victim, kept = list(running)
         with ThreadPoolExecutor(len(whole) + len(streams)) as pool:
             answers = [pool.submit(_post, ray_server, body) for body in whole]
             answers += [pool.submit(_sse, ray_server, body) for body in streams]
             _wait_for(lambda: _victim_queue(ray_server, victim) >= 1, 60, "a request behind the stream")
             started = time.monotonic()
             ray.kill(_replica_actor(victim), no_restart=True)
+            running[kept][0].close()  # the live replica's long stream leaves: what waited behind it goes on
             try:
-                rest = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+                rest = [json.loads(line[6:]) for line in running[victim][1] if line.startswith("data: ")]
                 cut: dict[str, object] = {"last": rest[-1] if rest else None}
             except httpx.HTTPError as error:
                 cut = {"closed": type(error).__name__}
