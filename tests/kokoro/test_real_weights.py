@@ -117,3 +117,21 @@ def test_the_int8_package_computes_its_decoder_on_the_int8_kernel_within_the_pub
     assert spectral_cosine(a, b) > 0.99
     with pytest.raises(UsageError, match="float32"):
         model.session("tts", compute_dtype="bfloat16")
+
+
+def test_a_batched_row_is_its_lone_audio_bit_for_bit(model) -> None:
+    """On the real int8 package too, a row batched with others gives its lone audio exactly (rows share
+    no call: families/kokoro/generate.py); a shared durations step drifted a row's phase from 0.25 s on."""
+    import audiocpp.engine as ac
+
+    requests = [ac.TaskRequest(text=text, seed=seed, options={"voice": voice, "language": language})
+                for (language, text), voice, seed in zip(SENTENCES.items(), ("jf_alpha", "jm_kumo"), (1, 2))]
+    requests.append(ac.TaskRequest(text="Good morning.", seed=3, options={"voice": "jf_nezumi"}))
+    session = model.session("tts")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        alone = [session.run(r) for r in requests]
+        batched = session.run_batch(requests)
+    assert max(r.metrics.batch_rows for r in batched) > 1
+    for got, expected in zip(batched, alone):
+        assert np.array_equal(got.audio.samples, expected.audio.samples)
