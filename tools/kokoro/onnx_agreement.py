@@ -401,8 +401,8 @@ class Runner:
         theirs, dur_ort, har = self.run_ort(tokens, style, speed)
         generator = self.model.decoder.generator
         if graph_source:
-            lengths = self.model.durations(torch.from_numpy(tokens), torch.tensor([tokens.shape[1]]),
-                                           torch.from_numpy(style), [speed])[1][0].numpy()
+            _, frames = self.model.durations(torch.from_numpy(tokens), torch.from_numpy(style), speed)
+            lengths = frames.numpy()
             if lengths.shape != dur_ort.shape or (lengths != dur_ort).any():
                 nan = float("nan")  # the graph's source has another length: nothing to substitute
                 return Agreement(label, len(ids), len(theirs), int(lengths.sum()) * 600, False,

@@ -19,7 +19,7 @@ from torch import nn
 from ..config import KokoroConfig
 from .albert import CustomAlbert
 from .istftnet import Decoder
-from .prosody import ProsodyPredictor, TextEncoder, full_lstm, packed_lstm
+from .prosody import ProsodyPredictor, TextEncoder, full_lstm
 
 
 def padding_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
@@ -40,25 +40,17 @@ class KModel(nn.Module):
                                         depth=cfg.n_layer, n_symbols=cfg.n_token)
         self.decoder = Decoder(dim_in=cfg.hidden_dim, style_dim=cfg.style_dim, cfg=cfg.istftnet)
 
-    def durations(self, input_ids: torch.Tensor, lengths: torch.Tensor, ref_s: torch.Tensor,
-                  speeds: list[float]) -> tuple[torch.Tensor, torch.Tensor]:
-        """``input_ids [B, T]`` (rows padded after ``lengths``), a speed per row -> the duration
-        encoder's output ``d [B, T, hidden + style]`` and the frames per token ``[B, T]`` (long;
-        padded positions hold whatever the head gives there: read only ``[:length]``)."""
-        text_mask = padding_mask(lengths, input_ids.shape[1])
+    def durations(self, input_ids: torch.Tensor, ref_s: torch.Tensor,
+                  speed: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """One row ``input_ids [1, T]`` -> the duration encoder's output ``d [1, T, hidden + style]`` and
+        the frames per token ``[T]`` (long)."""
+        lengths = torch.full((1,), input_ids.shape[1], dtype=torch.long)
         bert_dur = self.bert(input_ids, lengths)
         d_en = self.bert_encoder(bert_dur).transpose(-1, -2)
         s = ref_s[:, self.cfg.style_dim:]
-        d = self.predictor.text_encoder(d_en, s, lengths, text_mask)
-        if bool((lengths < input_ids.shape[1]).any()):  # padded rows: each row's LSTM sees only its own
-            x = packed_lstm(self.predictor.lstm, d, lengths)
-            x = torch.nn.functional.pad(x, (0, 0, 0, input_ids.shape[1] - x.shape[1]))
-        else:
-            x = full_lstm(self.predictor.lstm, d)
-        duration = self.predictor.duration_proj(x)
-        duration = torch.sigmoid(duration).sum(dim=-1)
-        # Each row divided by its speed as a Python number, as upstream divides its one row.
-        duration = torch.stack([row / float(speed) for row, speed in zip(duration, speeds)])
+        d = self.predictor.text_encoder(d_en, s, lengths, padding_mask(lengths, input_ids.shape[1]))
+        duration = self.predictor.duration_proj(full_lstm(self.predictor.lstm, d))
+        duration = torch.sigmoid(duration).sum(dim=-1)[0] / float(speed)  # a Python number, as upstream
         return d, torch.round(duration).clamp(min=1).long()
 
     def acoustics(self, input_ids: torch.Tensor, d: torch.Tensor, pred_dur: torch.Tensor,
@@ -86,7 +78,6 @@ class KModel(nn.Module):
                             generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Upstream's ``forward_with_tokens`` for one row ``[1, T]`` (ids already wrapped in 0s):
         ``(audio [samples], pred_dur [T])``."""
-        lengths = torch.full((1,), input_ids.shape[1], dtype=torch.long)
-        d, pred_dur = self.durations(input_ids, lengths, ref_s, [speed])
-        asr, f0, n = self.acoustics(input_ids, d, pred_dur[0], ref_s)
-        return self.decode(asr, f0, n, ref_s, generator)[0], pred_dur[0]
+        d, pred_dur = self.durations(input_ids, ref_s, speed)
+        asr, f0, n = self.acoustics(input_ids, d, pred_dur, ref_s)
+        return self.decode(asr, f0, n, ref_s, generator)[0], pred_dur
