@@ -7,7 +7,7 @@ The application has an **ingress** deployment and one deployment per ``--model``
   models are descriptions of the remote ones (:class:`RemoteServedModel`: spec, rate, options; their
   languages checked by a replica), whose workers are :class:`RemoteWorker` (each request goes to the
   model's deployment through a Ray Serve handle, which routes it to a replica) and whose voice store is
-  the cluster's (:class:`RemoteVoiceStore`). It plans each request as a single server does (model, voice
+  the cluster's (:class:`ClusterVoices`). It plans each request as a single server does (model, voice
   as the key sees it, format, options), then hands the planned request (:func:`sent_plan`) on.
 - A model replica (:class:`ModelReplica`) loads its model once and runs the model's executor through a
   :class:`~scheduler.ModelWorker` (``model.executor()``: rows join mid-generation, which
@@ -142,10 +142,7 @@ def model_options(args: ServeArgs, name: str, plan: Any) -> dict[str, Any]:
         "ray_actor_options": {"num_cpus": 1.0 if args.num_cpus is None else args.num_cpus,
                               "num_gpus": args.num_gpus},
         "max_constructor_retry_count": 1,  # a model that does not load fails the deployment once
-        "graceful_shutdown_timeout_s": max(1.0, args.drain_s),
-        "graceful_shutdown_wait_loop_s": 0.5,
-        "health_check_period_s": 2.0,
-        "health_check_timeout_s": 30.0,
+        **_lifecycle(args),
     }
     if args.autoscale:
         low, high = parse_autoscale(args.autoscale)
@@ -160,8 +157,12 @@ def ingress_options(args: ServeArgs) -> dict[str, Any]:
     """One ingress replica: no CPU of its own (it plans and forwards; the replicas synthesize and encode),
     and no limit of its own on requests in progress (each model's capacity limits them)."""
     return {"name": INGRESS, "num_replicas": 1, "max_ongoing_requests": 4096,
-            "ray_actor_options": {"num_cpus": 0},
-            "graceful_shutdown_timeout_s": max(1.0, args.drain_s), "graceful_shutdown_wait_loop_s": 0.5,
+            "ray_actor_options": {"num_cpus": 0}, **_lifecycle(args)}
+
+
+def _lifecycle(args: ServeArgs) -> dict[str, Any]:
+    """Every deployment's drain (``--drain-s``) and health checks."""
+    return {"graceful_shutdown_timeout_s": max(1.0, args.drain_s), "graceful_shutdown_wait_loop_s": 0.5,
             "health_check_period_s": 2.0, "health_check_timeout_s": 30.0}
 
 
@@ -223,7 +224,8 @@ class _PromptBytes:
 
 @dataclasses.dataclass
 class RemoteVoice(StoredVoice):
-    """A voice of the cluster's store; ``folder`` and ``reference`` name it, they are not files here."""
+    """A voice of the cluster's store with its reference's content hash. At the ingress ``folder`` and
+    ``reference`` name it (they are no files there); on a replica, its copy (:meth:`ClusterVoices.local`)."""
 
     digest: str = ""
 
@@ -231,10 +233,10 @@ class RemoteVoice(StoredVoice):
 class VoiceStoreActor:
     """The voices of the whole cluster: a ``VoiceStore`` in the head node's voices folder, behind one
     actor. :meth:`call` runs one of the store's own methods (``METHODS``) and hands its voices back as
-    :class:`RemoteVoice` (with their content hash); the rest is the replicas' copying. Errors a client
-    caused come back as tuples (``_error_tuple``), not exceptions."""
+    :class:`RemoteVoice` (with their content hash); :meth:`file` and :meth:`save_prompt` are the replicas'
+    copying. Errors a client caused come back as tuples (``_error_tuple``), not exceptions."""
 
-    #: The store's methods the ingress calls through :class:`RemoteVoiceStore`.
+    #: The store's methods the ingress calls through :class:`ClusterVoices`.
     METHODS = ("get", "list", "owners", "add", "delete")
 
     def __init__(self, folder: str | None) -> None:
@@ -276,29 +278,26 @@ class VoiceStoreActor:
         if digest is None:
             return None
         folder = Path("/cluster-voices") / (f"@{voice.owner}" if voice.owner else "") / voice.name
-        return RemoteVoice(name=voice.name, folder=folder, transcript=voice.transcript,
-                           sample_rate=voice.sample_rate, duration_s=voice.duration_s, created=voice.created,
-                           reference=folder / voice.reference.name, owner=voice.owner, digest=digest)
+        return RemoteVoice(**{**vars(voice), "folder": folder, "reference": folder / voice.reference.name},
+                           digest=digest)
 
-    def _current(self, name: str, owner: str | None, digest: str, filename: str = "x.prompt") -> Any:
-        """The stored voice, if it still is the one with this content hash (and ``filename`` names a
-        prompt)."""
+    def _current(self, name: str, owner: str | None, digest: str, filename: str | None) -> Any:
+        """The stored voice, if it still is the one with this content hash (and ``filename``, unless
+        None, names a prompt)."""
         voice = self.store.get(name, owner)
-        if voice is None or not _PROMPT_NAME.match(filename) or self._digest(voice) != digest:
+        if voice is None or (filename is not None and not _PROMPT_NAME.match(filename)):
             return None
-        return voice
+        return voice if self._digest(voice) == digest else None
 
-    def reference(self, name: str, owner: str | None, digest: str) -> bytes | None:
-        """The reference audio of a voice, if it still is the one with this content hash."""
-        voice = self._current(name, owner, digest)
-        return voice.reference.read_bytes() if voice is not None else None
-
-    def prompt(self, name: str, owner: str | None, digest: str, filename: str) -> bytes | None:
+    def file(self, name: str, owner: str | None, digest: str, filename: str | None = None) -> bytes | None:
+        """A voice's reference audio (``filename`` None) or its prompt ``filename``, if the voice still is
+        the one with this content hash."""
         voice = self._current(name, owner, digest, filename)
         if voice is None:
             return None
         try:
-            fd = os.open(voice.folder / "prompts" / filename, os.O_RDONLY | os.O_NOFOLLOW)
+            path = voice.reference if filename is None else voice.folder / "prompts" / filename
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         except OSError:
             return None
         with os.fdopen(fd, "rb") as fh:
@@ -324,14 +323,17 @@ def voice_store_actor(voices_dir: Path | None, app: str = APP_NAME) -> Any:
         str(voices_dir) if voices_dir is not None else None)
 
 
-class RemoteVoiceStore:
+class ClusterVoices:
     """``VoiceStore``'s interface over the cluster's store (blocking calls: from worker threads): the
-    store's methods (``VoiceStoreActor.METHODS``) are forwarded, a client's error raised as here."""
+    store's methods (``VoiceStoreActor.METHODS``) are forwarded, a client's error raised as here. A model
+    replica (``cache``: a folder of its own) also keeps copies of the voices it uses, made on first use
+    (``<cache>/<digest>/reference.<ext>`` and ``prompts/``), and pushes the prompts it prepares back."""
 
     TIMEOUT_S = 60
 
-    def __init__(self, actor: Any) -> None:
+    def __init__(self, actor: Any, cache: Path | None = None) -> None:
         self.actor = actor
+        self.cache = cache
         location, self.salt = ray.get(actor.ping.remote(), timeout=self.TIMEOUT_S)
         self.folder = Path(location)
 
@@ -346,60 +348,39 @@ class RemoteVoiceStore:
             raise AttributeError(method)
         return lambda *args: self._call("call", method, *args)
 
-    def save_prompt(self, voice: StoredVoice, path: Path, prompt: Any) -> None:
-        raise AssertionError("prompts are saved by the model replicas")  # the ingress synthesizes nothing
-
-
-class ReplicaVoices:
-    """A model replica's copies of the cluster's voices: ``<cache>/<digest>/reference.<ext>`` and
-    ``prompts/``, made on first use; prompts this replica prepares go back to the store."""
-
-    def __init__(self, store: RemoteVoiceStore, folder: Path) -> None:
-        self.store = store
-        self.folder = folder
-        self._remote: dict[Path, RemoteVoice] = {}
-        self._lock = threading.Lock()
-
-    def local(self, voice: RemoteVoice) -> StoredVoice:
-        if not re.fullmatch(r"[0-9a-f]{64}", voice.digest) or not REFERENCE_RE.match(voice.reference.name):
+    def local(self, voice: RemoteVoice) -> RemoteVoice:
+        """A voice of the store as this replica's copy of it (fetched on first use)."""
+        if (self.cache is None or not re.fullmatch(r"[0-9a-f]{64}", voice.digest)
+                or not REFERENCE_RE.match(voice.reference.name)):
             raise ApiError(500, "the voice store sent a voice this replica cannot use", code="internal_error")
-        folder = self.folder / voice.digest
+        folder = self.cache / voice.digest
         reference = folder / voice.reference.name
         if not reference.is_file():
-            data = self.store._call("reference", voice.name, voice.owner, voice.digest)
+            data = self._call("file", voice.name, voice.owner, voice.digest)
             if data is None:
                 raise ApiError(409, f"voice {voice.name!r} changed or was deleted while this request was "
                                "queued; send it again", param="voice", code="voice_changed")
             (folder / "prompts").mkdir(parents=True, exist_ok=True, mode=0o700)
             _PromptBytes(data).save(reference)
-        local = StoredVoice(name=voice.name, folder=folder, transcript=voice.transcript,
-                            sample_rate=voice.sample_rate, duration_s=voice.duration_s, created=voice.created,
-                            reference=reference, owner=voice.owner)
-        with self._lock:
-            self._remote[folder] = voice
-        return local
+        return dataclasses.replace(voice, folder=folder, reference=reference)
 
-    def prompt(self, voice: RemoteVoice, local: StoredVoice, filename: str) -> Path | None:
-        """The voice prompt ``filename`` of a voice: this replica's copy, else the store's, else None."""
-        path = local.folder / "prompts" / filename
+    def prompt(self, voice: RemoteVoice, path: Path) -> Path | None:
+        """A voice prompt (``path`` in a voice of :meth:`local`): this replica's copy, else the store's,
+        else None."""
         if path.is_file():
             return path
-        data = self.store._call("prompt", voice.name, voice.owner, voice.digest, filename)
+        data = self._call("file", voice.name, voice.owner, voice.digest, path.name)
         if data is None:
             return None
         _PromptBytes(data).save(path)
         return path
 
     def save_prompt(self, voice: StoredVoice, path: Path, prompt: Any) -> None:
-        """Called by ``speech.synthesize`` after a synthesis that prepared the voice's prompt."""
+        """Called by ``speech.synthesize`` on a replica after a synthesis that prepared the voice's prompt."""
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         prompt.save(path)
-        with self._lock:
-            remote = self._remote.get(voice.folder)
-        if remote is not None and path.is_file():
-            self.store._call("save_prompt", remote.name, remote.owner, remote.digest, path.name,
-                             path.read_bytes())
-
+        if isinstance(voice, RemoteVoice) and path.is_file():
+            self._call("save_prompt", voice.name, voice.owner, voice.digest, path.name, path.read_bytes())
 
 # -- one request, from the ingress to a replica ------------------------------------------------------------
 def sent_plan(plan: SpeechPlan) -> SpeechPlan:
@@ -460,7 +441,7 @@ class ModelReplica(ModelActor):
         self.worker = model_worker(args, self.name, model, args.max_batch or model.default_max_batch(),
                                    self.metrics, bool(info.get("keyed")))
         self.cache = Path(tempfile.mkdtemp(prefix="audiocpp-voices-"))
-        self.voices = ReplicaVoices(RemoteVoiceStore(voice_store_actor(args.voices_dir)), self.cache)
+        self.voices = ClusterVoices(voice_store_actor(args.voices_dir), self.cache)
         self.served_count = 0
 
     def describe(self) -> dict[str, Any]:
@@ -492,13 +473,11 @@ class ModelReplica(ModelActor):
     def _plan(self, sent: SpeechPlan) -> SpeechPlan:
         """The ingress's plan (:func:`sent_plan`) on this replica's model, with its copy of the voice."""
         request = dataclasses.replace(sent.request, options=dict(sent.request.options))
-        voice: StoredVoice | None = None
-        if isinstance(sent.voice, RemoteVoice):
-            voice = self.voices.local(sent.voice)
+        voice = self.voices.local(sent.voice) if isinstance(sent.voice, RemoteVoice) else None
+        if voice is not None:
             prompt = None
             if not sent.reference_given:
-                name = voice.prompt_path(self.served.key, sent.prompt_options).name
-                prompt = self.voices.prompt(sent.voice, voice, name)
+                prompt = self.voices.prompt(voice, voice.prompt_path(self.served.key, sent.prompt_options))
             if prompt is not None:
                 request.voice, request.voice_prompt, request.reference_text = None, prompt, None
             else:
@@ -780,9 +759,7 @@ class IngressApp:
         from .state import ServerState
 
         args = args_from(dict(config or {}))
-        actor = voice_store_actor(args.voices_dir)
-        await actor.ping.remote()
-        store = await asyncio.to_thread(RemoteVoiceStore, actor)
+        store = await asyncio.to_thread(ClusterVoices, voice_store_actor(args.voices_dir))
         keys, limits = plan_security(args, store.salt)
         access_log = None
         if args.access_log is not None:
@@ -943,20 +920,14 @@ def serve_on_ray(args: ServeArgs) -> None:
         _drain(args.drain_s, signals.again)
     finally:
         if deployed:
-            try:
+            with contextlib.suppress(Exception):  # already gone
                 serve.delete(APP_NAME)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
-        try:
-            if ray.is_initialized():
+        if ray.is_initialized():
+            with contextlib.suppress(Exception):  # never made, or already gone
                 ray.kill(ray.get_actor(store_name(), namespace=NAMESPACE))
-        except Exception:  # noqa: BLE001 - never made, or already gone
-            pass
         if ray.is_initialized() and args.ray_address and not serve_was_running:
-            try:
+            with contextlib.suppress(Exception):
                 serve.shutdown()
-            except Exception:  # noqa: BLE001
-                pass
         disconnect(ray, ray.is_initialized())  # this command joined or started Ray: it leaves or stops it
         signals.restore()
 
