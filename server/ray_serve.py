@@ -533,24 +533,21 @@ class RemoteServedModel(ServedModel):
     ASKED = ("check_language", "phonemize")
 
     handle: Any = None
-    _defaults: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, name: str, info: dict[str, Any], handle: Any) -> RemoteServedModel:
-        """From a replica's ``describe()``: its model's spec, rate, path and options stand for the model."""
+        """From a replica's ``describe()``: its model's spec, rate, path, options and default voices stand
+        for the model."""
         model = SimpleNamespace(spec=info["spec"], family=info["family"],
                                 sample_rate=int(info["sample_rate"]),
                                 path=Path(info["path"]) if info["path"] else None,
-                                load_options=dict(info["load_options"]))
+                                load_options=dict(info["load_options"]),
+                                default_voice=dict(info.get("default_voices") or {}).get)
         return cls(name, model, dict(info["session_options"]), demo=bool(info["demo"]),  # type: ignore[arg-type]
-                   _named=list(info.get("named_voices") or []), handle=handle,
-                   _defaults=dict(info.get("default_voices") or {}))
+                   _named=list(info.get("named_voices") or []), handle=handle)
 
     def make_checker(self) -> None:
         return None
-
-    def default_voices(self) -> dict[str, str]:
-        return dict(self._defaults)
 
     def _ask(self, method: str, *args: Any) -> Any:
         """A replica's answer to one of ``ASKED``; the engine's UsageError it raised, raised here."""
@@ -690,9 +687,9 @@ class ClusterMetrics(ServerMetrics):
     histograms (a replica that is gone keeps its last counts, so sums never go down), and adds per-replica
     series (``replica`` label) and Ray Serve's replica count and queue length per model."""
 
-    def __init__(self) -> None:
+    def __init__(self, workers: dict[str, RemoteWorker]) -> None:
         super().__init__()
-        self.workers: dict[str, RemoteWorker] = {}
+        self.workers = workers
         self.seen: dict[tuple[str, str], dict[str, Any]] = {}  # every replica's last report
         self.ray_states: dict[str, dict[str, int]] = {}
 
@@ -772,10 +769,8 @@ class IngressApp:
             info = await handle.describe.remote()
             served[name] = RemoteServedModel.of(name, info, handle)
             workers[name] = RemoteWorker(name, handle, info)
-        metrics = ClusterMetrics()
-        metrics.workers = workers
-        self.state = ServerState(models=served, workers=workers, voices=store, metrics=metrics,  # type: ignore[arg-type]
-                                 max_input_chars=args.max_input_chars,
+        self.state = ServerState(models=served, workers=workers, voices=store,  # type: ignore[arg-type]
+                                 metrics=ClusterMetrics(workers), max_input_chars=args.max_input_chars,
                                  max_body_bytes=int(args.max_body_mb * (1 << 20)), keys=keys, limits=limits,
                                  access_log=access_log, metrics_public=args.metrics_public,
                                  max_voices_per_key=args.max_voices_per_key, plan_in_thread=True)
@@ -792,9 +787,6 @@ class IngressApp:
     def drain(self) -> int:
         """Stop taking syntheses (503 with Retry-After); returns the requests still in progress."""
         self.state.shutdown()
-        return self.in_flight()
-
-    def in_flight(self) -> int:
         return sum(w.in_flight for w in self.state.workers.values())  # type: ignore[attr-defined]
 
     def __del__(self) -> None:
@@ -992,11 +984,12 @@ def _drain(drain_s: float, cut: threading.Event) -> None:
     deadline = time.monotonic() + drain_s
     try:
         handle = serve.get_deployment_handle(INGRESS, APP_NAME)
-        counts = handle.broadcast("drain").results(timeout_s=10, return_exceptions=True)
-        while (sum(c for c in counts if isinstance(c, int)) and time.monotonic() < deadline
-               and not cut.is_set()):
+        while True:  # "drain" again and again: its answer is the requests still in progress
+            counts = handle.broadcast("drain").results(timeout_s=10, return_exceptions=True)
+            busy = sum(c for c in counts if isinstance(c, int))
+            if not busy or cut.is_set() or time.monotonic() >= deadline:
+                return
             time.sleep(0.2)
-            counts = handle.broadcast("in_flight").results(timeout_s=10, return_exceptions=True)
     except Exception:  # noqa: BLE001 - the ingress is gone already: nothing to wait for
         return
 
