@@ -1,8 +1,6 @@
 """Local worker processes: each loads the model once and synthesizes up to ``batch_size`` items
 at once, as rows of one batch: a thin user of the engine's process executor
-(engine/execution/processes.py), which spawns the workers, streams each job's outcome back, replaces
-a worker that dies and fails the jobs it held, and stops its workers when the driver goes (they
-ignore SIGINT, and exit when the driver's end of their pipe closes).
+(engine/execution/processes.py: it spawns, replaces and stops the workers).
 
 The driver hands out items one by one, keeping ``batch_size`` of them in flight at each worker, so it
 always knows which items each worker holds; an item joins the running batch of its worker at the next

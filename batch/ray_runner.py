@@ -7,8 +7,7 @@ Each actor loads the model once (``ActorPoolStrategy(size=workers)``, ``num_cpus
 ``num_gpus`` per actor) and returns every item's row and its samples as bytes; the driver
 writes the files and the manifest as blocks come back, exactly as the local path does. So the
 model path, voice references and saved voices must be readable at the same paths on every
-node, and audiocpp must be installed there; the outputs land on the driver's machine. An item's word
-timings (families that time words) come back with its row, as JSON.
+node, and audiocpp must be installed there; the outputs land on the driver's machine.
 """
 
 from __future__ import annotations
@@ -47,13 +46,9 @@ def import_ray():
 
 
 class SynthActor(ModelActor):
-    """A Ray Data actor: the model loaded once (``ModelActor``, the body a ``serve --ray`` replica has
-    too), each block of items submitted at once to the model's executor (``Synthesizer.run_many``: the
-    block's items join its batch at the same step, as rows of one forward pass).
-
-    A model that does not load is reported in the rows (the driver raises it as the local path
-    does) rather than raised here, where Ray would restart the actor over and over.
-    """
+    """A Ray Data actor: each block of items submitted at once to the model's executor
+    (``Synthesizer.run_many``); a model that does not load is reported in the rows (the driver raises
+    it as the local path does)."""
 
     def __init__(self, job_json: str) -> None:
         quiet_engine_warnings()  # each item's warnings come back in its row

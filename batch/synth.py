@@ -47,18 +47,15 @@ class JobSpec:
 
 @dataclass
 class Done:
-    """What a worker reports for one item: its manifest row, its audio (None when it failed), the
-    worker's count of prepared voices so far, the engine's warnings (e.g. a reference cut), how
-    many items it shared its batched steps with (not in the manifest: the summary's batch_rows) and
-    the words it spoke with their times in its audio (families that time words; else empty)."""
+    """What a worker reports for one item (only ``row`` goes into the manifest)."""
 
     row: dict[str, Any]
-    audio: AudioBuffer | None = None
+    audio: AudioBuffer | None = None  # None when it failed
     worker: str = ""
-    voices_prepared: int = 0
-    warnings: list[str] = field(default_factory=list)
+    voices_prepared: int = 0  # the worker's count so far
+    warnings: list[str] = field(default_factory=list)  # the engine's (e.g. a reference cut)
     batch_rows: float = 1.0  # the mean number of items in the batched calls it took part in
-    words: list[WordTiming] = field(default_factory=list)
+    words: list[WordTiming] = field(default_factory=list)  # timed words (families that time them)
 
     def to_json(self) -> str:
         """All but the audio as plain JSON (a Ray actor sends it so), times unrounded."""

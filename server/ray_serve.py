@@ -4,22 +4,17 @@ The application has an **ingress** deployment and one deployment per ``--model``
 
 - The ingress runs the FastAPI app of a single-machine server (``app.create_app``: the same routes, the
   gate with its keys, limits and access log, the error shapes), over a :class:`~app.ServerState` whose
-  models are descriptions of the remote ones (:class:`RemoteServedModel`: spec, rate, options; their
-  languages checked by a replica), whose workers are :class:`RemoteWorker` (each request goes to the
-  model's deployment through a Ray Serve handle, which routes it to a replica) and whose voice store is
-  the cluster's (:class:`ClusterVoices`). It plans each request as a single server does (model, voice
-  as the key sees it, format, options), then hands the planned request (:func:`sent_plan`) on.
+  models describe the remote ones (:class:`RemoteServedModel`), whose workers are :class:`RemoteWorker`
+  (each request goes to the model's deployment through a Ray Serve handle, which routes it to a replica)
+  and whose voice store is the cluster's (:class:`ClusterVoices`). It plans each request as a single
+  server does, then hands the planned request (:func:`sent_plan`) on.
 - A model replica (:class:`ModelReplica`) loads its model once and runs the model's executor through a
-  :class:`~scheduler.ModelWorker` (``model.executor()``: rows join mid-generation, which
-  ``@serve.batch`` cannot), synthesizes and encodes with ``speech.synthesize`` as a single server does
-  (an asyncio task in the replica's event loop per request),
-  and streams back ``("admitted", replica)``, its audio pieces, then ``("done", result, bytes)`` or
-  ``("error", ...)``.
+  :class:`~scheduler.ModelWorker` (rows join mid-generation, which ``@serve.batch`` cannot), synthesizes
+  and encodes with ``speech.synthesize`` as a single server does, and streams the outcome back.
 - The voices live in one named, detached Ray actor (:class:`VoiceStoreActor`) pinned to the head node,
   over a :class:`~voices.VoiceStore` in that node's ``--voices-dir``: every replica on every node reaches
   it without a shared filesystem, it survives replicas' restarts, and it is restarted by Ray (from the
-  same folder) if it dies. Replicas copy a voice's reference and prompts into a local cache keyed by the
-  reference's content hash, and push the voice prompts they prepare back to the store.
+  same folder) if it dies.
 
 The config file (``--print-config``) names :func:`app_builder`, which builds the same application from
 the serve flags, for ``serve run`` / ``serve deploy`` / a KubeRay ``RayService``.
@@ -445,13 +440,9 @@ class ModelReplica(ModelActor):
         self.served_count = 0
 
     def describe(self) -> dict[str, Any]:
-        model = self.served.model
-        return {"spec": model.spec, "family": model.family, "sample_rate": model.sample_rate,
-                "path": str(model.path) if model.path is not None else None,
-                "load_options": dict(model.load_options),
-                "session_options": dict(self.served.session_options), "demo": self.served.demo,
-                "max_batch": self.worker.max_batch, "capacity": self.worker.capacity, "replica": self.replica,
-                "named_voices": self.served.named_voices(), "default_voices": self.served.default_voices()}
+        """This replica's model as the ingress serves it, and its worker's sizes."""
+        return {"served": RemoteServedModel.of(self.served), "max_batch": self.worker.max_batch,
+                "capacity": self.worker.capacity, "replica": self.replica}
 
     def ask(self, method: str, *args: Any) -> tuple[str, Any, Any]:
         """One of the served model's own checks (``RemoteServedModel.ASKED``: a language as a single server
@@ -535,16 +526,15 @@ class RemoteServedModel(ServedModel):
     handle: Any = None
 
     @classmethod
-    def of(cls, name: str, info: dict[str, Any], handle: Any) -> RemoteServedModel:
-        """From a replica's ``describe()``: its model's spec, rate, path, options and default voices stand
-        for the model."""
-        model = SimpleNamespace(spec=info["spec"], family=info["family"],
-                                sample_rate=int(info["sample_rate"]),
-                                path=Path(info["path"]) if info["path"] else None,
-                                load_options=dict(info["load_options"]),
-                                default_voice=dict(info.get("default_voices") or {}).get)
-        return cls(name, model, dict(info["session_options"]), demo=bool(info["demo"]),  # type: ignore[arg-type]
-                   _named=list(info.get("named_voices") or []), handle=handle)
+    def of(cls, served: ServedModel) -> RemoteServedModel:
+        """A replica's served model for the ingress (``describe()``): its model's spec, rate, path,
+        options and default voices stand for the model."""
+        model = served.model
+        stand_in = SimpleNamespace(spec=model.spec, family=model.family, sample_rate=model.sample_rate,
+                                   path=model.path, load_options=dict(model.load_options),
+                                   default_voice=served.default_voices().get)
+        return cls(served.name, stand_in, dict(served.session_options), demo=served.demo,  # type: ignore[arg-type]
+                   _named=list(served.named_voices()))
 
     def make_checker(self) -> None:
         return None
@@ -767,7 +757,7 @@ class IngressApp:
         workers: dict[str, RemoteWorker] = {}
         for name, handle in models.items():
             info = await handle.describe.remote()
-            served[name] = RemoteServedModel.of(name, info, handle)
+            served[name] = dataclasses.replace(info["served"], handle=handle)
             workers[name] = RemoteWorker(name, handle, info)
         self.state = ServerState(models=served, workers=workers, voices=store,  # type: ignore[arg-type]
                                  metrics=ClusterMetrics(workers), max_input_chars=args.max_input_chars,
