@@ -92,12 +92,10 @@ def builder_args(args: ServeArgs, *, env_keys: bool = True) -> dict[str, Any]:
     that differ from the defaults). ``env_keys``: carry this process's AUDIOCPP_API_KEYS (the command
     line does; a config file does not: the ingress then reads its own environment)."""
     out: dict[str, Any] = {}
+    defaults = ServeArgs()
     for f in dataclasses.fields(ServeArgs):
-        if f.name in _PROXY_FIELDS or f.name in _CLI_FIELDS or f.name == "env_keys":
-            continue
         value = getattr(args, f.name)
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-        if value == default:
+        if f.name in _PROXY_FIELDS + _CLI_FIELDS + ("env_keys",) or value == getattr(defaults, f.name):
             continue
         out[f.name] = str(value) if isinstance(value, Path) else value
     if env_keys and os.environ.get(ENV_VAR):
