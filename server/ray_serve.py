@@ -375,6 +375,7 @@ class ClusterVoices:
         if isinstance(voice, RemoteVoice) and path.is_file():
             self._call("save_prompt", voice.name, voice.owner, voice.digest, path.name, path.read_bytes())
 
+
 # -- one request, from the ingress to a replica ------------------------------------------------------------
 def sent_plan(plan: SpeechPlan) -> SpeechPlan:
     """A request planned at the ingress as it goes to a replica: the same plan without the ingress's
