@@ -1,8 +1,6 @@
 """Local worker processes: each loads the model once and synthesizes up to ``batch_size`` items
 at once, as rows of one batch: a thin user of the engine's process executor
-(engine/execution/processes.py), which spawns the workers, streams each job's outcome back, replaces
-a worker that dies and fails the jobs it held, and stops its workers when the driver goes (they
-ignore SIGINT, and exit when the driver's end of their pipe closes).
+(engine/execution/processes.py: it spawns, replaces and stops the workers).
 
 The driver hands out items one by one, keeping ``batch_size`` of them in flight at each worker, so it
 always knows which items each worker holds; an item joins the running batch of its worker at the next
@@ -32,6 +30,7 @@ from .synth import (
     error_row,
     quiet_engine_warnings,
     request_of,
+    voices_prepared,
 )
 
 Record = Callable[[Item, Done], None]
@@ -44,22 +43,24 @@ def _load(job_json: str) -> Any:
     return Synthesizer(JobSpec.from_json(job_json)).model
 
 
-def _voices_prepared(model: Any) -> int:
-    """In a worker, as each item ends: reference preparations so far (misses of the model's cache)."""
-    return int(model.reference_cache.misses)
+def voice_runs(items: list[Item], limit: int | None = None) -> list[list[Item]]:
+    """Sorted items cut into runs of one task and voice (at most ``limit`` long: a Ray block)."""
+    runs: list[list[Item]] = []
+    for item in sorted(items, key=Item.sort_key):
+        last = runs[-1] if runs else None
+        if (last is not None and (limit is None or len(last) < limit) and last[0].voice_key == item.voice_key
+                and last[0].task == item.task):
+            last.append(item)
+        else:
+            runs.append([item])
+    return runs
 
 
 class Dispatcher:
     """Which item a free worker takes next: the same voice first, then an untouched voice."""
 
     def __init__(self, items: list[Item]) -> None:
-        self.groups: list[deque[Item]] = []
-        for item in sorted(items, key=Item.sort_key):
-            if (self.groups and self.groups[-1][0].voice_key == item.voice_key
-                    and self.groups[-1][0].task == item.task):
-                self.groups[-1].append(item)
-            else:
-                self.groups.append(deque([item]))
+        self.groups = [deque(run) for run in voice_runs(items)]
         self.started: set[int] = set()
 
     def next(self, current: int | None) -> tuple[int, Item] | None:
@@ -94,7 +95,7 @@ class LocalPool:
         events: queue.Queue[tuple] = queue.Queue()  # what the reader thread hands the driver's thread
         pool = ProcessExecutor(functools.partial(_load, self.job.to_json()), min(self.size, len(items)),
                                max_batch=self.in_flight, name="the batch workers",
-                               on_ready=lambda name: events.put(("ready",)), probe=_voices_prepared)
+                               on_ready=lambda name: events.put(("ready",)), probe=voices_prepared)
         groups: list[int | None] = [None] * pool.size
         held: list[dict[str, Item]] = [{} for _ in range(pool.size)]
 

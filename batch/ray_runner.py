@@ -7,13 +7,11 @@ Each actor loads the model once (``ActorPoolStrategy(size=workers)``, ``num_cpus
 ``num_gpus`` per actor) and returns every item's row and its samples as bytes; the driver
 writes the files and the manifest as blocks come back, exactly as the local path does. So the
 model path, voice references and saved voices must be readable at the same paths on every
-node, and audiocpp must be installed there; the outputs land on the driver's machine. An item's word
-timings (families that time words) come back with its row, as JSON.
+node, and audiocpp must be installed there; the outputs land on the driver's machine.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -25,6 +23,7 @@ from audiocpp.engine.errors import AudiocppError
 from audiocpp.engine.ray_cluster import ModelActor, connect, disconnect
 from audiocpp.engine.records import AudioBuffer
 
+from .local import voice_runs
 from .manifest import Item
 from .synth import (
     Done,
@@ -34,8 +33,6 @@ from .synth import (
     quiet_engine_warnings,
     raise_load_failure,
     use_threads,
-    words_from_json,
-    words_to_json,
 )
 
 Record = Callable[[Item, Done], None]
@@ -49,13 +46,9 @@ def import_ray():
 
 
 class SynthActor(ModelActor):
-    """A Ray Data actor: the model loaded once (``ModelActor``, the body a ``serve --ray`` replica has
-    too), each block of items submitted at once to the model's executor (``Synthesizer.run_many``: the
-    block's items join its batch at the same step, as rows of one forward pass).
-
-    A model that does not load is reported in the rows (the driver raises it as the local path
-    does) rather than raised here, where Ray would restart the actor over and over.
-    """
+    """A Ray Data actor: each block of items submitted at once to the model's executor
+    (``Synthesizer.run_many``); a model that does not load is reported in the rows (the driver raises
+    it as the local path does)."""
 
     def __init__(self, job_json: str) -> None:
         quiet_engine_warnings()  # each item's warnings come back in its row
@@ -73,17 +66,11 @@ class SynthActor(ModelActor):
             done = self.synth.run_many([Item.from_json(str(text)) for text in batch["item"]],
                                        worker=self.name)
         return {
-            "row": np.array([json.dumps(d.row) for d in done], dtype=object),
+            "done": np.array([d.to_json() for d in done], dtype=object),
             "samples": np.array([b"" if d.audio is None else
                                  np.ascontiguousarray(d.audio.samples, dtype=np.float32).tobytes()
-                                 for d in done],
-                                dtype=object),
+                                 for d in done], dtype=object),
             "rate": np.array([0 if d.audio is None else d.audio.sample_rate for d in done], dtype=np.int64),
-            "worker": np.array([d.worker for d in done], dtype=object),
-            "prepared": np.array([d.voices_prepared for d in done], dtype=np.int64),
-            "warnings": np.array([json.dumps(d.warnings) for d in done], dtype=object),
-            "batch_rows": np.array([d.batch_rows for d in done], dtype=np.float64),
-            "words": np.array([words_to_json(d.words) for d in done], dtype=object),
         }
 
 
@@ -92,22 +79,7 @@ def decode(result: Mapping[str, Any]) -> Done:
     audio = None
     if result["rate"]:
         audio = AudioBuffer(np.frombuffer(result["samples"], dtype=np.float32), int(result["rate"]))
-    return Done(json.loads(result["row"]), audio, str(result["worker"]), int(result["prepared"]),
-                json.loads(result["warnings"]), float(result["batch_rows"]),
-                words_from_json(str(result["words"])))
-
-
-def blocks(items: list[Item], batch_size: int) -> list[list[Item]]:
-    """Sorted items cut into runs of one task and voice, at most ``batch_size`` long."""
-    out: list[list[Item]] = []
-    for item in sorted(items, key=Item.sort_key):
-        last = out[-1] if out else None
-        if (last is not None and len(last) < batch_size and last[0].voice_key == item.voice_key
-                and last[0].task == item.task):
-            last.append(item)
-        else:
-            out.append([item])
-    return out
+    return Done.from_json(str(result["done"]), audio)
 
 
 def run_ray(job: JobSpec, items: list[Item], record: Record, on_ready: Callable[[], None], *,
@@ -125,7 +97,7 @@ def run_ray(job: JobSpec, items: list[Item], record: Record, on_ready: Callable[
         context.print_on_execution_start = False
         by_item = {item.id: item for item in items}
         tables = [pa.table({"item": [item.to_json() for item in chunk]})
-                  for chunk in blocks(items, batch_size)]
+                  for chunk in voice_runs(items, batch_size)]
         dataset = ray.data.from_arrow(tables).map_batches(
             SynthActor,
             fn_constructor_kwargs={"job_json": job.to_json()},

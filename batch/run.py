@@ -176,6 +176,7 @@ def run_batch(args: BatchArgs) -> None:
             ready_at.append(time.perf_counter())
         bar.start()
 
+    stop: KeyboardInterrupt | SystemExit | None = None
     try:
         if todo and on_ray:
             from .ray_runner import run_ray
@@ -186,20 +187,19 @@ def run_batch(args: BatchArgs) -> None:
             from .local import LocalPool
 
             LocalPool(job, workers).run(todo, record, on_ready)
-    except (KeyboardInterrupt, SystemExit) as stop:  # Ctrl-C, or SIGTERM (cli/main.py's Terminated)
-        if isinstance(stop, SystemExit) and type(stop).__name__ != "Terminated":
+    except (KeyboardInterrupt, SystemExit) as error:  # Ctrl-C, or SIGTERM (cli/main.py's Terminated)
+        if isinstance(error, SystemExit) and type(error).__name__ != "Terminated":
             raise
-        bar.close()
-        out.compact(items)
-        _summary(out, items, clock, ready_at, prepared, rows_per_step)
+        stop = error
+    bar.close()
+    out.compact(items)
+    _summary(out, items, clock, ready_at, prepared, rows_per_step)
+    if stop is not None:
         word, status = (("interrupted", 130) if isinstance(stop, KeyboardInterrupt)
                         else ("terminated", stop.code))
         print(f"batch {word}: {out.tally.done + out.tally.failed} items finished in this run; "
               "rerun the same command to resume", file=sys.stderr)
-        raise SystemExit(status) from None
-    bar.close()
-    out.compact(items)
-    _summary(out, items, clock, ready_at, prepared, rows_per_step)
+        raise SystemExit(status)
     if out.tally.failed:
         for item_id, error in out.tally.failures[:10]:
             print(f"failed: {item_id}: {error}", file=sys.stderr)

@@ -47,27 +47,26 @@ class JobSpec:
 
 @dataclass
 class Done:
-    """What a worker reports for one item: its manifest row, its audio (None when it failed), the
-    worker's count of prepared voices so far, the engine's warnings (e.g. a reference cut), how
-    many items it shared its batched steps with (not in the manifest: the summary's batch_rows) and
-    the words it spoke with their times in its audio (families that time words; else empty)."""
+    """What a worker reports for one item (only ``row`` goes into the manifest)."""
 
     row: dict[str, Any]
-    audio: AudioBuffer | None = None
+    audio: AudioBuffer | None = None  # None when it failed
     worker: str = ""
-    voices_prepared: int = 0
-    warnings: list[str] = field(default_factory=list)
+    voices_prepared: int = 0  # the worker's count so far
+    warnings: list[str] = field(default_factory=list)  # the engine's (e.g. a reference cut)
     batch_rows: float = 1.0  # the mean number of items in the batched calls it took part in
-    words: list[WordTiming] = field(default_factory=list)
+    words: list[WordTiming] = field(default_factory=list)  # timed words (families that time them)
 
+    def to_json(self) -> str:
+        """All but the audio as plain JSON (a Ray actor sends it so), times unrounded."""
+        words = [[w.text, w.start, w.end, w.phonemes] for w in self.words]
+        return json.dumps({**vars(self), "audio": None, "words": words}, ensure_ascii=False)
 
-def words_to_json(words: list[WordTiming]) -> str:
-    """Word timings as plain JSON (Ray sends them so), times unrounded."""
-    return json.dumps([[w.text, w.start, w.end, w.phonemes] for w in words], ensure_ascii=False)
-
-
-def words_from_json(text: str) -> list[WordTiming]:
-    return [WordTiming(str(t), float(a), float(b), str(p)) for t, a, b, p in json.loads(text or "[]")]
+    @classmethod
+    def from_json(cls, text: str, audio: AudioBuffer | None) -> Done:
+        data = json.loads(text)
+        words = [WordTiming(str(t), float(a), float(b), str(p)) for t, a, b, p in data.pop("words")]
+        return cls(**{**data, "audio": audio, "words": words})
 
 
 def describe(error: BaseException) -> str:
@@ -122,6 +121,11 @@ def request_of(item: Item) -> Any:
                                    voice_prompt=item.voice_prompt or None, options=item.options)
 
 
+def voices_prepared(model: Any) -> int:
+    """A worker's reference preparations so far (misses of its model's content cache)."""
+    return int(model.reference_cache.misses)
+
+
 def done_of(planned: PlannedItem, result: Any, worker: str, prepared: int) -> Done:
     """The item's Done from its result (a TaskResult, or the error that ended it); ``prepared``: the
     worker's count of prepared voices."""
@@ -154,11 +158,6 @@ class Synthesizer:
                                                                  job.load_options)
         self.sessions: dict[str, Any] = {}
 
-    @property
-    def voices_prepared(self) -> int:
-        """Reference preparations so far (misses of the model's content cache)."""
-        return self.model.reference_cache.misses
-
     def plan(self, item: Item) -> PlannedItem:
         """``item``'s session and request (built as the CLI builds them); never raises."""
         start = time.perf_counter()
@@ -174,7 +173,7 @@ class Synthesizer:
 
     def finish(self, planned: PlannedItem, result: Any, worker: str) -> Done:
         """The item's Done from its result (a TaskResult, or the error that ended it)."""
-        return done_of(planned, result, worker, self.voices_prepared)
+        return done_of(planned, result, worker, voices_prepared(self.model))
 
     def run_many(self, items: list[Item], worker: str = "") -> list[Done]:
         """``items`` as rows of one batch: submitted together to the model's executor (the one
@@ -193,10 +192,6 @@ class Synthesizer:
                 except Exception as error:  # noqa: BLE001 - the item's own failure, in its row
                     outcomes[id(p)] = error
         return [self.finish(p, outcomes.get(id(p)), worker) for p in planned]
-
-    def run(self, item: Item, worker: str = "") -> Done:
-        """One item alone."""
-        return self.run_many([item], worker)[0]
 
     def submit(self, item: Item, worker: str, on_done: Callable[[Done], None]) -> Job | None:
         """Let ``item`` join the model's running batch; ``on_done(done)`` is called when it ends

@@ -12,7 +12,6 @@ manifest.
 from __future__ import annotations
 
 import queue
-import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -29,16 +28,13 @@ class LocalRunner:
     def __init__(self, job: JobSpec) -> None:
         self.job = job
         self.synth: Any = None
-        self.load_s = 0.0
 
     def run(self, items: list[Item], record: Record, on_ready: Callable[[], None]) -> None:
         from audiocpp.batch.synth import Synthesizer, quiet_engine_warnings
         from audiocpp.engine.execution.watch import watch
 
         if self.synth is None:
-            start = time.perf_counter()
             self.synth = Synthesizer(self.job)
-            self.load_s = time.perf_counter() - start
         on_ready()
         finished: queue.Queue[tuple[Item, Done]] = queue.Queue()
         with warnings.catch_warnings():
@@ -50,11 +46,10 @@ class LocalRunner:
             for _ in items:
                 while True:
                     try:  # a timeout, so that Ctrl-C is seen while the batch runs
-                        item, done = finished.get(timeout=0.2)
+                        record(*finished.get(timeout=0.2))
                         break
                     except queue.Empty:
                         continue
-                record(item, done)
 
     def close(self) -> None:
         if self.synth is not None:
@@ -65,34 +60,22 @@ class RayRunner:
     """A Ray instance for the whole job (local, or the cluster at ``address``); each ``run`` is one
     ``audiocpp batch`` Ray job over the chunks."""
 
-    def __init__(
-        self, job: JobSpec, *, address: str | None, workers: int, num_cpus: float, num_gpus: float
-    ) -> None:
+    def __init__(self, job: JobSpec, *, address: str | None, workers: int, num_cpus: float,
+                 num_gpus: float) -> None:
         from audiocpp.batch.ray_runner import import_ray
 
         self.ray = import_ray()
-        self.job, self.address, self.workers = job, address, workers
-        self.num_cpus, self.num_gpus = num_cpus, num_gpus
+        self.job = job
+        self.options = {"address": address, "workers": workers, "num_cpus": num_cpus, "num_gpus": num_gpus}
         self.started = False
-        self.load_s = 0.0
 
     def run(self, items: list[Item], record: Record, on_ready: Callable[[], None]) -> None:
         from audiocpp.batch.ray_runner import run_ray
         from audiocpp.engine.ray_cluster import connect
 
         if not self.started:
-            self.started = connect(self.ray, self.address)
-        run_ray(
-            self.job,
-            items,
-            record,
-            on_ready,
-            address=self.address,
-            workers=self.workers,
-            num_cpus=self.num_cpus,
-            num_gpus=self.num_gpus,
-            batch_size=self.job.batch_size,
-        )
+            self.started = connect(self.ray, self.options["address"])
+        run_ray(self.job, items, record, on_ready, batch_size=self.job.batch_size, **self.options)
 
     def close(self) -> None:
         from audiocpp.engine.ray_cluster import disconnect

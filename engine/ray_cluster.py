@@ -17,7 +17,6 @@ from .errors import UsageError
 from .loader import ModelRef, load_planned, plan_load
 
 if TYPE_CHECKING:
-    from .execution import LocalExecutor
     from .loaded_model import LoadedModel
 
 #: What the ``ray`` extra installs, for the hint of every "Ray is missing" error.
@@ -69,9 +68,8 @@ class ModelActor:
     """The body of every audiocpp actor on a Ray cluster: a Ray Data actor of ``batch --ray`` and of
     ``book`` on Ray (batch.ray_runner.SynthActor), a model replica of ``serve --ray``
     (server.ray_serve.ModelReplica). It loads the model once, as every front end loads it
-    (``engine.loader``: planned, its load options checked, read), and runs requests on the model's
-    executor (:meth:`executor`: ``model.executor()``, the one a local server or batch worker uses: a
-    replica submits each request to it, a Ray Data actor each block of items at once).
+    (``engine.loader``: planned, its load options checked, read); requests run on ``model.executor()``,
+    the executor a local server or batch worker uses.
 
     A model that does not load is kept in ``failure`` rather than raised here: a constructor that raises
     is restarted by Ray over and over. The subclass reports it its own way (the batch's rows; a replica
@@ -96,11 +94,6 @@ class ModelActor:
         import ray
 
         return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
-
-    def executor(self, max_batch: int | None = None, *, window_s: float | None = None) -> LocalExecutor:
-        """The loaded model's executor: requests join its running batch at the next step."""
-        assert self.model is not None, "the model did not load: see failure"
-        return self.model.executor(max_batch, window_s=window_s)
 
 
 __all__ = ["RAY_EXTRA_HINT", "ModelActor", "connect", "disconnect", "import_ray"]

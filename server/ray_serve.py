@@ -4,22 +4,17 @@ The application has an **ingress** deployment and one deployment per ``--model``
 
 - The ingress runs the FastAPI app of a single-machine server (``app.create_app``: the same routes, the
   gate with its keys, limits and access log, the error shapes), over a :class:`~app.ServerState` whose
-  models are descriptions of the remote ones (:class:`RemoteServedModel`: spec, rate, options; their
-  languages checked by a replica), whose workers are :class:`RemoteWorker` (each request goes to the
-  model's deployment through a Ray Serve handle, which routes it to a replica) and whose voice store is
-  the cluster's (:class:`RemoteVoiceStore`). It plans each request as a single server does (model, voice
-  as the key sees it, format, options), then hands the planned request (:func:`sent_plan`) on.
+  models describe the remote ones (:class:`RemoteServedModel`), whose workers are :class:`RemoteWorker`
+  (each request goes to the model's deployment through a Ray Serve handle, which routes it to a replica)
+  and whose voice store is the cluster's (:class:`ClusterVoices`). It plans each request as a single
+  server does, then hands the planned request (:func:`sent_plan`) on.
 - A model replica (:class:`ModelReplica`) loads its model once and runs the model's executor through a
-  :class:`~scheduler.ModelWorker` (``model.executor()``: rows join mid-generation, which
-  ``@serve.batch`` cannot), synthesizes and encodes with ``speech.synthesize`` as a single server does
-  (an asyncio task in the replica's event loop per request),
-  and streams back ``("admitted", replica)``, its audio pieces, then ``("done", result, bytes)`` or
-  ``("error", ...)``.
+  :class:`~scheduler.ModelWorker` (rows join mid-generation, which ``@serve.batch`` cannot), synthesizes
+  and encodes with ``speech.synthesize`` as a single server does, and streams the outcome back.
 - The voices live in one named, detached Ray actor (:class:`VoiceStoreActor`) pinned to the head node,
   over a :class:`~voices.VoiceStore` in that node's ``--voices-dir``: every replica on every node reaches
   it without a shared filesystem, it survives replicas' restarts, and it is restarted by Ray (from the
-  same folder) if it dies. Replicas copy a voice's reference and prompts into a local cache keyed by the
-  reference's content hash, and push the voice prompts they prepare back to the store.
+  same folder) if it dies.
 
 The config file (``--print-config``) names :func:`app_builder`, which builds the same application from
 the serve flags, for ``serve run`` / ``serve deploy`` / a KubeRay ``RayService``.
@@ -97,12 +92,10 @@ def builder_args(args: ServeArgs, *, env_keys: bool = True) -> dict[str, Any]:
     that differ from the defaults). ``env_keys``: carry this process's AUDIOCPP_API_KEYS (the command
     line does; a config file does not: the ingress then reads its own environment)."""
     out: dict[str, Any] = {}
+    defaults = ServeArgs()
     for f in dataclasses.fields(ServeArgs):
-        if f.name in _PROXY_FIELDS or f.name in _CLI_FIELDS or f.name == "env_keys":
-            continue
         value = getattr(args, f.name)
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-        if value == default:
+        if f.name in _PROXY_FIELDS + _CLI_FIELDS + ("env_keys",) or value == getattr(defaults, f.name):
             continue
         out[f.name] = str(value) if isinstance(value, Path) else value
     if env_keys and os.environ.get(ENV_VAR):
@@ -142,10 +135,7 @@ def model_options(args: ServeArgs, name: str, plan: Any) -> dict[str, Any]:
         "ray_actor_options": {"num_cpus": 1.0 if args.num_cpus is None else args.num_cpus,
                               "num_gpus": args.num_gpus},
         "max_constructor_retry_count": 1,  # a model that does not load fails the deployment once
-        "graceful_shutdown_timeout_s": max(1.0, args.drain_s),
-        "graceful_shutdown_wait_loop_s": 0.5,
-        "health_check_period_s": 2.0,
-        "health_check_timeout_s": 30.0,
+        **_lifecycle(args),
     }
     if args.autoscale:
         low, high = parse_autoscale(args.autoscale)
@@ -160,8 +150,12 @@ def ingress_options(args: ServeArgs) -> dict[str, Any]:
     """One ingress replica: no CPU of its own (it plans and forwards; the replicas synthesize and encode),
     and no limit of its own on requests in progress (each model's capacity limits them)."""
     return {"name": INGRESS, "num_replicas": 1, "max_ongoing_requests": 4096,
-            "ray_actor_options": {"num_cpus": 0},
-            "graceful_shutdown_timeout_s": max(1.0, args.drain_s), "graceful_shutdown_wait_loop_s": 0.5,
+            "ray_actor_options": {"num_cpus": 0}, **_lifecycle(args)}
+
+
+def _lifecycle(args: ServeArgs) -> dict[str, Any]:
+    """Every deployment's drain (``--drain-s``) and health checks."""
+    return {"graceful_shutdown_timeout_s": max(1.0, args.drain_s), "graceful_shutdown_wait_loop_s": 0.5,
             "health_check_period_s": 2.0, "health_check_timeout_s": 30.0}
 
 
@@ -223,7 +217,8 @@ class _PromptBytes:
 
 @dataclasses.dataclass
 class RemoteVoice(StoredVoice):
-    """A voice of the cluster's store; ``folder`` and ``reference`` name it, they are not files here."""
+    """A voice of the cluster's store with its reference's content hash. At the ingress ``folder`` and
+    ``reference`` name it (they are no files there); on a replica, its copy (:meth:`ClusterVoices.local`)."""
 
     digest: str = ""
 
@@ -231,10 +226,10 @@ class RemoteVoice(StoredVoice):
 class VoiceStoreActor:
     """The voices of the whole cluster: a ``VoiceStore`` in the head node's voices folder, behind one
     actor. :meth:`call` runs one of the store's own methods (``METHODS``) and hands its voices back as
-    :class:`RemoteVoice` (with their content hash); the rest is the replicas' copying. Errors a client
-    caused come back as tuples (``_error_tuple``), not exceptions."""
+    :class:`RemoteVoice` (with their content hash); :meth:`file` and :meth:`save_prompt` are the replicas'
+    copying. Errors a client caused come back as tuples (``_error_tuple``), not exceptions."""
 
-    #: The store's methods the ingress calls through :class:`RemoteVoiceStore`.
+    #: The store's methods the ingress calls through :class:`ClusterVoices`.
     METHODS = ("get", "list", "owners", "add", "delete")
 
     def __init__(self, folder: str | None) -> None:
@@ -276,29 +271,26 @@ class VoiceStoreActor:
         if digest is None:
             return None
         folder = Path("/cluster-voices") / (f"@{voice.owner}" if voice.owner else "") / voice.name
-        return RemoteVoice(name=voice.name, folder=folder, transcript=voice.transcript,
-                           sample_rate=voice.sample_rate, duration_s=voice.duration_s, created=voice.created,
-                           reference=folder / voice.reference.name, owner=voice.owner, digest=digest)
+        return RemoteVoice(**{**vars(voice), "folder": folder, "reference": folder / voice.reference.name},
+                           digest=digest)
 
-    def _current(self, name: str, owner: str | None, digest: str, filename: str = "x.prompt") -> Any:
-        """The stored voice, if it still is the one with this content hash (and ``filename`` names a
-        prompt)."""
+    def _current(self, name: str, owner: str | None, digest: str, filename: str | None) -> Any:
+        """The stored voice, if it still is the one with this content hash (and ``filename``, unless
+        None, names a prompt)."""
         voice = self.store.get(name, owner)
-        if voice is None or not _PROMPT_NAME.match(filename) or self._digest(voice) != digest:
+        if voice is None or (filename is not None and not _PROMPT_NAME.match(filename)):
             return None
-        return voice
+        return voice if self._digest(voice) == digest else None
 
-    def reference(self, name: str, owner: str | None, digest: str) -> bytes | None:
-        """The reference audio of a voice, if it still is the one with this content hash."""
-        voice = self._current(name, owner, digest)
-        return voice.reference.read_bytes() if voice is not None else None
-
-    def prompt(self, name: str, owner: str | None, digest: str, filename: str) -> bytes | None:
+    def file(self, name: str, owner: str | None, digest: str, filename: str | None = None) -> bytes | None:
+        """A voice's reference audio (``filename`` None) or its prompt ``filename``, if the voice still is
+        the one with this content hash."""
         voice = self._current(name, owner, digest, filename)
         if voice is None:
             return None
         try:
-            fd = os.open(voice.folder / "prompts" / filename, os.O_RDONLY | os.O_NOFOLLOW)
+            path = voice.reference if filename is None else voice.folder / "prompts" / filename
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         except OSError:
             return None
         with os.fdopen(fd, "rb") as fh:
@@ -324,14 +316,17 @@ def voice_store_actor(voices_dir: Path | None, app: str = APP_NAME) -> Any:
         str(voices_dir) if voices_dir is not None else None)
 
 
-class RemoteVoiceStore:
+class ClusterVoices:
     """``VoiceStore``'s interface over the cluster's store (blocking calls: from worker threads): the
-    store's methods (``VoiceStoreActor.METHODS``) are forwarded, a client's error raised as here."""
+    store's methods (``VoiceStoreActor.METHODS``) are forwarded, a client's error raised as here. A model
+    replica (``cache``: a folder of its own) also keeps copies of the voices it uses, made on first use
+    (``<cache>/<digest>/reference.<ext>`` and ``prompts/``), and pushes the prompts it prepares back."""
 
     TIMEOUT_S = 60
 
-    def __init__(self, actor: Any) -> None:
+    def __init__(self, actor: Any, cache: Path | None = None) -> None:
         self.actor = actor
+        self.cache = cache
         location, self.salt = ray.get(actor.ping.remote(), timeout=self.TIMEOUT_S)
         self.folder = Path(location)
 
@@ -346,59 +341,39 @@ class RemoteVoiceStore:
             raise AttributeError(method)
         return lambda *args: self._call("call", method, *args)
 
-    def save_prompt(self, voice: StoredVoice, path: Path, prompt: Any) -> None:
-        raise AssertionError("prompts are saved by the model replicas")  # the ingress synthesizes nothing
-
-
-class ReplicaVoices:
-    """A model replica's copies of the cluster's voices: ``<cache>/<digest>/reference.<ext>`` and
-    ``prompts/``, made on first use; prompts this replica prepares go back to the store."""
-
-    def __init__(self, store: RemoteVoiceStore, folder: Path) -> None:
-        self.store = store
-        self.folder = folder
-        self._remote: dict[Path, RemoteVoice] = {}
-        self._lock = threading.Lock()
-
-    def local(self, voice: RemoteVoice) -> StoredVoice:
-        if not re.fullmatch(r"[0-9a-f]{64}", voice.digest) or not REFERENCE_RE.match(voice.reference.name):
+    def local(self, voice: RemoteVoice) -> RemoteVoice:
+        """A voice of the store as this replica's copy of it (fetched on first use)."""
+        if (self.cache is None or not re.fullmatch(r"[0-9a-f]{64}", voice.digest)
+                or not REFERENCE_RE.match(voice.reference.name)):
             raise ApiError(500, "the voice store sent a voice this replica cannot use", code="internal_error")
-        folder = self.folder / voice.digest
+        folder = self.cache / voice.digest
         reference = folder / voice.reference.name
         if not reference.is_file():
-            data = self.store._call("reference", voice.name, voice.owner, voice.digest)
+            data = self._call("file", voice.name, voice.owner, voice.digest)
             if data is None:
                 raise ApiError(409, f"voice {voice.name!r} changed or was deleted while this request was "
                                "queued; send it again", param="voice", code="voice_changed")
             (folder / "prompts").mkdir(parents=True, exist_ok=True, mode=0o700)
             _PromptBytes(data).save(reference)
-        local = StoredVoice(name=voice.name, folder=folder, transcript=voice.transcript,
-                            sample_rate=voice.sample_rate, duration_s=voice.duration_s, created=voice.created,
-                            reference=reference, owner=voice.owner)
-        with self._lock:
-            self._remote[folder] = voice
-        return local
+        return dataclasses.replace(voice, folder=folder, reference=reference)
 
-    def prompt(self, voice: RemoteVoice, local: StoredVoice, filename: str) -> Path | None:
-        """The voice prompt ``filename`` of a voice: this replica's copy, else the store's, else None."""
-        path = local.folder / "prompts" / filename
+    def prompt(self, voice: RemoteVoice, path: Path) -> Path | None:
+        """A voice prompt (``path`` in a voice of :meth:`local`): this replica's copy, else the store's,
+        else None."""
         if path.is_file():
             return path
-        data = self.store._call("prompt", voice.name, voice.owner, voice.digest, filename)
+        data = self._call("file", voice.name, voice.owner, voice.digest, path.name)
         if data is None:
             return None
         _PromptBytes(data).save(path)
         return path
 
     def save_prompt(self, voice: StoredVoice, path: Path, prompt: Any) -> None:
-        """Called by ``speech.synthesize`` after a synthesis that prepared the voice's prompt."""
+        """Called by ``speech.synthesize`` on a replica after a synthesis that prepared the voice's prompt."""
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         prompt.save(path)
-        with self._lock:
-            remote = self._remote.get(voice.folder)
-        if remote is not None and path.is_file():
-            self.store._call("save_prompt", remote.name, remote.owner, remote.digest, path.name,
-                             path.read_bytes())
+        if isinstance(voice, RemoteVoice) and path.is_file():
+            self._call("save_prompt", voice.name, voice.owner, voice.digest, path.name, path.read_bytes())
 
 
 # -- one request, from the ingress to a replica ------------------------------------------------------------
@@ -460,17 +435,13 @@ class ModelReplica(ModelActor):
         self.worker = model_worker(args, self.name, model, args.max_batch or model.default_max_batch(),
                                    self.metrics, bool(info.get("keyed")))
         self.cache = Path(tempfile.mkdtemp(prefix="audiocpp-voices-"))
-        self.voices = ReplicaVoices(RemoteVoiceStore(voice_store_actor(args.voices_dir)), self.cache)
+        self.voices = ClusterVoices(voice_store_actor(args.voices_dir), self.cache)
         self.served_count = 0
 
     def describe(self) -> dict[str, Any]:
-        model = self.served.model
-        return {"spec": model.spec, "family": model.family, "sample_rate": model.sample_rate,
-                "path": str(model.path) if model.path is not None else None,
-                "load_options": dict(model.load_options),
-                "session_options": dict(self.served.session_options), "demo": self.served.demo,
-                "max_batch": self.worker.max_batch, "capacity": self.worker.capacity, "replica": self.replica,
-                "named_voices": self.served.named_voices(), "default_voices": self.served.default_voices()}
+        """This replica's model as the ingress serves it, and its worker's sizes."""
+        return {"served": RemoteServedModel.of(self.served), "max_batch": self.worker.max_batch,
+                "capacity": self.worker.capacity, "replica": self.replica}
 
     def ask(self, method: str, *args: Any) -> tuple[str, Any, Any]:
         """One of the served model's own checks (``RemoteServedModel.ASKED``: a language as a single server
@@ -492,13 +463,11 @@ class ModelReplica(ModelActor):
     def _plan(self, sent: SpeechPlan) -> SpeechPlan:
         """The ingress's plan (:func:`sent_plan`) on this replica's model, with its copy of the voice."""
         request = dataclasses.replace(sent.request, options=dict(sent.request.options))
-        voice: StoredVoice | None = None
-        if isinstance(sent.voice, RemoteVoice):
-            voice = self.voices.local(sent.voice)
+        voice = self.voices.local(sent.voice) if isinstance(sent.voice, RemoteVoice) else None
+        if voice is not None:
             prompt = None
             if not sent.reference_given:
-                name = voice.prompt_path(self.served.key, sent.prompt_options).name
-                prompt = self.voices.prompt(sent.voice, voice, name)
+                prompt = self.voices.prompt(voice, voice.prompt_path(self.served.key, sent.prompt_options))
             if prompt is not None:
                 request.voice, request.voice_prompt, request.reference_text = None, prompt, None
             else:
@@ -554,24 +523,20 @@ class RemoteServedModel(ServedModel):
     ASKED = ("check_language", "phonemize")
 
     handle: Any = None
-    _defaults: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
 
     @classmethod
-    def of(cls, name: str, info: dict[str, Any], handle: Any) -> RemoteServedModel:
-        """From a replica's ``describe()``: its model's spec, rate, path and options stand for the model."""
-        model = SimpleNamespace(spec=info["spec"], family=info["family"],
-                                sample_rate=int(info["sample_rate"]),
-                                path=Path(info["path"]) if info["path"] else None,
-                                load_options=dict(info["load_options"]))
-        return cls(name, model, dict(info["session_options"]), demo=bool(info["demo"]),  # type: ignore[arg-type]
-                   _named=list(info.get("named_voices") or []), handle=handle,
-                   _defaults=dict(info.get("default_voices") or {}))
+    def of(cls, served: ServedModel) -> RemoteServedModel:
+        """A replica's served model for the ingress (``describe()``): its model's spec, rate, path,
+        options and default voices stand for the model."""
+        model = served.model
+        stand_in = SimpleNamespace(spec=model.spec, family=model.family, sample_rate=model.sample_rate,
+                                   path=model.path, load_options=dict(model.load_options),
+                                   default_voice=served.default_voices().get)
+        return cls(served.name, stand_in, dict(served.session_options), demo=served.demo,  # type: ignore[arg-type]
+                   _named=list(served.named_voices()))
 
     def make_checker(self) -> None:
         return None
-
-    def default_voices(self) -> dict[str, str]:
-        return dict(self._defaults)
 
     def _ask(self, method: str, *args: Any) -> Any:
         """A replica's answer to one of ``ASKED``; the engine's UsageError it raised, raised here."""
@@ -711,9 +676,9 @@ class ClusterMetrics(ServerMetrics):
     histograms (a replica that is gone keeps its last counts, so sums never go down), and adds per-replica
     series (``replica`` label) and Ray Serve's replica count and queue length per model."""
 
-    def __init__(self) -> None:
+    def __init__(self, workers: dict[str, RemoteWorker]) -> None:
         super().__init__()
-        self.workers: dict[str, RemoteWorker] = {}
+        self.workers = workers
         self.seen: dict[tuple[str, str], dict[str, Any]] = {}  # every replica's last report
         self.ray_states: dict[str, dict[str, int]] = {}
 
@@ -780,9 +745,7 @@ class IngressApp:
         from .state import ServerState
 
         args = args_from(dict(config or {}))
-        actor = voice_store_actor(args.voices_dir)
-        await actor.ping.remote()
-        store = await asyncio.to_thread(RemoteVoiceStore, actor)
+        store = await asyncio.to_thread(ClusterVoices, voice_store_actor(args.voices_dir))
         keys, limits = plan_security(args, store.salt)
         access_log = None
         if args.access_log is not None:
@@ -793,12 +756,10 @@ class IngressApp:
         workers: dict[str, RemoteWorker] = {}
         for name, handle in models.items():
             info = await handle.describe.remote()
-            served[name] = RemoteServedModel.of(name, info, handle)
+            served[name] = dataclasses.replace(info["served"], handle=handle)
             workers[name] = RemoteWorker(name, handle, info)
-        metrics = ClusterMetrics()
-        metrics.workers = workers
-        self.state = ServerState(models=served, workers=workers, voices=store, metrics=metrics,  # type: ignore[arg-type]
-                                 max_input_chars=args.max_input_chars,
+        self.state = ServerState(models=served, workers=workers, voices=store,  # type: ignore[arg-type]
+                                 metrics=ClusterMetrics(workers), max_input_chars=args.max_input_chars,
                                  max_body_bytes=int(args.max_body_mb * (1 << 20)), keys=keys, limits=limits,
                                  access_log=access_log, metrics_public=args.metrics_public,
                                  max_voices_per_key=args.max_voices_per_key, plan_in_thread=True)
@@ -815,9 +776,6 @@ class IngressApp:
     def drain(self) -> int:
         """Stop taking syntheses (503 with Retry-After); returns the requests still in progress."""
         self.state.shutdown()
-        return self.in_flight()
-
-    def in_flight(self) -> int:
         return sum(w.in_flight for w in self.state.workers.values())  # type: ignore[attr-defined]
 
     def __del__(self) -> None:
@@ -943,20 +901,14 @@ def serve_on_ray(args: ServeArgs) -> None:
         _drain(args.drain_s, signals.again)
     finally:
         if deployed:
-            try:
+            with contextlib.suppress(Exception):  # already gone
                 serve.delete(APP_NAME)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
-        try:
-            if ray.is_initialized():
+        if ray.is_initialized():
+            with contextlib.suppress(Exception):  # never made, or already gone
                 ray.kill(ray.get_actor(store_name(), namespace=NAMESPACE))
-        except Exception:  # noqa: BLE001 - never made, or already gone
-            pass
         if ray.is_initialized() and args.ray_address and not serve_was_running:
-            try:
+            with contextlib.suppress(Exception):
                 serve.shutdown()
-            except Exception:  # noqa: BLE001
-                pass
         disconnect(ray, ray.is_initialized())  # this command joined or started Ray: it leaves or stops it
         signals.restore()
 
@@ -1021,11 +973,12 @@ def _drain(drain_s: float, cut: threading.Event) -> None:
     deadline = time.monotonic() + drain_s
     try:
         handle = serve.get_deployment_handle(INGRESS, APP_NAME)
-        counts = handle.broadcast("drain").results(timeout_s=10, return_exceptions=True)
-        while (sum(c for c in counts if isinstance(c, int)) and time.monotonic() < deadline
-               and not cut.is_set()):
+        while True:  # "drain" again and again: its answer is the requests still in progress
+            counts = handle.broadcast("drain").results(timeout_s=10, return_exceptions=True)
+            busy = sum(c for c in counts if isinstance(c, int))
+            if not busy or cut.is_set() or time.monotonic() >= deadline:
+                return
             time.sleep(0.2)
-            counts = handle.broadcast("in_flight").results(timeout_s=10, return_exceptions=True)
     except Exception:  # noqa: BLE001 - the ingress is gone already: nothing to wait for
         return
 
