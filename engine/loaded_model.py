@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import queue
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -9,8 +10,9 @@ from typing import Any
 
 from .cache import ContentCache
 from .errors import UsageError, did_you_mean
-from .execution import BatchResults, LocalExecutor, RowEvent, run_rows, stream_rows
+from .execution import BatchResults, LocalExecutor, RowEvent
 from .guard import ModelGuard, guarded, model_guard
+from .metrics import Stopwatch
 from .records import AudioBuffer, TaskRequest, VoicePrompt
 from .request_rules import check_task_and_mode
 from .session import Session
@@ -86,20 +88,47 @@ class LoadedModel(ABC):
     def _create_session(self, task: Task, mode: Mode, options: dict[str, Any]) -> Session: ...
 
     # -- running requests (engine.execution) ------------------------------------------------------
-    def stream_batch(self, rows: Sequence[tuple[Session, TaskRequest]], *,
-                     max_batch: int | None = None) -> Iterator[RowEvent]:
+    def stream_batch(self, rows: Sequence[tuple[Session, TaskRequest]], *, max_batch: int | None = None,
+                     deadline_s: float | None = None) -> Iterator[RowEvent]:
         """``rows`` (a session of this model and a request each: tasks, modes and session options
-        may differ) as one batch; ``RowEvent``s tagged with the row's index. ``max_batch``: at most
-        that many rows at once, the next joining as one leaves (default: all of them)."""
-        return stream_rows(self, rows, max_batch=max_batch)
+        may differ) as one batch, on an executor of its own (every row joins at the first step):
+        ``RowEvent``s tagged with the row's index, each row's events in order, rows interleaved as
+        they produce them. ``max_batch``: at most that many rows at once, the next joining as one
+        leaves (default: all of them). Closing the iterator early cancels what is still running."""
+        if not rows:
+            return
+        events: queue.Queue[RowEvent] = queue.Queue()
+        executor = LocalExecutor(self, max_batch=len(rows) if max_batch is None else max_batch)
+        try:
+            jobs = executor.submit_all([request for _, request in rows], sessions=[s for s, _ in rows],
+                                       sink=events.put, deadline_s=deadline_s)
+            index = {job.key: i for i, job in enumerate(jobs)}
+            left = len(jobs)
+            while left:
+                event = events.get()
+                left -= event.is_final
+                yield RowEvent(index[event.key], event.event, event.error)
+        finally:
+            executor.close()
 
     def run_batch(self, rows: Sequence[tuple[Session, TaskRequest]], *, return_exceptions: bool = False,
                   max_batch: int | None = None, deadline_s: float | None = None) -> BatchResults:
         """The results of :meth:`stream_batch`, in row order, with the batch's ``wall_s``; a failing
         row raises its error (``return_exceptions``: the error takes its place, the others go on);
         ``deadline_s``: each row is cancelled that many seconds from now unless it has ended."""
-        return run_rows(self, rows, return_exceptions=return_exceptions, max_batch=max_batch,
-                        deadline_s=deadline_s)
+        clock = Stopwatch()
+        results = BatchResults([None] * len(rows))
+        stream = self.stream_batch(rows, max_batch=max_batch, deadline_s=deadline_s)
+        try:
+            for event in stream:
+                if event.error is not None and not return_exceptions:
+                    raise event.error
+                if event.is_final:
+                    results[event.key] = event.error or event.event.result  # type: ignore[union-attr]
+        finally:
+            stream.close()
+        results.wall_s = clock.elapsed()
+        return results
 
     @staticmethod
     def families_with_task(task: Task) -> list[str]:

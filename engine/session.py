@@ -19,7 +19,7 @@ from . import fs
 from .batching import Op
 from .cache import ContentCache
 from .errors import AudiocppWarning, UsageError
-from .execution import BatchResults, Job, LocalExecutor, RowEvent, run_rows, stream_rows
+from .execution import BatchResults, Job, LocalExecutor, RowEvent
 from .pauses import run_script
 from .progress import NullProgress, Progress
 from .records import (
@@ -80,6 +80,11 @@ class SessionModel(Protocol):
 
     def executor(self) -> LocalExecutor: ...
 
+    def run_batch(self, rows: Sequence[tuple[Session, TaskRequest]], *,
+                  return_exceptions: bool = False) -> BatchResults: ...
+
+    def stream_batch(self, rows: Sequence[tuple[Session, TaskRequest]]) -> Iterator[RowEvent]: ...
+
     def load_voice_prompt(self, path: Path) -> VoicePrompt: ...
 
 
@@ -132,13 +137,13 @@ class Session(ABC):
         equal to float rounding, docs/batching.md). Results come in request order, with the batch's
         ``wall_s``. A failing request raises its error (``return_exceptions``: it takes its place
         in the list instead, and the others go on)."""
-        return run_rows(self.model, [(self, r) for r in requests], return_exceptions=return_exceptions)
+        return self.model.run_batch([(self, r) for r in requests], return_exceptions=return_exceptions)
 
     def stream_batch(self, requests: Sequence[TaskRequest]) -> Iterator[RowEvent]:
         """``requests`` as one batch, streamed: ``RowEvent``s tagged with the request's index, each
         request's events in order (its audio pieces, then its final event, or its ``error``),
         requests interleaved as their rows produce them."""
-        return stream_rows(self.model, [(self, r) for r in requests])
+        return self.model.stream_batch([(self, r) for r in requests])
 
     # -- preparation -----------------------------------------------------------------
     def prepare(self, request: TaskRequest, *, progress: Progress | None = None) -> PreparedRequest:

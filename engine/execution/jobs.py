@@ -16,8 +16,9 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Hashable, Iterator
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import AudiocppError, UsageError
 from ..records import StreamEvent, TaskResult
@@ -33,13 +34,6 @@ class Cancelled(Exception):
         super().__init__(message)
         self.deadline_s = deadline_s
         self.signal = signal
-
-    def __reduce__(self) -> tuple:  # pickled whole (a worker process sends it): its fields too
-        return _cancelled, (str(self), self.deadline_s, self.signal)
-
-
-def _cancelled(message: str, deadline_s: float | None, signal: int | None) -> Cancelled:
-    return Cancelled(message, deadline_s=deadline_s, signal=signal)
 
 
 class Busy(AudiocppError):
@@ -131,10 +125,7 @@ class Job:
         """A deadline: cancel the job ``seconds`` from now unless it has ended, with
         ``Cancelled("the deadline of N s passed", deadline_s=N)``. A timer thread waits meanwhile (one
         per job with a deadline: for front ends that run a few jobs, not for a server's every request)."""
-        seconds = float(seconds)
-        if seconds <= 0:
-            raise UsageError(f"a deadline must be more than 0 s (got {seconds:g})",
-                             hint="pass a positive number of seconds")
+        seconds = check_deadline(seconds)
         why = Cancelled(f"the deadline of {seconds:g} s passed", deadline_s=seconds)
         timer = threading.Timer(seconds, self.cancel, args=(why,))
         timer.daemon = True
@@ -245,6 +236,43 @@ def retry_after(mean_wall_s: float, ahead: int, per_wave: int) -> int:
     return int(min(60, max(1, math.ceil(mean_wall_s * waves))))
 
 
-def refuse_when_closed(closed: bool) -> None:
-    if closed:
-        raise UsageError("the executor is closed", hint="make a new one (model.executor() does)")
+def check_deadline(seconds: float) -> float:
+    seconds = float(seconds)
+    if not seconds > 0:
+        raise UsageError(f"a deadline must be more than 0 s (got {seconds:g})",
+                         hint="pass a positive number of seconds")
+    return seconds
+
+
+class Executor:
+    """What every executor shares: ``submit`` is :meth:`submit_all` of one request, and at most
+    :attr:`capacity` (``max_batch + max_queue``) requests are held: one more is :class:`Busy`."""
+
+    def __init__(self, name: str, max_batch: int, max_queue: int | None) -> None:
+        self.name = name
+        self.max_batch = max(1, int(max_batch))
+        self.max_queue = max_queue
+        self.closed = False
+        self._next_key = 0
+
+    @property
+    def capacity(self) -> int | None:
+        """How many requests may be held at once (running and waiting); None: no bound."""
+        return None if self.max_queue is None else self.max_batch + self.max_queue
+
+    def submit(self, request: Any, **options: Any) -> Job:
+        """Queue ``request`` and return its job at once (events, result, cancel); ``deadline_s``:
+        cancel it that many seconds from now (:meth:`Job.cancel_after`). :class:`Busy` when the queue
+        is full. The options are :meth:`submit_all`'s."""
+        return self.submit_all([request], **options)[0]
+
+    def submit_all(self, requests: Sequence[Any], **options: Any) -> list[Job]:
+        raise NotImplementedError
+
+    def run(self, request: Any, **options: Any) -> TaskResult:
+        """Submit and wait: the request's result."""
+        return self.submit(request, **options).result()
+
+    def _new_key(self) -> int:
+        self._next_key += 1
+        return self._next_key - 1

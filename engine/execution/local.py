@@ -28,9 +28,9 @@ from typing import Any, Protocol
 from ..errors import UsageError
 from ..guard import model_guard
 from ..progress import Progress
-from ..records import PreparedRequest, TaskRequest, TaskResult
+from ..records import PreparedRequest, TaskRequest
 from ..tasks import Mode, Task
-from .jobs import Busy, Cancelled, Job, RowEvent, retry_after
+from .jobs import Busy, Cancelled, Executor, Job, RowEvent, check_deadline, retry_after
 from .loop import BatchLoop, RowSession
 
 
@@ -107,18 +107,15 @@ def _close_at_exit() -> None:
         executor.close()
 
 
-class LocalExecutor:
+class LocalExecutor(Executor):
     """Runs the requests submitted to one model as rows of one batch (see the module docstring)."""
 
     def __init__(self, model: ExecutorModel, max_batch: int = 8, window_s: float = 0.0, *,
                  max_queue: int | None = None, admission: Admission | None = None, name: str = "") -> None:
+        super().__init__(name or f"the {model.family} model", max_batch, max_queue)
         self.model = model
-        self.name = name or f"the {model.family} model"
-        self.max_batch = max(1, int(max_batch))
         self.window_s = max(0.0, float(window_s))
-        self.max_queue = max_queue
         self.admission = admission or Admission()
-        self.closed = False
         #: Observers (a server's metrics): every op group's size, and every join (the job).
         self.on_group: Callable[[int], None] | None = None
         self.on_join: Callable[[Job], None] | None = None
@@ -127,7 +124,6 @@ class LocalExecutor:
         self._running: dict[Hashable, _Submission] = {}
         self._joining = 0  # requests taken from the queue whose session is being made
         self._sessions: dict[Hashable, RowSession] = {}
-        self._next_key = 0
         self._mean_wall = 1.0  # seconds a request spends in the batch: a running average, for retry_after
         self._thread: threading.Thread | None = None
         _LIVE.add(self)
@@ -155,49 +151,29 @@ class LocalExecutor:
         """Requests submitted that have not joined yet."""
         return len(self._waiting)
 
-    @property
-    def capacity(self) -> int | None:
-        """How many requests may be admitted at once (running and waiting); None: no bound."""
-        return None if self.max_queue is None else self.max_batch + self.max_queue
-
-    def waiting_of(self, owner: str) -> int:
-        with self._cond:
-            return sum(1 for s in self._waiting if s.job.owner == owner)
-
     def retry_after(self) -> int:
         return retry_after(self._mean_wall, self.active + self.waiting, self.max_batch)
 
     # -- submitting --------------------------------------------------------------------------
-    def submit(self, request: TaskRequest | PreparedRequest, *, task: Any = "tts", mode: Any = "offline",
-               session_options: dict[str, Any] | None = None, session: RowSession | None = None,
-               progress: Progress | None = None, owner: str = "", deadline_s: float | None = None) -> Job:
-        """Queue ``request`` (a task, mode and session options of this model, or a ``session`` of it)
-        and return its job at once; ``deadline_s``: cancel it that many seconds from now
-        (:meth:`Job.cancel_after`). Bad task, mode or session options raise here, and :class:`Busy`
-        when the queue (or ``owner``'s share of it) is full; everything about the request itself
-        (text, options, references) is checked when it joins and ends its job with the error, unless
-        it comes prepared (``session.prepare``, with its ``session``)."""
-        return self.submit_all([request], task=task, mode=mode, session_options=session_options,
-                               session=session, progress=progress, owner=owner, deadline_s=deadline_s)[0]
-
     def submit_all(self, requests: Sequence[TaskRequest | PreparedRequest], *, task: Any = "tts",
                    mode: Any = "offline", session_options: dict[str, Any] | None = None,
                    session: RowSession | None = None, sessions: Sequence[RowSession] | None = None,
                    progress: Progress | None = None, owner: str = "",
                    sink: Callable[[RowEvent], None] | None = None,
                    deadline_s: float | None = None) -> list[Job]:
-        """Queue ``requests`` together: they join the batch at the same step (``sessions``: one per
-        request, else ``session`` or the task, mode and options for all). ``sink``: every job's events
-        go there (tagged with the job's key) instead of the job's own queue; ``deadline_s``: each is
-        cancelled that many seconds from now unless it has ended."""
+        """Queue ``requests`` together: they join the batch at the same step. Each runs in a task, mode
+        and session options of this model, or in ``session`` (``sessions``: one per request). Bad task,
+        mode or session options raise here, and :class:`Busy` when the queue (or ``owner``'s share of
+        it) is full; the request itself (text, options, references) is checked when it joins and ends
+        its job with the error, unless it comes prepared (``session.prepare``, with its ``session``).
+        ``sink``: every job's events go there (tagged with the job's key) instead of the job's own
+        queue; ``deadline_s``: each is cancelled that many seconds from now unless it has ended."""
         args = (task, mode, session_options)
         if sessions is None and session is None:
-            task, mode, options = self.model.check_session(task, mode, session_options)
-            args = (task, mode, options)
+            args = self.model.check_session(task, mode, session_options)
         picked = list(sessions) if sessions is not None else [session] * len(requests)
-        if deadline_s is not None and not deadline_s > 0:
-            raise UsageError(f"a deadline must be more than 0 s (got {deadline_s:g})",
-                             hint="pass a positive number of seconds")
+        if deadline_s is not None:
+            check_deadline(deadline_s)
         for s in picked:
             if s is not None and getattr(s, "model", self.model) is not self.model:
                 raise UsageError(f"a session must belong to the model that runs it ({self.name})")
@@ -213,9 +189,7 @@ class LocalExecutor:
                 self.admission.check(owner, sum(1 for s in self._waiting if s.job.owner == owner), self)
             jobs = []
             for request, s in zip(requests, picked):
-                key = self._next_key
-                self._next_key += 1
-                job = Job(key, owner, on_cancel=self._cancelled, sink=sink,
+                job = Job(self._new_key(), owner, on_cancel=self._cancelled, sink=sink,
                           before_wait=self._refuse_inside)
                 session_key: Hashable = ("session", id(s)) if s is not None else (
                     args[0], args[1], tuple(sorted((k, repr(v)) for k, v in (args[2] or {}).items())))
@@ -229,10 +203,6 @@ class LocalExecutor:
                 self._thread.start()
             self._cond.notify_all()
         return jobs
-
-    def run(self, request: TaskRequest, **kwargs: Any) -> TaskResult:
-        """Submit and wait: the request's result (it joins whatever batch is running)."""
-        return self.submit(request, **kwargs).result()
 
     def close(self) -> None:
         """Cancel what is queued and running, and stop the worker."""

@@ -94,10 +94,6 @@ class BatchLoop:
     def __len__(self) -> int:
         return len(self._rows)
 
-    @property
-    def keys(self) -> list[Hashable]:
-        return [row.key for row in self._rows]
-
     def add(self, key: Hashable, session: RowSession, request: TaskRequest | PreparedRequest, *,
             progress: Progress | None = None, queued_s: float = 0.0) -> None:
         """A new row; it joins at the next :meth:`step`. ``request`` may already be prepared

@@ -25,7 +25,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from ..errors import AudiocppError, UsageError
-from .jobs import Busy, Cancelled, Job, RowEvent, retry_after
+from .jobs import Busy, Cancelled, Executor, Job, RowEvent, check_deadline, retry_after
 
 
 class WorkerDied(RuntimeError):
@@ -116,7 +116,7 @@ class _Worker:
     jobs: dict[Hashable, Job] = field(default_factory=dict)
 
 
-class ProcessExecutor:
+class ProcessExecutor(Executor):
     """Requests run on ``workers`` processes, each with the model ``load()`` gives (see the module
     docstring). ``on_ready(name)``: called (in the reader thread) when a worker has loaded the model;
     ``probe(model)``: picklable, run in a worker as each of its jobs ends, its value kept as
@@ -126,19 +126,16 @@ class ProcessExecutor:
                  max_queue: int | None = None, name: str = "the worker processes",
                  on_ready: Callable[[str], None] | None = None,
                  probe: Callable[[Any], Any] | None = None) -> None:
-        self.load, self.size, self.name = load, max(1, int(workers)), name
-        self.max_batch = max(1, int(max_batch))
-        self.max_queue = max_queue
+        super().__init__(name, max_batch, max_queue)
+        self.load, self.size = load, max(1, int(workers))
         self.on_ready = on_ready
         self.probe = probe
         self._state: dict[str, Any] = {}
-        self.closed = False
         self.load_error: BaseException | None = None
         self._context = multiprocessing.get_context("spawn")
         self._lock = threading.RLock()
         self._workers: list[_Worker] = []
         self._spawned = 0
-        self._next_key = 0
         self._wake_r, self._wake_w = self._context.Pipe(duplex=False)
         for _ in range(self.size):
             self._spawn()
@@ -173,22 +170,15 @@ class ProcessExecutor:
         return self._state.get(name)
 
     # -- submitting -------------------------------------------------------------------------
-    def submit(self, request: Any, *, task: Any = "tts", mode: Any = "offline",
-               session_options: dict[str, Any] | None = None, owner: str = "",
-               deadline_s: float | None = None, worker: int | None = None) -> Job:
-        """Send ``request`` to a worker (the ``worker``-th, else the least loaded) and return its job at
-        once; :class:`Busy` when that worker holds ``max_batch + max_queue`` requests already. Bad task,
-        mode or options end the job with the error (they are checked in the worker, with the model)."""
-        return self.submit_all([request], task=task, mode=mode, session_options=session_options, owner=owner,
-                               deadline_s=deadline_s, worker=worker)[0]
-
     def submit_all(self, requests: Sequence[Any], *, task: Any = "tts", mode: Any = "offline",
                    session_options: dict[str, Any] | None = None, owner: str = "",
                    deadline_s: float | None = None, worker: int | None = None) -> list[Job]:
-        """``requests`` to one worker together (they join its batch at the same step)."""
-        if deadline_s is not None and not deadline_s > 0:
-            raise UsageError(f"a deadline must be more than 0 s (got {deadline_s:g})",
-                             hint="pass a positive number of seconds")
+        """Send ``requests`` together to a worker (the ``worker``-th, else the least loaded: they join
+        its batch at the same step); :class:`Busy` when that worker would hold more than
+        :attr:`capacity`. Bad task, mode or options end the jobs with the error (they are checked in
+        the worker, with the model)."""
+        if deadline_s is not None:
+            check_deadline(deadline_s)
         kwargs = {"task": task, "mode": mode, "session_options": session_options, "owner": owner,
                   "deadline_s": deadline_s}
         with self._lock:
@@ -200,18 +190,16 @@ class ProcessExecutor:
                 raise UsageError(f"{self.name} have all stopped", hint="make a new ProcessExecutor")
             chosen = (min(self._workers, key=lambda w: len(w.jobs)) if worker is None
                       else self._workers[worker])
-            bound = None if self.max_queue is None else self.max_batch + self.max_queue
+            bound = self.capacity
             if bound is not None and len(chosen.jobs) + len(requests) > bound:
                 raise Busy(f"{chosen.name} is busy: it holds {len(chosen.jobs)} requests, its queue is full",
                            retry_after=retry_after(1.0, len(chosen.jobs), self.max_batch), reason="queue",
                            waiting=max(0, len(chosen.jobs) - self.max_batch))
             jobs = []
             for _ in requests:
-                key = self._next_key
-                self._next_key += 1
-                job = Job(key, owner, on_cancel=lambda j, w=chosen: self._send(w, ("cancel", j.key,
-                                                                                   j.cancelled_by)))
-                chosen.jobs[key] = job
+                job = Job(self._new_key(), owner,
+                          on_cancel=lambda j, w=chosen: self._send(w, ("cancel", j.key, j.cancelled_by)))
+                chosen.jobs[job.key] = job
                 jobs.append(job)
             for job, request in zip(jobs, requests):
                 self._send(chosen, ("submit", job.key, request, kwargs))
