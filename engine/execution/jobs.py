@@ -1,12 +1,9 @@
-"""A submitted request: its events as they come (to a thread or to asyncio), its result, its cancellation,
-and the two ways a submission ends early: :class:`Cancelled` and :class:`Busy` (back-pressure).
+"""A submitted request: its events as they come, its result, its cancellation, and the two ways a
+submission ends early: :class:`Cancelled` and :class:`Busy` (back-pressure).
 
-Every executor hands back a :class:`Job`; whoever runs the request calls :meth:`Job.deliver` with each of
-its events, from any thread. A consumer reads them once, either way:
-
-- ``for event in job.events()`` in a thread (blocks between events);
-- ``async for event in job`` in an event loop: the executor's thread wakes the loop with
-  ``call_soon_threadsafe``, so no thread waits per request.
+Whoever runs the request calls :meth:`Job.deliver` with each of its events, from any thread; a consumer
+reads them once, with ``for event in job.events()`` in a thread or ``async for event in job`` in an event
+loop (the producing thread wakes the loop with ``call_soon_threadsafe``: no thread waits per request).
 """
 
 from __future__ import annotations
@@ -80,31 +77,17 @@ class Job:
         self._cond = threading.Condition()
         self._items: deque[RowEvent] = deque()
         self._loops: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
-        self._cancelled = False
+        self.done = self.cancelled = False  # read them, never set them
+        self.error: BaseException | None = None  # the error that ended the job
         self._why: Cancelled | None = None
         self._result: TaskResult | None = None
-        self._error: BaseException | None = None
-        self._done = False
         self._callbacks: list[Callable[[Job], None]] = []
 
     # -- state ----------------------------------------------------------------------------------
     @property
-    def done(self) -> bool:
-        return self._done
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled
-
-    @property
-    def error(self) -> BaseException | None:
-        """The error that ended the job (None while it runs or when it succeeded)."""
-        return self._error
-
-    @property
     def outcome(self) -> TaskResult | BaseException | None:
         """Without waiting: the result, or the error that ended the job, or None while it runs."""
-        return self._error if self._error is not None else self._result
+        return self.error if self.error is not None else self._result
 
     @property
     def cancelled_by(self) -> Cancelled:
@@ -114,10 +97,10 @@ class Job:
     def cancel(self, why: Cancelled | None = None) -> None:
         """Stop the request at its executor's next step (the others go on); its events end with ``why``
         (a :class:`Cancelled` saying why; a plain one by default). A no-op once it ended."""
-        if self._done or self._cancelled:
+        if self.done or self.cancelled:
             return
         self._why = why
-        self._cancelled = True
+        self.cancelled = True
         if self._on_cancel is not None:
             self._on_cancel(self)
 
@@ -137,7 +120,7 @@ class Job:
         """``callback(job)`` when the job ends, in the thread that ends it (at once if it has ended).
         Keep it short: an in-process executor's batch waits for it."""
         with self._cond:
-            if not self._done:
+            if not self.done:
                 self._callbacks.append(callback)
                 return
         callback(self)
@@ -183,13 +166,13 @@ class Job:
 
     def result(self, timeout: float | None = None) -> TaskResult:
         """The final result (waits for it); raises the request's error."""
-        if self._before_wait is not None and not self._done:
+        if self._before_wait is not None and not self.done:
             self._before_wait()
         with self._cond:
-            if not self._cond.wait_for(lambda: self._done, timeout):
+            if not self._cond.wait_for(lambda: self.done, timeout):
                 raise TimeoutError(f"the job did not finish within {timeout} s")
-        if self._error is not None:
-            raise self._error
+        if self.error is not None:
+            raise self.error
         assert self._result is not None
         return self._result
 
@@ -198,14 +181,14 @@ class Job:
         """Hand the consumer one event (from any thread); a final one (or an error) ends the job."""
         callbacks: list[Callable[[Job], None]] = []
         with self._cond:
-            if self._done:
+            if self.done:
                 return
             if self._sink is None:
                 self._items.append(event)
             if event.is_final:
-                self._done = True
+                self.done = True
                 if event.error is not None:
-                    self._error = event.error
+                    self.error = event.error
                 else:
                     self._result = event.event.result  # type: ignore[union-attr]
                 callbacks, self._callbacks = self._callbacks, []

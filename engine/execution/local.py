@@ -1,18 +1,14 @@
 """The in-process executor: requests from any thread (or event loop) join one running batch of a model.
 
-``model.executor()`` owns a worker thread. :meth:`LocalExecutor.submit` queues a request and returns its
-:class:`~.jobs.Job` at once; the worker admits waiting requests into its :class:`~.loop.BatchLoop` at
-every step (up to ``max_batch`` rows), so a new request joins the running batch at its next decode step
-and a finished or cancelled one leaves at once, without holding back the others. When the worker starts
-from idle it first waits ``window_s`` so that requests arriving together start together (OmniVoice's
-steps are few and long: a request that misses the first one would trail its batch by a whole step).
-The worker holds the model's guard while it has rows (engine/guard.py).
+``model.executor()`` owns a worker thread that admits waiting requests into its :class:`~.loop.BatchLoop`
+at every step (up to ``max_batch`` rows): a new request joins at the next decode step, a finished or
+cancelled one leaves at once. From idle the worker first waits ``window_s``, so that requests arriving
+together start together (OmniVoice's steps are few and long: one that missed the first would trail its
+batch by a whole step). It holds the model's guard while it has rows (engine/guard.py).
 
-Back-pressure: with ``max_queue`` set, at most ``max_batch + max_queue`` requests are admitted (running
-or waiting); one more is refused at once with :class:`~.jobs.Busy` and a ``retry_after``. Which waiting
-request joins next is the :class:`Admission` policy's: first come, first served, unless requests carry
-owners (a server's keys): then the owner with the fewest requests running first, then the owner served
-longest ago, then the oldest request; ``max_waiting_per_owner`` bounds one owner's share of the queue.
+Which waiting request joins next is the :class:`Admission` policy's: first come, first served, unless
+requests carry owners (a server's keys): then the owner with the fewest requests running, then the owner
+served longest ago, then the oldest request; ``max_waiting_per_owner`` bounds one owner's queue share.
 """
 
 from __future__ import annotations
@@ -22,7 +18,9 @@ import sys
 import threading
 import time
 import weakref
+from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import UsageError
@@ -69,15 +67,17 @@ class Admission:
         return job
 
 
+@dataclass
 class _Submission:
-    """What a job needs to join the batch: its session (or how to make one), request and progress."""
+    """What a job needs to join the batch: its session (or the task, mode and options to make one),
+    request and progress, and the submitter's torch thread count (the worker computes with as many)."""
 
-    def __init__(self, job: Job, session_key: Hashable, session: RowSession | None,
-                 session_args: tuple[Any, Any, dict[str, Any] | None],
-                 request: TaskRequest | PreparedRequest, progress: Progress | None) -> None:
-        self.job, self.session_key, self.session, self.session_args = job, session_key, session, session_args
-        self.request, self.progress = request, progress
-        self.torch_threads = _torch_threads()  # the submitter's: the worker computes with as many
+    job: Job
+    session: RowSession | None
+    session_args: tuple[Any, Any, dict[str, Any] | None]
+    request: TaskRequest | PreparedRequest
+    progress: Progress | None
+    torch_threads: int | None = field(default_factory=lambda: _torch_threads())
 
 
 def _torch_threads() -> int | None:
@@ -100,9 +100,8 @@ _LIVE: weakref.WeakSet[LocalExecutor] = weakref.WeakSet()
 
 @atexit.register
 def _close_at_exit() -> None:
-    """Stop every executor's worker before the interpreter finalizes: a daemon worker caught inside a
-    torch op while C++ statics are destroyed aborts the process ("terminate called without an active
-    exception") after a script that used an executor has done its work."""
+    """A daemon worker caught inside a torch op while the interpreter finalizes aborts the process
+    ("terminate called without an active exception"): stop them all before."""
     for executor in list(_LIVE):
         executor.close()
 
@@ -191,9 +190,7 @@ class LocalExecutor(Executor):
             for request, s in zip(requests, picked):
                 job = Job(self._new_key(), owner, on_cancel=self._cancelled, sink=sink,
                           before_wait=self._refuse_inside)
-                session_key: Hashable = ("session", id(s)) if s is not None else (
-                    args[0], args[1], tuple(sorted((k, repr(v)) for k, v in (args[2] or {}).items())))
-                self._waiting.append(_Submission(job, session_key, s, args, request, progress))
+                self._waiting.append(_Submission(job, s, args, request, progress))
                 jobs.append(job)
                 if deadline_s is not None:
                     job.cancel_after(deadline_s)
@@ -265,7 +262,9 @@ class LocalExecutor(Executor):
                         continue
                     if event.is_final:
                         del self._running[event.key]
-                        self._learn_wall(running.job, event)
+                        if event.error is None and running.job.joined is not None:  # for retry_after
+                            wall = time.perf_counter() - running.job.joined
+                            self._mean_wall = 0.8 * self._mean_wall + 0.2 * wall
                     running.job.deliver(event)
         except BaseException as error:  # the loop itself broke: every running request fails with it
             for running in self._running.values():
@@ -274,10 +273,6 @@ class LocalExecutor(Executor):
             raise
         finally:
             loop.close()
-
-    def _learn_wall(self, job: Job, event: RowEvent) -> None:
-        if event.error is None and job.joined is not None:
-            self._mean_wall = 0.8 * self._mean_wall + 0.2 * (time.perf_counter() - job.joined)
 
     def _admit(self, loop: BatchLoop) -> None:
         """Move waiting requests into the batch while it has room. A request's session is made outside the
@@ -290,9 +285,7 @@ class LocalExecutor(Executor):
                     return
                 if not self._waiting or len(loop) >= self.max_batch:
                     return
-                running_by: dict[str, int] = {}
-                for s in self._running.values():
-                    running_by[s.job.owner] = running_by.get(s.job.owner, 0) + 1
+                running_by = Counter(s.job.owner for s in self._running.values())
                 job = self.admission.pick([s.job for s in self._waiting], running_by)
                 submission = next(s for s in self._waiting if s.job is job)
                 self._waiting.remove(submission)
@@ -318,13 +311,14 @@ class LocalExecutor(Executor):
                 self.on_join(job)
 
     def _session(self, submission: _Submission) -> RowSession:
-        session = self._sessions.get(submission.session_key)
+        task, mode, options = submission.session_args
+        key = (task, mode, tuple(sorted((k, repr(v)) for k, v in (options or {}).items())))
+        session = self._sessions.get(key)
         if session is None:
-            task, mode, options = submission.session_args
             session = self.model.create_session(task, mode, options)
             if len(self._sessions) >= 16:
                 self._sessions.pop(next(iter(self._sessions)))
-            self._sessions[submission.session_key] = session
+            self._sessions[key] = session
         return session
 
     def _fail_waiting(self, error: BaseException) -> None:

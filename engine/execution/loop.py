@@ -1,16 +1,10 @@
 """The batch loop: rows (one request each) advanced together, their ops run in groups.
 
-One thread drives a :class:`BatchLoop` (an in-process executor's worker, engine/execution/local.py)
-and holds the model's guard while it does; the loop itself takes no locks. Each :meth:`BatchLoop.step`
-
-1. advances every row that is not waiting on an op until it yields an op, yields an audio piece
-   (so rows of a family without ops still stream, taking turns) or ends;
-2. runs the waiting ops, grouped by type and :meth:`Op.group_key`, one call per group, and hands each
-   row its result.
-
-Rows join with :meth:`BatchLoop.add` (their request is prepared on their first advance, so a bad
-request fails alone) and leave when their program ends, fails or is cancelled; a group whose batched
-call fails is run again op by op, so one bad row cannot take the others with it.
+One thread drives a :class:`BatchLoop` holding the model's guard; the loop itself takes no locks. Each
+:meth:`BatchLoop.step` advances every row not waiting on an op until it yields an op, an audio piece
+(so rows of a family without ops still stream, taking turns) or ends; then runs the waiting ops, one
+call per group of equal type and :meth:`Op.group_key`. A request is prepared on its row's first
+advance, so a bad one fails alone; a group whose batched call fails is run again op by op.
 """
 
 from __future__ import annotations
@@ -71,8 +65,7 @@ class _Row:
         self.pieces = 0
         self.groups = 0
         self.rows_seen = 0
-        self.cancelled = False
-        self.why: Cancelled | None = None
+        self.why: Cancelled | None = None  # set: cancelled
         self.warnings: list[str] = []
 
     def close(self) -> None:
@@ -105,8 +98,7 @@ class BatchLoop:
         ``why`` (a plain :class:`Cancelled` by default)."""
         for row in self._rows:
             if row.key == key:
-                row.cancelled = True
-                row.why = why
+                row.why = why or Cancelled()
 
     def close(self) -> None:
         """Close every row's program (nothing is emitted)."""
@@ -118,8 +110,8 @@ class BatchLoop:
     def step(self) -> Iterator[RowEvent]:
         """Advance the rows, then run their ops; yields events as they happen."""
         for row in list(self._rows):
-            if row.cancelled:
-                yield self._drop(row, row.why or Cancelled())
+            if row.why is not None:
+                yield self._drop(row, row.why)
             elif row.pending is None:
                 yield from self._advance(row)
         groups: dict[tuple[type, Hashable], list[_Row]] = {}

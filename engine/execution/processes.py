@@ -1,15 +1,10 @@
-"""The executor over worker processes: each loads the model once and runs a :class:`~.local.LocalExecutor`
-on it, so the requests a worker holds are rows of one batch there.
+"""The executor over worker processes (spawned: torch and fork do not mix): each loads the model with
+``load`` (picklable) and runs a :class:`~.local.LocalExecutor` on it.
 
-``ProcessExecutor(load, workers)`` spawns the workers (spawned, not forked: torch and fork do not mix);
-``load`` is a picklable callable that returns the model in a worker. :meth:`ProcessExecutor.submit` has
-the in-process executor's signature and hands back a :class:`~.jobs.Job` at once: the request goes to a
-worker over its pipe (the one given, else the least loaded), its events come back over the same pipe as
-they happen, and ``job.cancel()`` sends the cancellation, so the row leaves the worker's batch at its
-next step. Back-pressure is the same :class:`~.jobs.Busy`: at most ``max_batch + max_queue`` requests per
-worker. A worker that dies fails the jobs it held with :class:`WorkerDied` and is replaced. Workers
-ignore SIGINT (the driver decides what Ctrl-C stops) and exit when the driver's end of their pipe
-closes, so a killed driver leaves no worker behind.
+:meth:`ProcessExecutor.submit` sends the request to a worker over its pipe (the one given, else the least
+loaded); its events come back over the same pipe, and ``job.cancel()`` sends the cancellation. A worker
+that dies fails its jobs with :class:`WorkerDied` and is replaced. Workers ignore SIGINT (the driver
+decides what Ctrl-C stops) and exit when the driver's end of their pipe closes.
 """
 
 from __future__ import annotations
@@ -190,23 +185,19 @@ class ProcessExecutor(Executor):
                 raise UsageError(f"{self.name} have all stopped", hint="make a new ProcessExecutor")
             chosen = (min(self._workers, key=lambda w: len(w.jobs)) if worker is None
                       else self._workers[worker])
-            bound = self.capacity
-            if bound is not None and len(chosen.jobs) + len(requests) > bound:
+            if self.capacity is not None and len(chosen.jobs) + len(requests) > self.capacity:
                 raise Busy(f"{chosen.name} is busy: it holds {len(chosen.jobs)} requests, its queue is full",
                            retry_after=retry_after(1.0, len(chosen.jobs), self.max_batch), reason="queue",
                            waiting=max(0, len(chosen.jobs) - self.max_batch))
-            jobs = []
-            for _ in requests:
-                job = Job(self._new_key(), owner,
-                          on_cancel=lambda j, w=chosen: self._send(w, ("cancel", j.key, j.cancelled_by)))
-                chosen.jobs[job.key] = job
-                jobs.append(job)
-            for job, request in zip(jobs, requests):
-                self._send(chosen, ("submit", job.key, request, kwargs))
-        return jobs
 
-    def _send(self, worker: _Worker, message: tuple | None) -> None:
-        self._outbox.put((worker, message))
+            def cancel(job: Job) -> None:
+                self._outbox.put((chosen, ("cancel", job.key, job.cancelled_by)))
+
+            jobs = [Job(self._new_key(), owner, on_cancel=cancel) for _ in requests]
+            chosen.jobs.update((job.key, job) for job in jobs)
+            for job, request in zip(jobs, requests):
+                self._outbox.put((chosen, ("submit", job.key, request, kwargs)))
+        return jobs
 
     def _deliver(self) -> None:
         while (item := self._outbox.get()) is not None:
@@ -303,15 +294,14 @@ class ProcessExecutor(Executor):
 
     # -- closing ----------------------------------------------------------------------------
     def close(self, timeout: float = 5.0) -> None:
-        """Stop the workers: ask each to finish (their jobs end cancelled), then terminate those still
-        there after ``timeout`` seconds."""
+        """Ask each worker to finish (their jobs end cancelled); terminate those left after ``timeout`` s."""
         with self._lock:
             if self.closed:
                 return
             self.closed = True
             workers = list(self._workers)
         for worker in workers:
-            self._send(worker, None)
+            self._outbox.put((worker, None))
         for worker in workers:
             worker.process.join(timeout=timeout)
             if worker.process.is_alive():
