@@ -11,7 +11,7 @@ from typing import Any
 from .cache import ContentCache
 from .errors import UsageError, did_you_mean
 from .execution import BatchResults, LocalExecutor, RowEvent
-from .guard import ModelGuard, guarded, model_guard
+from .guard import _CREATE, ModelGuard, guarded, model_guard
 from .metrics import Stopwatch
 from .records import AudioBuffer, TaskRequest, VoicePrompt
 from .request_rules import check_task_and_mode
@@ -22,12 +22,9 @@ from .tasks import Mode, Task, parse_mode, parse_task
 
 
 class LoadedModel(ABC):
-    """Base class of a family's loaded model.
-
-    Subclasses set ``sample_rate`` and implement :meth:`_create_session`; the base checks
-    the task and mode against the spec and parses session options, and owns the caches of
-    prepared references and voice prompts (keyed by content hash).
-    """
+    """Base class of a family's loaded model: subclasses set ``sample_rate`` and implement
+    :meth:`_create_session`; the base checks the task, mode and session options against the spec, owns
+    the cache of prepared references and voice prompts (by content hash) and the model's executor."""
 
     sample_rate: int = 0
 
@@ -56,16 +53,14 @@ class LoadedModel(ABC):
                 **session_options: Any) -> Session:
         """Shorthand: ``model.session("tts", compute_dtype="bfloat16")``: session options are keyword
         arguments named as the spec names them (no family prefix)."""
+        names = [row.name for row in self.spec.options.session]
         for name in session_options:
             if self.spec.option("session", name) is None:
-                names = [row.name for row in self.spec.options.session]
-                raise UsageError(
-                    f"{self.family} has no session option {name!r}",
-                    hint=f"{did_you_mean(name, names)}session options of {self.family} (keyword arguments of "
-                    "session()): "
-                    f"{', '.join(names)}"
-                    if names else f"{self.family} takes no session options",
-                )
+                hint = f"{self.family} takes no session options"
+                if names:
+                    hint = (f"{did_you_mean(name, names)}session options of {self.family} (keyword arguments "
+                            f"of session()): {', '.join(names)}")
+                raise UsageError(f"{self.family} has no session option {name!r}", hint=hint)
         return self.create_session(task, mode, session_options)
 
     def create_session(
@@ -150,8 +145,6 @@ class LoadedModel(ABC):
         """The model's in-process executor (made on first use): requests submitted from any thread join
         the running batch at its next step and leave when done (engine.execution.LocalExecutor).
         Arguments given here update its limits; ``max_batch`` defaults to :meth:`default_max_batch`."""
-        from .guard import _CREATE
-
         with _CREATE:
             executor = self.__dict__.get("_audiocpp_executor")
             if executor is None or executor.closed:

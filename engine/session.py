@@ -132,17 +132,14 @@ class Session(ABC):
 
     # -- many requests in one forward pass ----------------------------------------------------
     def run_batch(self, requests: Sequence[TaskRequest], *, return_exceptions: bool = False) -> BatchResults:
-        """Synthesize ``requests`` together: their network steps run as rows of one batch, and each
-        result is what the request gives alone (its own options, seed and stop; float32 results
-        equal to float rounding, docs/batching.md). Results come in request order, with the batch's
-        ``wall_s``. A failing request raises its error (``return_exceptions``: it takes its place
-        in the list instead, and the others go on)."""
+        """Synthesize ``requests`` as rows of one batch (:meth:`LoadedModel.run_batch`): each result is
+        what the request gives alone (its own options, seed and stop; float32 results equal to float
+        rounding, docs/batching.md)."""
         return self.model.run_batch([(self, r) for r in requests], return_exceptions=return_exceptions)
 
     def stream_batch(self, requests: Sequence[TaskRequest]) -> Iterator[RowEvent]:
-        """``requests`` as one batch, streamed: ``RowEvent``s tagged with the request's index, each
-        request's events in order (its audio pieces, then its final event, or its ``error``),
-        requests interleaved as their rows produce them."""
+        """``requests`` as one batch, streamed (:meth:`LoadedModel.stream_batch`): ``RowEvent``s tagged
+        with the request's index."""
         return self.model.stream_batch([(self, r) for r in requests])
 
     # -- preparation -----------------------------------------------------------------

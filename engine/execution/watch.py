@@ -27,21 +27,20 @@ def watched(job: Job) -> Iterator[Job]:
         job.cancel()
         raise
     finally:
-        with _LOCK:
-            _WATCHED.pop(id(job), None)
+        _forget(job)
 
 
 def watch(job: Job) -> Job:
     """Watch ``job`` until it ends (for jobs whose waiting is spread over callbacks: a runner's queue)."""
     with _LOCK:
         _WATCHED[id(job)] = job
-
-    def forget(done: Job) -> None:
-        with _LOCK:
-            _WATCHED.pop(id(done), None)
-
-    job.add_done_callback(forget)
+    job.add_done_callback(_forget)
     return job
+
+
+def _forget(job: Job) -> None:
+    with _LOCK:
+        _WATCHED.pop(id(job), None)
 
 
 def cancel_watched(why: Cancelled) -> int:
