@@ -1,10 +1,6 @@
-"""The session base: what every family shares around its generator.
-
-A family session implements :meth:`Session._synthesize`, a generator that yields audio
-pieces as they become available (only when ``request.streaming``) and returns a
-:class:`Synthesis`. The base owns request validation against the spec, option typing,
-reference-audio loading, seeding, metrics and the event protocol, so ``run`` and
-``stream`` behave the same in every family.
+"""The session base: what every family shares around its generator. A family implements
+:meth:`Session._synthesize` (the row program); the base owns request validation against the spec, option
+typing, reference-audio loading and seeding, and runs requests on the model's executor.
 """
 
 from __future__ import annotations

@@ -134,10 +134,8 @@ class ModelWorker:
 
     def submit_speech(self, plan: Any, job: Job, voices: Any, *, keep_audio: bool = False) -> asyncio.Future:
         """Queue a planned request on the model's executor (owner: its key) and synthesize it in an asyncio
-        task of the running loop (``speech.synthesize``); the task gives ``(TaskResult, encoded bytes)``.
-        Raises :class:`Busy` (the queue is full) or :class:`KeyBusy` (the key's share is) at once.
-        ``keep_audio``: the caller needs the result's audio (always kept here; a remote worker on Ray
-        Serve sends it back only when asked)."""
+        task (``speech.synthesize``) giving ``(TaskResult, encoded bytes)``; :class:`Busy` or
+        :class:`KeyBusy` at once. ``keep_audio``: always kept here (a Ray Serve replica asks for it)."""
         synthesize = self.synthesize
         assert synthesize is not None, "a ModelWorker that runs speech is given speech.synthesize"
         loop = asyncio.get_running_loop()

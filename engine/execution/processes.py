@@ -61,8 +61,7 @@ def _worker_main(conn: Connection, load: Callable[[], Any], max_batch: int,
         send(("load_error", _portable(error)))
         return
     executor = LocalExecutor(model, max_batch=max_batch)
-    jobs: dict[Hashable, Job] = {}
-    early: dict[Hashable, Cancelled] = {}  # cancelled before its submission came (two senders)
+    jobs: dict[Hashable, Job] = {}  # a job's cancellation comes after its submission (one sender, in order)
 
     def forward(event: RowEvent) -> None:
         if event.is_final:
@@ -90,14 +89,8 @@ def _worker_main(conn: Connection, load: Callable[[], Any], max_batch: int,
                     send(("event", key, None, _portable(error)))
                     continue
                 jobs[key] = job
-                if key in early:
-                    job.cancel(early.pop(key))
-            elif message[0] == "cancel":
-                job = jobs.get(message[1])
-                if job is not None:
-                    job.cancel(message[2])
-                else:
-                    early[message[1]] = message[2]
+            elif message[0] == "cancel" and message[1] in jobs:
+                jobs[message[1]].cancel(message[2])
     finally:
         executor.close()
 
@@ -239,9 +232,8 @@ class ProcessExecutor(Executor):
         elif message[0] == "event":
             _, key, event, error = message
             with self._lock:
-                job = worker.jobs.get(key)
-                if job is not None and (error is not None or event.is_final):
-                    del worker.jobs[key]
+                final = error is not None or event.is_final
+                job = worker.jobs.pop(key, None) if final else worker.jobs.get(key)
             if job is not None:
                 job.deliver(RowEvent(key, event, error))
         elif message[0] == "state":
