@@ -97,12 +97,11 @@ class LoadedModel(ABC):
         try:
             jobs = executor.submit_all([request for _, request in rows], sessions=[s for s, _ in rows],
                                        sink=events.put, deadline_s=deadline_s)
-            index = {job.key: i for i, job in enumerate(jobs)}
             left = len(jobs)
-            while left:
+            while left:  # a new executor numbers its jobs 0, 1, ...: their keys are the rows' indices
                 event = events.get()
                 left -= event.is_final
-                yield RowEvent(index[event.key], event.event, event.error)
+                yield event
         finally:
             executor.close()
 

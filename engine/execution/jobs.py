@@ -108,7 +108,8 @@ class Job:
         """A deadline: cancel the job ``seconds`` from now unless it has ended, with
         ``Cancelled("the deadline of N s passed", deadline_s=N)``. A timer thread waits meanwhile (one
         per job with a deadline: for front ends that run a few jobs, not for a server's every request)."""
-        seconds = check_deadline(seconds)
+        seconds = float(seconds)
+        check_deadline(seconds)
         why = Cancelled(f"the deadline of {seconds:g} s passed", deadline_s=seconds)
         timer = threading.Timer(seconds, self.cancel, args=(why,))
         timer.daemon = True
@@ -140,10 +141,7 @@ class Job:
             if item.is_final:
                 return
 
-    def __aiter__(self) -> AsyncIterator[StreamEvent]:
-        return self._async_events()
-
-    async def _async_events(self) -> AsyncIterator[StreamEvent]:
+    async def __aiter__(self) -> AsyncIterator[StreamEvent]:
         loop = asyncio.get_running_loop()
         ready = asyncio.Event()
         with self._cond:
@@ -187,9 +185,8 @@ class Job:
                 self._items.append(event)
             if event.is_final:
                 self.done = True
-                if event.error is not None:
-                    self.error = event.error
-                else:
+                self.error = event.error
+                if event.error is None:
                     self._result = event.event.result  # type: ignore[union-attr]
                 callbacks, self._callbacks = self._callbacks, []
             loops = list(self._loops)
@@ -219,12 +216,10 @@ def retry_after(mean_wall_s: float, ahead: int, per_wave: int) -> int:
     return int(min(60, max(1, math.ceil(mean_wall_s * waves))))
 
 
-def check_deadline(seconds: float) -> float:
-    seconds = float(seconds)
-    if not seconds > 0:
-        raise UsageError(f"a deadline must be more than 0 s (got {seconds:g})",
+def check_deadline(seconds: float | None) -> None:
+    if seconds is not None and not float(seconds) > 0:
+        raise UsageError(f"a deadline must be more than 0 s (got {float(seconds):g})",
                          hint="pass a positive number of seconds")
-    return seconds
 
 
 class Executor:

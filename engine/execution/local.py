@@ -171,8 +171,7 @@ class LocalExecutor(Executor):
         if sessions is None and session is None:
             args = self.model.check_session(task, mode, session_options)
         picked = list(sessions) if sessions is not None else [session] * len(requests)
-        if deadline_s is not None:
-            check_deadline(deadline_s)
+        check_deadline(deadline_s)
         for s in picked:
             if s is not None and getattr(s, "model", self.model) is not self.model:
                 raise UsageError(f"a session must belong to the model that runs it ({self.name})")

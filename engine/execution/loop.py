@@ -220,8 +220,7 @@ class BatchLoop:
             compute=getattr(getattr(row.session, "compute", None), "name", ""),
             cpu_isa=cpu_level(),
         )
-        session = row.session
-        result = TaskResult(audio=synthesis.audio, task=session.task, mode=session.mode,
+        result = TaskResult(audio=synthesis.audio, task=row.session.task, mode=row.session.mode,
                             chunks=synthesis.chunks, metrics=metrics, voice_prompt=synthesis.voice_prompt,
                             details=synthesis.details, warnings=row.warnings, words=list(synthesis.words))
         return RowEvent(row.key, StreamEvent(kind="final", index=row.pieces, audio=synthesis.audio,

@@ -165,8 +165,7 @@ class ProcessExecutor(Executor):
         its batch at the same step); :class:`Busy` when that worker would hold more than
         :attr:`capacity`. Bad task, mode or options end the jobs with the error (they are checked in
         the worker, with the model)."""
-        if deadline_s is not None:
-            check_deadline(deadline_s)
+        check_deadline(deadline_s)
         kwargs = {"task": task, "mode": mode, "session_options": session_options, "owner": owner,
                   "deadline_s": deadline_s}
         with self._lock:
@@ -296,12 +295,10 @@ class ProcessExecutor(Executor):
             self._outbox.put((worker, None))
         for worker in workers:
             worker.process.join(timeout=timeout)
-            if worker.process.is_alive():
-                worker.process.terminate()
-                worker.process.join(timeout=5)
-            if worker.process.is_alive():
-                worker.process.kill()
-                worker.process.join()
+            for stop in (worker.process.terminate, worker.process.kill):
+                if worker.process.is_alive():
+                    stop()
+                    worker.process.join(timeout=5)
         self._outbox.put(None)
         self._sender.join(timeout=10)
         self._reader.join(timeout=10)
