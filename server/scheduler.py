@@ -33,8 +33,7 @@ __all__ = ["Cancelled", "Job", "KeyBusy", "ModelWorker", "as_asyncio"]
 
 
 class KeyBusy(ApiError):
-    """One key's share of the model's queue is full: 429 with ``Retry-After``, at once (the reason in
-    the metrics: ``queue``)."""
+    """One key's share of the model's queue is full: 429 with ``Retry-After`` (metrics reason: ``queue``)."""
 
     def __init__(self, model: str, waiting: int, retry_after: int) -> None:
         super().__init__(429, f"model {model!r} is busy: this key already has {waiting} requests waiting, "

@@ -9,6 +9,8 @@ loop (the producing thread wakes the loop with ``call_soon_threadsafe``: no thre
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import math
 import threading
 import time
@@ -105,9 +107,8 @@ class Job:
             self._on_cancel(self)
 
     def cancel_after(self, seconds: float) -> None:
-        """A deadline: cancel the job ``seconds`` from now unless it has ended, with
-        ``Cancelled("the deadline of N s passed", deadline_s=N)``. A timer thread waits meanwhile (one
-        per job with a deadline: for front ends that run a few jobs, not for a server's every request)."""
+        """Cancel the job ``seconds`` from now unless it has ended, with ``Cancelled(..., deadline_s=N)``.
+        A timer thread per job waits meanwhile: for front ends that run a few jobs, not for a server."""
         seconds = float(seconds)
         check_deadline(seconds)
         why = Cancelled(f"the deadline of {seconds:g} s passed", deadline_s=seconds)
@@ -194,10 +195,8 @@ class Job:
         if self._sink is not None:
             self._sink(event)
         for loop, ready in loops:
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is reading any more
                 loop.call_soon_threadsafe(ready.set)
-            except RuntimeError:  # the loop is closed: nobody is reading any more
-                pass
         for callback in callbacks:
             callback(self)
 
@@ -231,7 +230,7 @@ class Executor:
         self.max_batch = max(1, int(max_batch))
         self.max_queue = max_queue
         self.closed = False
-        self._next_key = 0
+        self._keys = itertools.count()  # each job's key, in submission order
 
     @property
     def capacity(self) -> int | None:
@@ -250,7 +249,3 @@ class Executor:
     def run(self, request: Any, **options: Any) -> TaskResult:
         """Submit and wait: the request's result."""
         return self.submit(request, **options).result()
-
-    def _new_key(self) -> int:
-        self._next_key += 1
-        return self._next_key - 1

@@ -187,7 +187,7 @@ class LocalExecutor(Executor):
                 self.admission.check(owner, sum(1 for s in self._waiting if s.job.owner == owner), self)
             jobs = []
             for request, s in zip(requests, picked):
-                job = Job(self._new_key(), owner, on_cancel=self._cancelled, sink=sink,
+                job = Job(next(self._keys), owner, on_cancel=self._cancelled, sink=sink,
                           before_wait=self._refuse_inside)
                 self._waiting.append(_Submission(job, s, args, request, progress))
                 jobs.append(job)
@@ -231,8 +231,7 @@ class LocalExecutor(Executor):
     def _work(self) -> None:
         while True:
             with self._cond:
-                while not self._waiting and not self.closed:
-                    self._cond.wait()
+                self._cond.wait_for(lambda: self._waiting or self.closed)
                 if self.closed:
                     self._fail_waiting(Cancelled("the executor was closed"))
                     return

@@ -33,8 +33,7 @@ from .jobs import Cancelled, RowEvent
 
 
 class RowSession(Protocol):
-    """What the loop needs of a session (engine/session.py's ``Session``): to prepare a request and
-    to give its row program."""
+    """What the loop needs of a session (engine/session.py's ``Session``)."""
 
     task: Task
     mode: Mode

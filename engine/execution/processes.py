@@ -9,6 +9,7 @@ decides what Ctrl-C stops) and exit when the driver's end of their pipe closes.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import pickle
 import queue
@@ -29,12 +30,10 @@ class WorkerDied(RuntimeError):
 
 def _portable(error: BaseException) -> BaseException:
     """``error`` as it can cross a pipe: itself when it pickles back whole, else the same words."""
-    try:
+    with contextlib.suppress(Exception):  # an error whose class cannot be rebuilt from its args
         back = pickle.loads(pickle.dumps(error))
         if type(back) is type(error) and str(back) == str(error):
             return error
-    except Exception:  # noqa: BLE001 - an error whose class cannot be rebuilt from its args
-        pass
     if isinstance(error, AudiocppError):
         return AudiocppError(error.message, hint=error.hint)
     return RuntimeError(f"{type(error).__name__}: {error}")
@@ -49,11 +48,8 @@ def _worker_main(conn: Connection, load: Callable[[], Any], max_batch: int,
     lock = threading.Lock()
 
     def send(message: tuple) -> None:
-        with lock:
-            try:
-                conn.send(message)
-            except (BrokenPipeError, OSError):
-                pass
+        with lock, contextlib.suppress(OSError):  # the driver is gone
+            conn.send(message)
 
     try:
         model = load()
@@ -116,8 +112,7 @@ class ProcessExecutor(Executor):
                  probe: Callable[[Any], Any] | None = None) -> None:
         super().__init__(name, max_batch, max_queue)
         self.load, self.size = load, max(1, int(workers))
-        self.on_ready = on_ready
-        self.probe = probe
+        self.on_ready, self.probe = on_ready, probe
         self._state: dict[str, Any] = {}
         self.load_error: BaseException | None = None
         self._context = multiprocessing.get_context("spawn")
@@ -185,7 +180,7 @@ class ProcessExecutor(Executor):
             def cancel(job: Job) -> None:
                 self._outbox.put((chosen, ("cancel", job.key, job.cancelled_by)))
 
-            jobs = [Job(self._new_key(), owner, on_cancel=cancel) for _ in requests]
+            jobs = [Job(next(self._keys), owner, on_cancel=cancel) for _ in requests]
             chosen.jobs.update((job.key, job) for job in jobs)
             for job, request in zip(jobs, requests):
                 self._outbox.put((chosen, ("submit", job.key, request, kwargs)))
@@ -194,10 +189,8 @@ class ProcessExecutor(Executor):
     def _deliver(self) -> None:
         while (item := self._outbox.get()) is not None:
             worker, message = item
-            try:
+            with contextlib.suppress(OSError, ValueError):  # its pipe is closed: the reader fails its jobs
                 worker.conn.send(message)
-            except (OSError, ValueError):  # its pipe is closed: the reader fails its jobs
-                pass
 
     # -- the reader -------------------------------------------------------------------------
     def _read(self) -> None:
@@ -278,10 +271,8 @@ class ProcessExecutor(Executor):
         child.close()
         worker = _Worker(name, process, parent)
         self._workers.insert(len(self._workers) if index is None else index, worker)
-        try:
+        with contextlib.suppress(OSError, AttributeError):
             self._wake_w.send(None)  # the reader waits on the new worker's pipe too
-        except (OSError, AttributeError):
-            pass
 
     # -- closing ----------------------------------------------------------------------------
     def close(self, timeout: float = 5.0) -> None:
