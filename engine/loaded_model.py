@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,7 @@ class LoadedModel(ABC):
 
     # -- running requests (engine.execution) ------------------------------------------------------
     def stream_batch(self, rows: Sequence[tuple[Session, TaskRequest]], *, max_batch: int | None = None,
-                     deadline_s: float | None = None) -> Iterator[RowEvent]:
+                     deadline_s: float | None = None) -> Generator[RowEvent, None, None]:
         """``rows`` (a session of this model and a request each: tasks, modes and session options
         may differ) as one batch, on an executor of its own (every row joins at the first step):
         ``RowEvent``s tagged with the row's index, each row's events in order, rows interleaved as
@@ -113,14 +114,12 @@ class LoadedModel(ABC):
         clock = Stopwatch()
         results = BatchResults([None] * len(rows))
         stream = self.stream_batch(rows, max_batch=max_batch, deadline_s=deadline_s)
-        try:
+        with contextlib.closing(stream):
             for event in stream:
                 if event.error is not None and not return_exceptions:
                     raise event.error
                 if event.is_final:
                     results[event.key] = event.error or event.event.result  # type: ignore[union-attr]
-        finally:
-            stream.close()
         results.wall_s = clock.elapsed()
         return results
 
@@ -147,10 +146,7 @@ class LoadedModel(ABC):
         with _CREATE:
             executor = self.__dict__.get("_audiocpp_executor")
             if executor is None or executor.closed:
-                rows = self.default_max_batch() if max_batch is None else max_batch
-                executor = LocalExecutor(self, max_batch=rows, window_s=0.0 if window_s is None else window_s)
-                self.__dict__["_audiocpp_executor"] = executor
-                return executor
+                executor = self.__dict__["_audiocpp_executor"] = LocalExecutor(self, self.default_max_batch())
         executor.configure(max_batch=max_batch, window_s=window_s)
         return executor
 
