@@ -86,11 +86,10 @@ class LoadedModel(ABC):
     # -- running requests (engine.execution) ------------------------------------------------------
     def stream_batch(self, rows: Sequence[tuple[Session, TaskRequest]], *, max_batch: int | None = None,
                      deadline_s: float | None = None) -> Generator[RowEvent, None, None]:
-        """``rows`` (a session of this model and a request each: tasks, modes and session options
-        may differ) as one batch, on an executor of its own (every row joins at the first step):
-        ``RowEvent``s tagged with the row's index, each row's events in order, rows interleaved as
-        they produce them. ``max_batch``: at most that many rows at once, the next joining as one
-        leaves (default: all of them). Closing the iterator early cancels what is still running."""
+        """``rows`` (a session of this model and a request each) as one batch on an executor of its own:
+        ``RowEvent``s tagged with the row's index, each row's in order, rows interleaved as they come.
+        ``max_batch``: at most that many rows at once, the next joining as one leaves (default: all of
+        them). Closing the iterator early cancels what is still running."""
         if not rows:
             return
         events: queue.Queue[RowEvent] = queue.Queue()

@@ -120,9 +120,8 @@ class Session(ABC):
 
     def submit(self, request: TaskRequest | PreparedRequest, *, progress: Progress | None = None,
                owner: str = "", deadline_s: float | None = None) -> Job:
-        """Queue ``request`` on the model's executor (``model.executor()``: it joins the running batch of
-        the model at its next step) and return its job at once (events, result, cancel); ``deadline_s``:
-        it is cancelled that many seconds from now unless it has ended (``Cancelled.deadline_s``)."""
+        """Queue ``request`` on ``model.executor()`` (it joins the running batch at its next step) and return
+        its job at once; ``deadline_s``: cancel it that many seconds from now (``Cancelled.deadline_s``)."""
         return self.model.executor().submit(request, session=self, progress=progress, owner=owner,
                                             deadline_s=deadline_s)
 

@@ -238,9 +238,8 @@ class Executor:
         return None if self.max_queue is None else self.max_batch + self.max_queue
 
     def submit(self, request: Any, **options: Any) -> Job:
-        """Queue ``request`` and return its job at once (events, result, cancel); ``deadline_s``:
-        cancel it that many seconds from now (:meth:`Job.cancel_after`). :class:`Busy` when the queue
-        is full. The options are :meth:`submit_all`'s."""
+        """Queue ``request`` and return its job at once (:meth:`submit_all`'s options); ``deadline_s``:
+        cancel it that many seconds from now (:meth:`Job.cancel_after`); :class:`Busy`: the queue is full."""
         return self.submit_all([request], **options)[0]
 
     def submit_all(self, requests: Sequence[Any], **options: Any) -> list[Job]:

@@ -160,13 +160,11 @@ class LocalExecutor(Executor):
                    progress: Progress | None = None, owner: str = "",
                    sink: Callable[[RowEvent], None] | None = None,
                    deadline_s: float | None = None) -> list[Job]:
-        """Queue ``requests`` together: they join the batch at the same step. Each runs in a task, mode
-        and session options of this model, or in ``session`` (``sessions``: one per request). Bad task,
-        mode or session options raise here, and :class:`Busy` when the queue (or ``owner``'s share of
-        it) is full; the request itself (text, options, references) is checked when it joins and ends
-        its job with the error, unless it comes prepared (``session.prepare``, with its ``session``).
-        ``sink``: every job's events go there (tagged with the job's key) instead of the job's own
-        queue; ``deadline_s``: each is cancelled that many seconds from now unless it has ended."""
+        """Queue ``requests`` to join the batch at the same step, each in ``session`` (``sessions``: one per
+        request) or a session of ``task``, ``mode`` and ``session_options``, which raise here when bad,
+        as :class:`Busy` does when the queue (or ``owner``'s share of it) is full. The request itself is
+        checked when it joins (its job ends with the error), unless it comes prepared (``session.prepare``).
+        ``sink``: every job's events go there (tagged with its key) instead of the job's own queue."""
         args = (task, mode, session_options)
         if sessions is None and session is None:
             args = self.model.check_session(task, mode, session_options)

@@ -101,10 +101,9 @@ class _Worker:
 
 
 class ProcessExecutor(Executor):
-    """Requests run on ``workers`` processes, each with the model ``load()`` gives (see the module
-    docstring). ``on_ready(name)``: called (in the reader thread) when a worker has loaded the model;
-    ``probe(model)``: picklable, run in a worker as each of its jobs ends, its value kept as
-    :meth:`state` of that worker (e.g. how many voices it has prepared)."""
+    """Requests run on ``workers`` processes, each with the model ``load()`` gives. ``on_ready(name)``:
+    called (in the reader thread) when a worker has loaded it; ``probe(model)``: picklable, run in a
+    worker as each of its jobs ends, kept as its :meth:`state` (e.g. how many voices it has prepared)."""
 
     def __init__(self, load: Callable[[], Any], workers: int = 1, *, max_batch: int = 8,
                  max_queue: int | None = None, name: str = "the worker processes",
@@ -156,10 +155,9 @@ class ProcessExecutor(Executor):
     def submit_all(self, requests: Sequence[Any], *, task: Any = "tts", mode: Any = "offline",
                    session_options: dict[str, Any] | None = None, owner: str = "",
                    deadline_s: float | None = None, worker: int | None = None) -> list[Job]:
-        """Send ``requests`` together to a worker (the ``worker``-th, else the least loaded: they join
-        its batch at the same step); :class:`Busy` when that worker would hold more than
-        :attr:`capacity`. Bad task, mode or options end the jobs with the error (they are checked in
-        the worker, with the model)."""
+        """Send ``requests`` together to a worker (the ``worker``-th, else the least loaded), to join its
+        batch at the same step; :class:`Busy` when it would hold more than :attr:`capacity`. Bad task,
+        mode or options end the jobs with the error (the worker checks them, with the model)."""
         check_deadline(deadline_s)
         kwargs = {"task": task, "mode": mode, "session_options": session_options, "owner": owner,
                   "deadline_s": deadline_s}
