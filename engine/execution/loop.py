@@ -52,18 +52,15 @@ class BatchResults(list):
 class _Row:
     def __init__(self, key: Hashable, session: RowSession, request: TaskRequest | PreparedRequest,
                  progress: Progress | None, queued_s: float) -> None:
-        self.key, self.session, self.progress = key, session, progress
-        self.request = request
-        self.queued_s = queued_s
+        self.key, self.session, self.request = key, session, request
+        self.progress, self.queued_s = progress, queued_s
         self.clock = Stopwatch()
         self.prepared: PreparedRequest | None = request if isinstance(request, PreparedRequest) else None
         self.program: Any = None
         self.pending: Op | None = None
         self.send: Any = None
         self.first_audio: float | None = None
-        self.pieces = 0
-        self.groups = 0
-        self.rows_seen = 0
+        self.pieces = self.groups = self.rows_seen = 0  # audio pieces; op groups run, and their rows
         self.why: Cancelled | None = None  # set: cancelled
         self.warnings: list[str] = []
 
