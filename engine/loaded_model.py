@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import queue
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
 from .cache import ContentCache
 from .errors import UsageError, did_you_mean
-from .execution import BatchResults, LocalExecutor, RowEvent, run_rows, stream_rows
-from .guard import ModelGuard, guarded, model_guard
+from .execution import BatchResults, LocalExecutor, RowEvent
+from .guard import _CREATE, ModelGuard, guarded, model_guard
+from .metrics import Stopwatch
 from .records import AudioBuffer, TaskRequest, VoicePrompt
 from .request_rules import check_task_and_mode
 from .session import Session
@@ -20,12 +23,9 @@ from .tasks import Mode, Task, parse_mode, parse_task
 
 
 class LoadedModel(ABC):
-    """Base class of a family's loaded model.
-
-    Subclasses set ``sample_rate`` and implement :meth:`_create_session`; the base checks
-    the task and mode against the spec and parses session options, and owns the caches of
-    prepared references and voice prompts (keyed by content hash).
-    """
+    """Base class of a family's loaded model: subclasses set ``sample_rate`` and implement
+    :meth:`_create_session`; the base checks the task, mode and session options against the spec, owns
+    the cache of prepared references and voice prompts (by content hash) and the model's executor."""
 
     sample_rate: int = 0
 
@@ -54,16 +54,14 @@ class LoadedModel(ABC):
                 **session_options: Any) -> Session:
         """Shorthand: ``model.session("tts", compute_dtype="bfloat16")``: session options are keyword
         arguments named as the spec names them (no family prefix)."""
+        names = [row.name for row in self.spec.options.session]
         for name in session_options:
             if self.spec.option("session", name) is None:
-                names = [row.name for row in self.spec.options.session]
-                raise UsageError(
-                    f"{self.family} has no session option {name!r}",
-                    hint=f"{did_you_mean(name, names)}session options of {self.family} (keyword arguments of "
-                    "session()): "
-                    f"{', '.join(names)}"
-                    if names else f"{self.family} takes no session options",
-                )
+                hint = f"{self.family} takes no session options"
+                if names:
+                    hint = (f"{did_you_mean(name, names)}session options of {self.family} (keyword arguments "
+                            f"of session()): {', '.join(names)}")
+                raise UsageError(f"{self.family} has no session option {name!r}", hint=hint)
         return self.create_session(task, mode, session_options)
 
     def create_session(
@@ -86,20 +84,43 @@ class LoadedModel(ABC):
     def _create_session(self, task: Task, mode: Mode, options: dict[str, Any]) -> Session: ...
 
     # -- running requests (engine.execution) ------------------------------------------------------
-    def stream_batch(self, rows: Sequence[tuple[Session, TaskRequest]], *,
-                     max_batch: int | None = None) -> Iterator[RowEvent]:
-        """``rows`` (a session of this model and a request each: tasks, modes and session options
-        may differ) as one batch; ``RowEvent``s tagged with the row's index. ``max_batch``: at most
-        that many rows at once, the next joining as one leaves (default: all of them)."""
-        return stream_rows(self, rows, max_batch=max_batch)
+    def stream_batch(self, rows: Sequence[tuple[Session, TaskRequest]], *, max_batch: int | None = None,
+                     deadline_s: float | None = None) -> Generator[RowEvent, None, None]:
+        """``rows`` (a session of this model and a request each) as one batch on an executor of its own:
+        ``RowEvent``s tagged with the row's index, each row's in order, rows interleaved as they come.
+        ``max_batch``: at most that many rows at once, the next joining as one leaves (default: all of
+        them). Closing the iterator early cancels what is still running."""
+        if not rows:
+            return
+        events: queue.Queue[RowEvent] = queue.Queue()
+        executor = LocalExecutor(self, max_batch=len(rows) if max_batch is None else max_batch)
+        try:
+            jobs = executor.submit_all([request for _, request in rows], sessions=[s for s, _ in rows],
+                                       sink=events.put, deadline_s=deadline_s)
+            left = len(jobs)
+            while left:  # a new executor numbers its jobs 0, 1, ...: their keys are the rows' indices
+                event = events.get()
+                left -= event.is_final
+                yield event
+        finally:
+            executor.close()
 
     def run_batch(self, rows: Sequence[tuple[Session, TaskRequest]], *, return_exceptions: bool = False,
                   max_batch: int | None = None, deadline_s: float | None = None) -> BatchResults:
         """The results of :meth:`stream_batch`, in row order, with the batch's ``wall_s``; a failing
         row raises its error (``return_exceptions``: the error takes its place, the others go on);
         ``deadline_s``: each row is cancelled that many seconds from now unless it has ended."""
-        return run_rows(self, rows, return_exceptions=return_exceptions, max_batch=max_batch,
-                        deadline_s=deadline_s)
+        clock = Stopwatch()
+        results = BatchResults([None] * len(rows))
+        stream = self.stream_batch(rows, max_batch=max_batch, deadline_s=deadline_s)
+        with contextlib.closing(stream):
+            for event in stream:
+                if event.error is not None and not return_exceptions:
+                    raise event.error
+                if event.is_final:
+                    results[event.key] = event.error or event.event.result  # type: ignore[union-attr]
+        results.wall_s = clock.elapsed()
+        return results
 
     @staticmethod
     def families_with_task(task: Task) -> list[str]:
@@ -121,15 +142,10 @@ class LoadedModel(ABC):
         """The model's in-process executor (made on first use): requests submitted from any thread join
         the running batch at its next step and leave when done (engine.execution.LocalExecutor).
         Arguments given here update its limits; ``max_batch`` defaults to :meth:`default_max_batch`."""
-        from .guard import _CREATE
-
         with _CREATE:
             executor = self.__dict__.get("_audiocpp_executor")
             if executor is None or executor.closed:
-                rows = self.default_max_batch() if max_batch is None else max_batch
-                executor = LocalExecutor(self, max_batch=rows, window_s=0.0 if window_s is None else window_s)
-                self.__dict__["_audiocpp_executor"] = executor
-                return executor
+                executor = self.__dict__["_audiocpp_executor"] = LocalExecutor(self, self.default_max_batch())
         executor.configure(max_batch=max_batch, window_s=window_s)
         return executor
 

@@ -1,10 +1,6 @@
-"""The session base: what every family shares around its generator.
-
-A family session implements :meth:`Session._synthesize`, a generator that yields audio
-pieces as they become available (only when ``request.streaming``) and returns a
-:class:`Synthesis`. The base owns request validation against the spec, option typing,
-reference-audio loading, seeding, metrics and the event protocol, so ``run`` and
-``stream`` behave the same in every family.
+"""The session base: what every family shares around its generator. A family implements
+:meth:`Session._synthesize` (the row program); the base owns request validation against the spec, option
+typing, reference-audio loading and seeding, and runs requests on the model's executor.
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ from . import fs
 from .batching import Op
 from .cache import ContentCache
 from .errors import AudiocppWarning, UsageError
-from .execution import BatchResults, Job, LocalExecutor, RowEvent, run_rows, stream_rows
+from .execution import BatchResults, Job, LocalExecutor, RowEvent
 from .pauses import run_script
 from .progress import NullProgress, Progress
 from .records import (
@@ -80,6 +76,10 @@ class SessionModel(Protocol):
 
     def executor(self) -> LocalExecutor: ...
 
+    def run_batch(self, rows: Sequence[tuple[Session, TaskRequest]], **options: Any) -> BatchResults: ...
+
+    def stream_batch(self, rows: Sequence[tuple[Session, TaskRequest]]) -> Iterator[RowEvent]: ...
+
     def load_voice_prompt(self, path: Path) -> VoicePrompt: ...
 
 
@@ -119,26 +119,22 @@ class Session(ABC):
 
     def submit(self, request: TaskRequest | PreparedRequest, *, progress: Progress | None = None,
                owner: str = "", deadline_s: float | None = None) -> Job:
-        """Queue ``request`` on the model's executor (``model.executor()``: it joins the running batch of
-        the model at its next step) and return its job at once (events, result, cancel); ``deadline_s``:
-        it is cancelled that many seconds from now unless it has ended (``Cancelled.deadline_s``)."""
+        """Queue ``request`` on ``model.executor()`` (it joins the running batch at its next step) and return
+        its job at once; ``deadline_s``: cancel it that many seconds from now (``Cancelled.deadline_s``)."""
         return self.model.executor().submit(request, session=self, progress=progress, owner=owner,
                                             deadline_s=deadline_s)
 
     # -- many requests in one forward pass ----------------------------------------------------
     def run_batch(self, requests: Sequence[TaskRequest], *, return_exceptions: bool = False) -> BatchResults:
-        """Synthesize ``requests`` together: their network steps run as rows of one batch, and each
-        result is what the request gives alone (its own options, seed and stop; float32 results
-        equal to float rounding, docs/batching.md). Results come in request order, with the batch's
-        ``wall_s``. A failing request raises its error (``return_exceptions``: it takes its place
-        in the list instead, and the others go on)."""
-        return run_rows(self.model, [(self, r) for r in requests], return_exceptions=return_exceptions)
+        """Synthesize ``requests`` as rows of one batch (:meth:`LoadedModel.run_batch`): each result is
+        what the request gives alone (its own options, seed and stop; float32 results equal to float
+        rounding, docs/batching.md)."""
+        return self.model.run_batch([(self, r) for r in requests], return_exceptions=return_exceptions)
 
     def stream_batch(self, requests: Sequence[TaskRequest]) -> Iterator[RowEvent]:
-        """``requests`` as one batch, streamed: ``RowEvent``s tagged with the request's index, each
-        request's events in order (its audio pieces, then its final event, or its ``error``),
-        requests interleaved as their rows produce them."""
-        return stream_rows(self.model, [(self, r) for r in requests])
+        """``requests`` as one batch, streamed (:meth:`LoadedModel.stream_batch`): ``RowEvent``s tagged
+        with the request's index."""
+        return self.model.stream_batch([(self, r) for r in requests])
 
     # -- preparation -----------------------------------------------------------------
     def prepare(self, request: TaskRequest, *, progress: Progress | None = None) -> PreparedRequest:

@@ -1,24 +1,14 @@
 """Bounded, cancellable work per loaded model, on the model's executor, in the server's event loop.
 
-Each served model has a :class:`ModelWorker` over the model's executor (``model.executor()``, an
-``engine.execution.LocalExecutor``): every admitted request is a row of one batch, so concurrent requests
-share each forward pass (autoregressive families join at the next decode step and leave when done;
-OmniVoice groups what arrives within ``window_s``). At most ``min(max_batch, max_concurrency)`` rows run
-at once (``max_batch=1``: one request at a time, as a server without batching would), and at most
-``max_concurrency + max_queue`` requests are admitted; one more is refused at once with 429 and
-``Retry-After``, never parked.
+Each served model has a :class:`ModelWorker` over ``model.executor()``: every admitted request is a row of
+one batch (``max_batch=1``: one request at a time). At most ``min(max_batch, max_concurrency)`` rows run
+at once and at most ``max_concurrency + max_queue`` requests are admitted; one more is refused at once
+with 429 and ``Retry-After``. Fairness between keys is the executor's ``Admission`` (owner = the
+request's key; ``max_queue_per_key``: a key's share of the queue, beyond it :class:`KeyBusy`).
 
-Admission, back-pressure and fairness are the executor's (its ``Admission``, owner = the request's key):
-the key with the fewest requests running joins first, then the key served longest ago, then the oldest
-request, so a key that floods the queue does not hold back another key's request; with
-``max_queue_per_key`` a key may have at most that many requests waiting (beyond it, :class:`KeyBusy`).
-
-No thread per request: a request is an asyncio task on the server's event loop that reads its row's
-events with ``async for`` (the executor's thread wakes the loop), streams pieces to the response and
-encodes the result (``speech.synthesize``; long CPU work goes through ``asyncio.to_thread``).
-
-Cancellation has one path: a client that goes away cancels its :class:`Job`, which cancels the engine
-job; its row leaves the batch at the next step (the others' audio is unchanged).
+No thread per request: a request is an asyncio task that reads its row's events with ``async for``.
+A client that goes away cancels its :class:`Job`, which cancels the engine job: its row leaves the
+batch at the next step (the others' audio is unchanged).
 """
 
 from __future__ import annotations
@@ -43,8 +33,7 @@ __all__ = ["Cancelled", "Job", "KeyBusy", "ModelWorker", "as_asyncio"]
 
 
 class KeyBusy(ApiError):
-    """One key's share of the model's queue is full: 429 with ``Retry-After``, at once (the reason in
-    the metrics: ``queue``)."""
+    """One key's share of the model's queue is full: 429 with ``Retry-After`` (metrics reason: ``queue``)."""
 
     def __init__(self, model: str, waiting: int, retry_after: int) -> None:
         super().__init__(429, f"model {model!r} is busy: this key already has {waiting} requests waiting, "
@@ -124,43 +113,33 @@ class ModelWorker:
         self.max_batch = max(1, int(max_batch))
         self.max_queue_per_key = max_queue_per_key  # None: no per-key share (a server without keys)
         rows = min(self.max_batch, self.max_concurrency)
-        self.batcher = model.executor(max_batch=rows, window_s=window_s)
-        self.batcher.configure(max_queue=self.capacity - rows, admission=Admission(max_queue_per_key))
-        self.batcher.name = f"model {name!r}"
-        self.executor = self.batcher  # the one place requests run (the name older callers read)
-        self.batcher.on_group = on_group
+        self.executor = model.executor(max_batch=rows, window_s=window_s)
+        self.executor.configure(max_queue=self.capacity - rows, admission=Admission(max_queue_per_key))
+        self.executor.name = f"model {name!r}"
+        self.executor.on_group = on_group
         if on_join is not None:
-            self.batcher.on_join = lambda job: on_join((job.joined or job.submitted) - job.submitted)
+            self.executor.on_join = lambda job: on_join((job.joined or job.submitted) - job.submitted)
         self._tasks: set[asyncio.Task] = set()
 
     @property
     def synthesizing(self) -> int:
         """Requests running now, as rows of the model's batch."""
-        return self.batcher.active
+        return self.executor.active
 
     @property
     def queued(self) -> int:
         """Admitted requests waiting for a row."""
-        return self.batcher.waiting
-
-    def retry_after(self) -> int:
-        return self.batcher.retry_after()
-
-    def waiting_of(self, key: str) -> int:
-        """Requests of ``key`` admitted and waiting for a row."""
-        return self.batcher.waiting_of(key)
+        return self.executor.waiting
 
     def submit_speech(self, plan: Any, job: Job, voices: Any, *, keep_audio: bool = False) -> asyncio.Future:
         """Queue a planned request on the model's executor (owner: its key) and synthesize it in an asyncio
-        task of the running loop (``speech.synthesize``); the task gives ``(TaskResult, encoded bytes)``.
-        Raises :class:`Busy` (the queue is full) or :class:`KeyBusy` (the key's share is) at once.
-        ``keep_audio``: the caller needs the result's audio (always kept here; a remote worker on Ray
-        Serve sends it back only when asked)."""
+        task (``speech.synthesize``) giving ``(TaskResult, encoded bytes)``; :class:`Busy` or
+        :class:`KeyBusy` at once. ``keep_audio``: always kept here (a Ray Serve replica asks for it)."""
         synthesize = self.synthesize
         assert synthesize is not None, "a ModelWorker that runs speech is given speech.synthesize"
         loop = asyncio.get_running_loop()
         try:
-            engine_job = self.batcher.submit(plan.request, task=plan.task, mode=plan.mode,
+            engine_job = self.executor.submit(plan.request, task=plan.task, mode=plan.mode,
                                              session_options=plan.served.session_options,
                                              owner=plan.principal.queue_key)
         except EngineBusy as busy:
@@ -169,7 +148,7 @@ class ModelWorker:
             raise Busy(self.name, busy.retry_after) from None
         except Exception as error:  # noqa: BLE001 - the request's own failure, through its future
             failed = loop.create_future()
-            failed.set_exception(Cancelled("the server is shutting down") if self.batcher.closed else error)
+            failed.set_exception(Cancelled("the server is shutting down") if self.executor.closed else error)
             return failed
         job.attach(engine_job)
         task = loop.create_task(self._run(synthesize(plan, job, engine_job, voices), engine_job))
@@ -189,4 +168,4 @@ class ModelWorker:
 
     def shutdown(self) -> None:
         """Drop queued work and stop running syntheses at their next step (their jobs end Cancelled)."""
-        self.batcher.close()
+        self.executor.close()

@@ -1,12 +1,9 @@
-"""Batchable work: what a row program yields when it needs the network.
+"""Batchable work: what a row program yields when it needs the network (``result = yield op``).
 
-An :class:`Op` carries one row's inputs. Ops of the same type whose :meth:`Op.group_key` is equal
-are run by one :meth:`Op.run_group` call, which returns one result per op, in order. A group of
-one op must compute exactly what the family computed before batching existed (the single-request
-path is a group of one), so batching never changes a request that runs alone.
-
-A row program is a generator; nested row programs pass ops up with :func:`relay` (or plain
-``yield from`` when the inner generator yields nothing but ops).
+An :class:`Op` carries one row's inputs; ops of one type with equal :meth:`Op.group_key` run in one
+:meth:`Op.run_group` call. A group of one is what a request running alone computes, so batching never
+changes it. Nested row programs pass ops up with :func:`relay` (or ``yield from`` when the inner one
+yields nothing but ops).
 """
 
 from __future__ import annotations
@@ -36,12 +33,9 @@ class Op:
 
 def relay(inner: Generator[Any, Any, T],
           on_item: Callable[[Any], Any] | None = None) -> Generator[Any, Any, T]:
-    """Run the row program ``inner`` inside another: its ops go up to the loop (and their results
-    back down); any other item it yields is handed to ``on_item``, whose return value, when not
-    None, is yielded up (an audio piece, say). Returns what ``inner`` returns.
-
-    Use as ``value = yield from relay(inner, on_item)``.
-    """
+    """``value = yield from relay(inner, on_item)``: run the row program ``inner`` inside another: its
+    ops go up to the loop (their results back down); any other item goes to ``on_item``, whose value,
+    when not None, is yielded up (an audio piece, say). Returns what ``inner`` returns."""
     send: Any = None
     try:
         while True:

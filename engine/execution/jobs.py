@@ -1,23 +1,23 @@
-"""A submitted request: its events as they come (to a thread or to asyncio), its result, its cancellation,
-and the two ways a submission ends early: :class:`Cancelled` and :class:`Busy` (back-pressure).
+"""A submitted request: its events as they come, its result, its cancellation, and the two ways a
+submission ends early: :class:`Cancelled` and :class:`Busy` (back-pressure).
 
-Every executor hands back a :class:`Job`; whoever runs the request calls :meth:`Job.deliver` with each of
-its events, from any thread. A consumer reads them once, either way:
-
-- ``for event in job.events()`` in a thread (blocks between events);
-- ``async for event in job`` in an event loop: the executor's thread wakes the loop with
-  ``call_soon_threadsafe``, so no thread waits per request.
+Whoever runs the request calls :meth:`Job.deliver` with each of its events, from any thread; a consumer
+reads them once, with ``for event in job.events()`` in a thread or ``async for event in job`` in an event
+loop (the producing thread wakes the loop with ``call_soon_threadsafe``: no thread waits per request).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import math
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Hashable, Iterator
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import AudiocppError, UsageError
 from ..records import StreamEvent, TaskResult
@@ -33,13 +33,6 @@ class Cancelled(Exception):
         super().__init__(message)
         self.deadline_s = deadline_s
         self.signal = signal
-
-    def __reduce__(self) -> tuple:  # pickled whole (a worker process sends it): its fields too
-        return _cancelled, (str(self), self.deadline_s, self.signal)
-
-
-def _cancelled(message: str, deadline_s: float | None, signal: int | None) -> Cancelled:
-    return Cancelled(message, deadline_s=deadline_s, signal=signal)
 
 
 class Busy(AudiocppError):
@@ -86,31 +79,17 @@ class Job:
         self._cond = threading.Condition()
         self._items: deque[RowEvent] = deque()
         self._loops: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
-        self._cancelled = False
+        self.done = self.cancelled = False  # read them, never set them
+        self.error: BaseException | None = None  # the error that ended the job
         self._why: Cancelled | None = None
         self._result: TaskResult | None = None
-        self._error: BaseException | None = None
-        self._done = False
         self._callbacks: list[Callable[[Job], None]] = []
 
     # -- state ----------------------------------------------------------------------------------
     @property
-    def done(self) -> bool:
-        return self._done
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled
-
-    @property
-    def error(self) -> BaseException | None:
-        """The error that ended the job (None while it runs or when it succeeded)."""
-        return self._error
-
-    @property
     def outcome(self) -> TaskResult | BaseException | None:
         """Without waiting: the result, or the error that ended the job, or None while it runs."""
-        return self._error if self._error is not None else self._result
+        return self.error if self.error is not None else self._result
 
     @property
     def cancelled_by(self) -> Cancelled:
@@ -120,21 +99,18 @@ class Job:
     def cancel(self, why: Cancelled | None = None) -> None:
         """Stop the request at its executor's next step (the others go on); its events end with ``why``
         (a :class:`Cancelled` saying why; a plain one by default). A no-op once it ended."""
-        if self._done or self._cancelled:
+        if self.done or self.cancelled:
             return
         self._why = why
-        self._cancelled = True
+        self.cancelled = True
         if self._on_cancel is not None:
             self._on_cancel(self)
 
     def cancel_after(self, seconds: float) -> None:
-        """A deadline: cancel the job ``seconds`` from now unless it has ended, with
-        ``Cancelled("the deadline of N s passed", deadline_s=N)``. A timer thread waits meanwhile (one
-        per job with a deadline: for front ends that run a few jobs, not for a server's every request)."""
+        """Cancel the job ``seconds`` from now unless it has ended, with ``Cancelled(..., deadline_s=N)``.
+        A timer thread per job waits meanwhile: for front ends that run a few jobs, not for a server."""
         seconds = float(seconds)
-        if seconds <= 0:
-            raise UsageError(f"a deadline must be more than 0 s (got {seconds:g})",
-                             hint="pass a positive number of seconds")
+        check_deadline(seconds)
         why = Cancelled(f"the deadline of {seconds:g} s passed", deadline_s=seconds)
         timer = threading.Timer(seconds, self.cancel, args=(why,))
         timer.daemon = True
@@ -146,7 +122,7 @@ class Job:
         """``callback(job)`` when the job ends, in the thread that ends it (at once if it has ended).
         Keep it short: an in-process executor's batch waits for it."""
         with self._cond:
-            if not self._done:
+            if not self.done:
                 self._callbacks.append(callback)
                 return
         callback(self)
@@ -166,10 +142,7 @@ class Job:
             if item.is_final:
                 return
 
-    def __aiter__(self) -> AsyncIterator[StreamEvent]:
-        return self._async_events()
-
-    async def _async_events(self) -> AsyncIterator[StreamEvent]:
+    async def __aiter__(self) -> AsyncIterator[StreamEvent]:
         loop = asyncio.get_running_loop()
         ready = asyncio.Event()
         with self._cond:
@@ -192,13 +165,13 @@ class Job:
 
     def result(self, timeout: float | None = None) -> TaskResult:
         """The final result (waits for it); raises the request's error."""
-        if self._before_wait is not None and not self._done:
+        if self._before_wait is not None and not self.done:
             self._before_wait()
         with self._cond:
-            if not self._cond.wait_for(lambda: self._done, timeout):
+            if not self._cond.wait_for(lambda: self.done, timeout):
                 raise TimeoutError(f"the job did not finish within {timeout} s")
-        if self._error is not None:
-            raise self._error
+        if self.error is not None:
+            raise self.error
         assert self._result is not None
         return self._result
 
@@ -207,15 +180,14 @@ class Job:
         """Hand the consumer one event (from any thread); a final one (or an error) ends the job."""
         callbacks: list[Callable[[Job], None]] = []
         with self._cond:
-            if self._done:
+            if self.done:
                 return
             if self._sink is None:
                 self._items.append(event)
             if event.is_final:
-                self._done = True
-                if event.error is not None:
-                    self._error = event.error
-                else:
+                self.done = True
+                self.error = event.error
+                if event.error is None:
                     self._result = event.event.result  # type: ignore[union-attr]
                 callbacks, self._callbacks = self._callbacks, []
             loops = list(self._loops)
@@ -223,10 +195,8 @@ class Job:
         if self._sink is not None:
             self._sink(event)
         for loop, ready in loops:
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is reading any more
                 loop.call_soon_threadsafe(ready.set)
-            except RuntimeError:  # the loop is closed: nobody is reading any more
-                pass
         for callback in callbacks:
             callback(self)
 
@@ -245,6 +215,36 @@ def retry_after(mean_wall_s: float, ahead: int, per_wave: int) -> int:
     return int(min(60, max(1, math.ceil(mean_wall_s * waves))))
 
 
-def refuse_when_closed(closed: bool) -> None:
-    if closed:
-        raise UsageError("the executor is closed", hint="make a new one (model.executor() does)")
+def check_deadline(seconds: float | None) -> None:
+    if seconds is not None and not float(seconds) > 0:
+        raise UsageError(f"a deadline must be more than 0 s (got {float(seconds):g})",
+                         hint="pass a positive number of seconds")
+
+
+class Executor:
+    """What every executor shares: ``submit`` is :meth:`submit_all` of one request, and at most
+    :attr:`capacity` (``max_batch + max_queue``) requests are held: one more is :class:`Busy`."""
+
+    def __init__(self, name: str, max_batch: int, max_queue: int | None) -> None:
+        self.name = name
+        self.max_batch = max(1, int(max_batch))
+        self.max_queue = max_queue
+        self.closed = False
+        self._keys = itertools.count()  # each job's key, in submission order
+
+    @property
+    def capacity(self) -> int | None:
+        """How many requests may be held at once (running and waiting); None: no bound."""
+        return None if self.max_queue is None else self.max_batch + self.max_queue
+
+    def submit(self, request: Any, **options: Any) -> Job:
+        """Queue ``request`` and return its job at once (:meth:`submit_all`'s options); ``deadline_s``:
+        cancel it that many seconds from now (:meth:`Job.cancel_after`); :class:`Busy`: the queue is full."""
+        return self.submit_all([request], **options)[0]
+
+    def submit_all(self, requests: Sequence[Any], **options: Any) -> list[Job]:
+        raise NotImplementedError
+
+    def run(self, request: Any, **options: Any) -> TaskResult:
+        """Submit and wait: the request's result."""
+        return self.submit(request, **options).result()

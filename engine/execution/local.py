@@ -1,18 +1,14 @@
 """The in-process executor: requests from any thread (or event loop) join one running batch of a model.
 
-``model.executor()`` owns a worker thread. :meth:`LocalExecutor.submit` queues a request and returns its
-:class:`~.jobs.Job` at once; the worker admits waiting requests into its :class:`~.loop.BatchLoop` at
-every step (up to ``max_batch`` rows), so a new request joins the running batch at its next decode step
-and a finished or cancelled one leaves at once, without holding back the others. When the worker starts
-from idle it first waits ``window_s`` so that requests arriving together start together (OmniVoice's
-steps are few and long: a request that misses the first one would trail its batch by a whole step).
-The worker holds the model's guard while it has rows (engine/guard.py).
+``model.executor()`` owns a worker thread that admits waiting requests into its :class:`~.loop.BatchLoop`
+at every step (up to ``max_batch`` rows): a new request joins at the next decode step, a finished or
+cancelled one leaves at once. From idle the worker first waits ``window_s``, so that requests arriving
+together start together (OmniVoice's steps are few and long: one that missed the first would trail its
+batch by a whole step). It holds the model's guard while it has rows (engine/guard.py).
 
-Back-pressure: with ``max_queue`` set, at most ``max_batch + max_queue`` requests are admitted (running
-or waiting); one more is refused at once with :class:`~.jobs.Busy` and a ``retry_after``. Which waiting
-request joins next is the :class:`Admission` policy's: first come, first served, unless requests carry
-owners (a server's keys): then the owner with the fewest requests running first, then the owner served
-longest ago, then the oldest request; ``max_waiting_per_owner`` bounds one owner's share of the queue.
+Which waiting request joins next is the :class:`Admission` policy's: first come, first served, unless
+requests carry owners (a server's keys): then the owner with the fewest requests running, then the owner
+served longest ago, then the oldest request; ``max_waiting_per_owner`` bounds one owner's queue share.
 """
 
 from __future__ import annotations
@@ -22,15 +18,17 @@ import sys
 import threading
 import time
 import weakref
+from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import UsageError
 from ..guard import model_guard
 from ..progress import Progress
-from ..records import PreparedRequest, TaskRequest, TaskResult
+from ..records import PreparedRequest, TaskRequest
 from ..tasks import Mode, Task
-from .jobs import Busy, Cancelled, Job, RowEvent, retry_after
+from .jobs import Busy, Cancelled, Executor, Job, RowEvent, check_deadline, retry_after
 from .loop import BatchLoop, RowSession
 
 
@@ -69,15 +67,17 @@ class Admission:
         return job
 
 
+@dataclass
 class _Submission:
-    """What a job needs to join the batch: its session (or how to make one), request and progress."""
+    """What a job needs to join the batch: its session (or the task, mode and options to make one),
+    request and progress, and the submitter's torch thread count (the worker computes with as many)."""
 
-    def __init__(self, job: Job, session_key: Hashable, session: RowSession | None,
-                 session_args: tuple[Any, Any, dict[str, Any] | None],
-                 request: TaskRequest | PreparedRequest, progress: Progress | None) -> None:
-        self.job, self.session_key, self.session, self.session_args = job, session_key, session, session_args
-        self.request, self.progress = request, progress
-        self.torch_threads = _torch_threads()  # the submitter's: the worker computes with as many
+    job: Job
+    session: RowSession | None
+    session_args: tuple[Any, Any, dict[str, Any] | None]
+    request: TaskRequest | PreparedRequest
+    progress: Progress | None
+    torch_threads: int | None = field(default_factory=lambda: _torch_threads())
 
 
 def _torch_threads() -> int | None:
@@ -100,25 +100,21 @@ _LIVE: weakref.WeakSet[LocalExecutor] = weakref.WeakSet()
 
 @atexit.register
 def _close_at_exit() -> None:
-    """Stop every executor's worker before the interpreter finalizes: a daemon worker caught inside a
-    torch op while C++ statics are destroyed aborts the process ("terminate called without an active
-    exception") after a script that used an executor has done its work."""
+    """A daemon worker caught inside a torch op while the interpreter finalizes aborts the process
+    ("terminate called without an active exception"): stop them all before."""
     for executor in list(_LIVE):
         executor.close()
 
 
-class LocalExecutor:
+class LocalExecutor(Executor):
     """Runs the requests submitted to one model as rows of one batch (see the module docstring)."""
 
     def __init__(self, model: ExecutorModel, max_batch: int = 8, window_s: float = 0.0, *,
                  max_queue: int | None = None, admission: Admission | None = None, name: str = "") -> None:
+        super().__init__(name or f"the {model.family} model", max_batch, max_queue)
         self.model = model
-        self.name = name or f"the {model.family} model"
-        self.max_batch = max(1, int(max_batch))
         self.window_s = max(0.0, float(window_s))
-        self.max_queue = max_queue
         self.admission = admission or Admission()
-        self.closed = False
         #: Observers (a server's metrics): every op group's size, and every join (the job).
         self.on_group: Callable[[int], None] | None = None
         self.on_join: Callable[[Job], None] | None = None
@@ -127,7 +123,6 @@ class LocalExecutor:
         self._running: dict[Hashable, _Submission] = {}
         self._joining = 0  # requests taken from the queue whose session is being made
         self._sessions: dict[Hashable, RowSession] = {}
-        self._next_key = 0
         self._mean_wall = 1.0  # seconds a request spends in the batch: a running average, for retry_after
         self._thread: threading.Thread | None = None
         _LIVE.add(self)
@@ -155,49 +150,26 @@ class LocalExecutor:
         """Requests submitted that have not joined yet."""
         return len(self._waiting)
 
-    @property
-    def capacity(self) -> int | None:
-        """How many requests may be admitted at once (running and waiting); None: no bound."""
-        return None if self.max_queue is None else self.max_batch + self.max_queue
-
-    def waiting_of(self, owner: str) -> int:
-        with self._cond:
-            return sum(1 for s in self._waiting if s.job.owner == owner)
-
     def retry_after(self) -> int:
         return retry_after(self._mean_wall, self.active + self.waiting, self.max_batch)
 
     # -- submitting --------------------------------------------------------------------------
-    def submit(self, request: TaskRequest | PreparedRequest, *, task: Any = "tts", mode: Any = "offline",
-               session_options: dict[str, Any] | None = None, session: RowSession | None = None,
-               progress: Progress | None = None, owner: str = "", deadline_s: float | None = None) -> Job:
-        """Queue ``request`` (a task, mode and session options of this model, or a ``session`` of it)
-        and return its job at once; ``deadline_s``: cancel it that many seconds from now
-        (:meth:`Job.cancel_after`). Bad task, mode or session options raise here, and :class:`Busy`
-        when the queue (or ``owner``'s share of it) is full; everything about the request itself
-        (text, options, references) is checked when it joins and ends its job with the error, unless
-        it comes prepared (``session.prepare``, with its ``session``)."""
-        return self.submit_all([request], task=task, mode=mode, session_options=session_options,
-                               session=session, progress=progress, owner=owner, deadline_s=deadline_s)[0]
-
     def submit_all(self, requests: Sequence[TaskRequest | PreparedRequest], *, task: Any = "tts",
                    mode: Any = "offline", session_options: dict[str, Any] | None = None,
                    session: RowSession | None = None, sessions: Sequence[RowSession] | None = None,
                    progress: Progress | None = None, owner: str = "",
                    sink: Callable[[RowEvent], None] | None = None,
                    deadline_s: float | None = None) -> list[Job]:
-        """Queue ``requests`` together: they join the batch at the same step (``sessions``: one per
-        request, else ``session`` or the task, mode and options for all). ``sink``: every job's events
-        go there (tagged with the job's key) instead of the job's own queue; ``deadline_s``: each is
-        cancelled that many seconds from now unless it has ended."""
+        """Queue ``requests`` to join the batch at the same step, each in ``session`` (``sessions``: one per
+        request) or a session of ``task``, ``mode`` and ``session_options``, which raise here when bad,
+        as :class:`Busy` does when the queue (or ``owner``'s share of it) is full. The request itself is
+        checked when it joins (its job ends with the error), unless it comes prepared (``session.prepare``).
+        ``sink``: every job's events go there (tagged with its key) instead of the job's own queue."""
         args = (task, mode, session_options)
         if sessions is None and session is None:
-            task, mode, options = self.model.check_session(task, mode, session_options)
-            args = (task, mode, options)
+            args = self.model.check_session(task, mode, session_options)
         picked = list(sessions) if sessions is not None else [session] * len(requests)
-        if deadline_s is not None and not deadline_s > 0:
-            raise UsageError(f"a deadline must be more than 0 s (got {deadline_s:g})",
-                             hint="pass a positive number of seconds")
+        check_deadline(deadline_s)
         for s in picked:
             if s is not None and getattr(s, "model", self.model) is not self.model:
                 raise UsageError(f"a session must belong to the model that runs it ({self.name})")
@@ -213,13 +185,9 @@ class LocalExecutor:
                 self.admission.check(owner, sum(1 for s in self._waiting if s.job.owner == owner), self)
             jobs = []
             for request, s in zip(requests, picked):
-                key = self._next_key
-                self._next_key += 1
-                job = Job(key, owner, on_cancel=self._cancelled, sink=sink,
+                job = Job(next(self._keys), owner, on_cancel=self._cancelled, sink=sink,
                           before_wait=self._refuse_inside)
-                session_key: Hashable = ("session", id(s)) if s is not None else (
-                    args[0], args[1], tuple(sorted((k, repr(v)) for k, v in (args[2] or {}).items())))
-                self._waiting.append(_Submission(job, session_key, s, args, request, progress))
+                self._waiting.append(_Submission(job, s, args, request, progress))
                 jobs.append(job)
                 if deadline_s is not None:
                     job.cancel_after(deadline_s)
@@ -229,10 +197,6 @@ class LocalExecutor:
                 self._thread.start()
             self._cond.notify_all()
         return jobs
-
-    def run(self, request: TaskRequest, **kwargs: Any) -> TaskResult:
-        """Submit and wait: the request's result (it joins whatever batch is running)."""
-        return self.submit(request, **kwargs).result()
 
     def close(self) -> None:
         """Cancel what is queued and running, and stop the worker."""
@@ -265,8 +229,7 @@ class LocalExecutor:
     def _work(self) -> None:
         while True:
             with self._cond:
-                while not self._waiting and not self.closed:
-                    self._cond.wait()
+                self._cond.wait_for(lambda: self._waiting or self.closed)
                 if self.closed:
                     self._fail_waiting(Cancelled("the executor was closed"))
                     return
@@ -295,7 +258,9 @@ class LocalExecutor:
                         continue
                     if event.is_final:
                         del self._running[event.key]
-                        self._learn_wall(running.job, event)
+                        if event.error is None and running.job.joined is not None:  # for retry_after
+                            wall = time.perf_counter() - running.job.joined
+                            self._mean_wall = 0.8 * self._mean_wall + 0.2 * wall
                     running.job.deliver(event)
         except BaseException as error:  # the loop itself broke: every running request fails with it
             for running in self._running.values():
@@ -304,10 +269,6 @@ class LocalExecutor:
             raise
         finally:
             loop.close()
-
-    def _learn_wall(self, job: Job, event: RowEvent) -> None:
-        if event.error is None and job.joined is not None:
-            self._mean_wall = 0.8 * self._mean_wall + 0.2 * (time.perf_counter() - job.joined)
 
     def _admit(self, loop: BatchLoop) -> None:
         """Move waiting requests into the batch while it has room. A request's session is made outside the
@@ -320,9 +281,7 @@ class LocalExecutor:
                     return
                 if not self._waiting or len(loop) >= self.max_batch:
                     return
-                running_by: dict[str, int] = {}
-                for s in self._running.values():
-                    running_by[s.job.owner] = running_by.get(s.job.owner, 0) + 1
+                running_by = Counter(s.job.owner for s in self._running.values())
                 job = self.admission.pick([s.job for s in self._waiting], running_by)
                 submission = next(s for s in self._waiting if s.job is job)
                 self._waiting.remove(submission)
@@ -348,13 +307,14 @@ class LocalExecutor:
                 self.on_join(job)
 
     def _session(self, submission: _Submission) -> RowSession:
-        session = self._sessions.get(submission.session_key)
+        task, mode, options = submission.session_args
+        key = (task, mode, tuple(sorted((k, repr(v)) for k, v in (options or {}).items())))
+        session = self._sessions.get(key)
         if session is None:
-            task, mode, options = submission.session_args
             session = self.model.create_session(task, mode, options)
             if len(self._sessions) >= 16:
                 self._sessions.pop(next(iter(self._sessions)))
-            self._sessions[submission.session_key] = session
+            self._sessions[key] = session
         return session
 
     def _fail_waiting(self, error: BaseException) -> None:

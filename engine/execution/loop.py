@@ -1,16 +1,10 @@
 """The batch loop: rows (one request each) advanced together, their ops run in groups.
 
-One thread drives a :class:`BatchLoop` (an in-process executor's worker, engine/execution/local.py)
-and holds the model's guard while it does; the loop itself takes no locks. Each :meth:`BatchLoop.step`
-
-1. advances every row that is not waiting on an op until it yields an op, yields an audio piece
-   (so rows of a family without ops still stream, taking turns) or ends;
-2. runs the waiting ops, grouped by type and :meth:`Op.group_key`, one call per group, and hands each
-   row its result.
-
-Rows join with :meth:`BatchLoop.add` (their request is prepared on their first advance, so a bad
-request fails alone) and leave when their program ends, fails or is cancelled; a group whose batched
-call fails is run again op by op, so one bad row cannot take the others with it.
+One thread drives a :class:`BatchLoop` holding the model's guard; the loop itself takes no locks. Each
+:meth:`BatchLoop.step` advances every row not waiting on an op until it yields an op, an audio piece
+(so rows of a family without ops still stream, taking turns) or ends; then runs the waiting ops, one
+call per group of equal type and :meth:`Op.group_key`. A request is prepared on its row's first
+advance, so a bad one fails alone; a group whose batched call fails is run again op by op.
 """
 
 from __future__ import annotations
@@ -39,8 +33,7 @@ from .jobs import Cancelled, RowEvent
 
 
 class RowSession(Protocol):
-    """What the loop needs of a session (engine/session.py's ``Session``): to prepare a request and
-    to give its row program."""
+    """What the loop needs of a session (engine/session.py's ``Session``)."""
 
     task: Task
     mode: Mode
@@ -59,20 +52,16 @@ class BatchResults(list):
 class _Row:
     def __init__(self, key: Hashable, session: RowSession, request: TaskRequest | PreparedRequest,
                  progress: Progress | None, queued_s: float) -> None:
-        self.key, self.session, self.progress = key, session, progress
-        self.request = request
-        self.queued_s = queued_s
+        self.key, self.session, self.request = key, session, request
+        self.progress, self.queued_s = progress, queued_s
         self.clock = Stopwatch()
         self.prepared: PreparedRequest | None = request if isinstance(request, PreparedRequest) else None
         self.program: Any = None
         self.pending: Op | None = None
         self.send: Any = None
         self.first_audio: float | None = None
-        self.pieces = 0
-        self.groups = 0
-        self.rows_seen = 0
-        self.cancelled = False
-        self.why: Cancelled | None = None
+        self.pieces = self.groups = self.rows_seen = 0  # audio pieces; op groups run, and their rows
+        self.why: Cancelled | None = None  # set: cancelled
         self.warnings: list[str] = []
 
     def close(self) -> None:
@@ -94,10 +83,6 @@ class BatchLoop:
     def __len__(self) -> int:
         return len(self._rows)
 
-    @property
-    def keys(self) -> list[Hashable]:
-        return [row.key for row in self._rows]
-
     def add(self, key: Hashable, session: RowSession, request: TaskRequest | PreparedRequest, *,
             progress: Progress | None = None, queued_s: float = 0.0) -> None:
         """A new row; it joins at the next :meth:`step`. ``request`` may already be prepared
@@ -109,8 +94,7 @@ class BatchLoop:
         ``why`` (a plain :class:`Cancelled` by default)."""
         for row in self._rows:
             if row.key == key:
-                row.cancelled = True
-                row.why = why
+                row.why = why or Cancelled()
 
     def close(self) -> None:
         """Close every row's program (nothing is emitted)."""
@@ -122,8 +106,8 @@ class BatchLoop:
     def step(self) -> Iterator[RowEvent]:
         """Advance the rows, then run their ops; yields events as they happen."""
         for row in list(self._rows):
-            if row.cancelled:
-                yield self._drop(row, row.why or Cancelled())
+            if row.why is not None:
+                yield self._drop(row, row.why)
             elif row.pending is None:
                 yield from self._advance(row)
         groups: dict[tuple[type, Hashable], list[_Row]] = {}
@@ -232,8 +216,7 @@ class BatchLoop:
             compute=getattr(getattr(row.session, "compute", None), "name", ""),
             cpu_isa=cpu_level(),
         )
-        session = row.session
-        result = TaskResult(audio=synthesis.audio, task=session.task, mode=session.mode,
+        result = TaskResult(audio=synthesis.audio, task=row.session.task, mode=row.session.mode,
                             chunks=synthesis.chunks, metrics=metrics, voice_prompt=synthesis.voice_prompt,
                             details=synthesis.details, warnings=row.warnings, words=list(synthesis.words))
         return RowEvent(row.key, StreamEvent(kind="final", index=row.pieces, audio=synthesis.audio,

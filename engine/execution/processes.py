@@ -1,19 +1,15 @@
-"""The executor over worker processes: each loads the model once and runs a :class:`~.local.LocalExecutor`
-on it, so the requests a worker holds are rows of one batch there.
+"""The executor over worker processes (spawned: torch and fork do not mix): each loads the model with
+``load`` (picklable) and runs a :class:`~.local.LocalExecutor` on it.
 
-``ProcessExecutor(load, workers)`` spawns the workers (spawned, not forked: torch and fork do not mix);
-``load`` is a picklable callable that returns the model in a worker. :meth:`ProcessExecutor.submit` has
-the in-process executor's signature and hands back a :class:`~.jobs.Job` at once: the request goes to a
-worker over its pipe (the one given, else the least loaded), its events come back over the same pipe as
-they happen, and ``job.cancel()`` sends the cancellation, so the row leaves the worker's batch at its
-next step. Back-pressure is the same :class:`~.jobs.Busy`: at most ``max_batch + max_queue`` requests per
-worker. A worker that dies fails the jobs it held with :class:`WorkerDied` and is replaced. Workers
-ignore SIGINT (the driver decides what Ctrl-C stops) and exit when the driver's end of their pipe
-closes, so a killed driver leaves no worker behind.
+:meth:`ProcessExecutor.submit` sends the request to a worker over its pipe (the one given, else the least
+loaded); its events come back over the same pipe, and ``job.cancel()`` sends the cancellation. A worker
+that dies fails its jobs with :class:`WorkerDied` and is replaced. Workers ignore SIGINT (the driver
+decides what Ctrl-C stops) and exit when the driver's end of their pipe closes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import pickle
 import queue
@@ -25,7 +21,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from ..errors import AudiocppError, UsageError
-from .jobs import Busy, Cancelled, Job, RowEvent, retry_after
+from .jobs import Busy, Cancelled, Executor, Job, RowEvent, check_deadline, retry_after
 
 
 class WorkerDied(RuntimeError):
@@ -34,12 +30,10 @@ class WorkerDied(RuntimeError):
 
 def _portable(error: BaseException) -> BaseException:
     """``error`` as it can cross a pipe: itself when it pickles back whole, else the same words."""
-    try:
+    with contextlib.suppress(Exception):  # an error whose class cannot be rebuilt from its args
         back = pickle.loads(pickle.dumps(error))
         if type(back) is type(error) and str(back) == str(error):
             return error
-    except Exception:  # noqa: BLE001 - an error whose class cannot be rebuilt from its args
-        pass
     if isinstance(error, AudiocppError):
         return AudiocppError(error.message, hint=error.hint)
     return RuntimeError(f"{type(error).__name__}: {error}")
@@ -54,11 +48,8 @@ def _worker_main(conn: Connection, load: Callable[[], Any], max_batch: int,
     lock = threading.Lock()
 
     def send(message: tuple) -> None:
-        with lock:
-            try:
-                conn.send(message)
-            except (BrokenPipeError, OSError):
-                pass
+        with lock, contextlib.suppress(OSError):  # the driver is gone
+            conn.send(message)
 
     try:
         model = load()
@@ -66,8 +57,7 @@ def _worker_main(conn: Connection, load: Callable[[], Any], max_batch: int,
         send(("load_error", _portable(error)))
         return
     executor = LocalExecutor(model, max_batch=max_batch)
-    jobs: dict[Hashable, Job] = {}
-    early: dict[Hashable, Cancelled] = {}  # cancelled before its submission came (two senders)
+    jobs: dict[Hashable, Job] = {}  # a job's cancellation comes after its submission (one sender, in order)
 
     def forward(event: RowEvent) -> None:
         if event.is_final:
@@ -95,14 +85,8 @@ def _worker_main(conn: Connection, load: Callable[[], Any], max_batch: int,
                     send(("event", key, None, _portable(error)))
                     continue
                 jobs[key] = job
-                if key in early:
-                    job.cancel(early.pop(key))
-            elif message[0] == "cancel":
-                job = jobs.get(message[1])
-                if job is not None:
-                    job.cancel(message[2])
-                else:
-                    early[message[1]] = message[2]
+            elif message[0] == "cancel" and message[1] in jobs:
+                jobs[message[1]].cancel(message[2])
     finally:
         executor.close()
 
@@ -116,29 +100,24 @@ class _Worker:
     jobs: dict[Hashable, Job] = field(default_factory=dict)
 
 
-class ProcessExecutor:
-    """Requests run on ``workers`` processes, each with the model ``load()`` gives (see the module
-    docstring). ``on_ready(name)``: called (in the reader thread) when a worker has loaded the model;
-    ``probe(model)``: picklable, run in a worker as each of its jobs ends, its value kept as
-    :meth:`state` of that worker (e.g. how many voices it has prepared)."""
+class ProcessExecutor(Executor):
+    """Requests run on ``workers`` processes, each with the model ``load()`` gives. ``on_ready(name)``:
+    called (in the reader thread) when a worker has loaded it; ``probe(model)``: picklable, run in a
+    worker as each of its jobs ends, kept as its :meth:`state` (e.g. how many voices it has prepared)."""
 
     def __init__(self, load: Callable[[], Any], workers: int = 1, *, max_batch: int = 8,
                  max_queue: int | None = None, name: str = "the worker processes",
                  on_ready: Callable[[str], None] | None = None,
                  probe: Callable[[Any], Any] | None = None) -> None:
-        self.load, self.size, self.name = load, max(1, int(workers)), name
-        self.max_batch = max(1, int(max_batch))
-        self.max_queue = max_queue
-        self.on_ready = on_ready
-        self.probe = probe
+        super().__init__(name, max_batch, max_queue)
+        self.load, self.size = load, max(1, int(workers))
+        self.on_ready, self.probe = on_ready, probe
         self._state: dict[str, Any] = {}
-        self.closed = False
         self.load_error: BaseException | None = None
         self._context = multiprocessing.get_context("spawn")
         self._lock = threading.RLock()
         self._workers: list[_Worker] = []
         self._spawned = 0
-        self._next_key = 0
         self._wake_r, self._wake_w = self._context.Pipe(duplex=False)
         for _ in range(self.size):
             self._spawn()
@@ -173,22 +152,13 @@ class ProcessExecutor:
         return self._state.get(name)
 
     # -- submitting -------------------------------------------------------------------------
-    def submit(self, request: Any, *, task: Any = "tts", mode: Any = "offline",
-               session_options: dict[str, Any] | None = None, owner: str = "",
-               deadline_s: float | None = None, worker: int | None = None) -> Job:
-        """Send ``request`` to a worker (the ``worker``-th, else the least loaded) and return its job at
-        once; :class:`Busy` when that worker holds ``max_batch + max_queue`` requests already. Bad task,
-        mode or options end the job with the error (they are checked in the worker, with the model)."""
-        return self.submit_all([request], task=task, mode=mode, session_options=session_options, owner=owner,
-                               deadline_s=deadline_s, worker=worker)[0]
-
     def submit_all(self, requests: Sequence[Any], *, task: Any = "tts", mode: Any = "offline",
                    session_options: dict[str, Any] | None = None, owner: str = "",
                    deadline_s: float | None = None, worker: int | None = None) -> list[Job]:
-        """``requests`` to one worker together (they join its batch at the same step)."""
-        if deadline_s is not None and not deadline_s > 0:
-            raise UsageError(f"a deadline must be more than 0 s (got {deadline_s:g})",
-                             hint="pass a positive number of seconds")
+        """Send ``requests`` together to a worker (the ``worker``-th, else the least loaded), to join its
+        batch at the same step; :class:`Busy` when it would hold more than :attr:`capacity`. Bad task,
+        mode or options end the jobs with the error (the worker checks them, with the model)."""
+        check_deadline(deadline_s)
         kwargs = {"task": task, "mode": mode, "session_options": session_options, "owner": owner,
                   "deadline_s": deadline_s}
         with self._lock:
@@ -200,33 +170,25 @@ class ProcessExecutor:
                 raise UsageError(f"{self.name} have all stopped", hint="make a new ProcessExecutor")
             chosen = (min(self._workers, key=lambda w: len(w.jobs)) if worker is None
                       else self._workers[worker])
-            bound = None if self.max_queue is None else self.max_batch + self.max_queue
-            if bound is not None and len(chosen.jobs) + len(requests) > bound:
+            if self.capacity is not None and len(chosen.jobs) + len(requests) > self.capacity:
                 raise Busy(f"{chosen.name} is busy: it holds {len(chosen.jobs)} requests, its queue is full",
                            retry_after=retry_after(1.0, len(chosen.jobs), self.max_batch), reason="queue",
                            waiting=max(0, len(chosen.jobs) - self.max_batch))
-            jobs = []
-            for _ in requests:
-                key = self._next_key
-                self._next_key += 1
-                job = Job(key, owner, on_cancel=lambda j, w=chosen: self._send(w, ("cancel", j.key,
-                                                                                   j.cancelled_by)))
-                chosen.jobs[key] = job
-                jobs.append(job)
-            for job, request in zip(jobs, requests):
-                self._send(chosen, ("submit", job.key, request, kwargs))
-        return jobs
 
-    def _send(self, worker: _Worker, message: tuple | None) -> None:
-        self._outbox.put((worker, message))
+            def cancel(job: Job) -> None:
+                self._outbox.put((chosen, ("cancel", job.key, job.cancelled_by)))
+
+            jobs = [Job(next(self._keys), owner, on_cancel=cancel) for _ in requests]
+            chosen.jobs.update((job.key, job) for job in jobs)
+            for job, request in zip(jobs, requests):
+                self._outbox.put((chosen, ("submit", job.key, request, kwargs)))
+        return jobs
 
     def _deliver(self) -> None:
         while (item := self._outbox.get()) is not None:
             worker, message = item
-            try:
+            with contextlib.suppress(OSError, ValueError):  # its pipe is closed: the reader fails its jobs
                 worker.conn.send(message)
-            except (OSError, ValueError):  # its pipe is closed: the reader fails its jobs
-                pass
 
     # -- the reader -------------------------------------------------------------------------
     def _read(self) -> None:
@@ -260,9 +222,8 @@ class ProcessExecutor:
         elif message[0] == "event":
             _, key, event, error = message
             with self._lock:
-                job = worker.jobs.get(key)
-                if job is not None and (error is not None or event.is_final):
-                    del worker.jobs[key]
+                final = error is not None or event.is_final
+                job = worker.jobs.pop(key, None) if final else worker.jobs.get(key)
             if job is not None:
                 job.deliver(RowEvent(key, event, error))
         elif message[0] == "state":
@@ -308,30 +269,25 @@ class ProcessExecutor:
         child.close()
         worker = _Worker(name, process, parent)
         self._workers.insert(len(self._workers) if index is None else index, worker)
-        try:
+        with contextlib.suppress(OSError, AttributeError):
             self._wake_w.send(None)  # the reader waits on the new worker's pipe too
-        except (OSError, AttributeError):
-            pass
 
     # -- closing ----------------------------------------------------------------------------
     def close(self, timeout: float = 5.0) -> None:
-        """Stop the workers: ask each to finish (their jobs end cancelled), then terminate those still
-        there after ``timeout`` seconds."""
+        """Ask each worker to finish (their jobs end cancelled); terminate those left after ``timeout`` s."""
         with self._lock:
             if self.closed:
                 return
             self.closed = True
             workers = list(self._workers)
         for worker in workers:
-            self._send(worker, None)
+            self._outbox.put((worker, None))
         for worker in workers:
             worker.process.join(timeout=timeout)
-            if worker.process.is_alive():
-                worker.process.terminate()
-                worker.process.join(timeout=5)
-            if worker.process.is_alive():
-                worker.process.kill()
-                worker.process.join()
+            for stop in (worker.process.terminate, worker.process.kill):
+                if worker.process.is_alive():
+                    stop()
+                    worker.process.join(timeout=5)
         self._outbox.put(None)
         self._sender.join(timeout=10)
         self._reader.join(timeout=10)

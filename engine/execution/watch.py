@@ -1,9 +1,7 @@
 """The jobs a front end is waiting on, so that Ctrl-C or SIGTERM cancels them: the one cancellation path
-of the command line (``audiocpp``, ``audiocpp batch``, ``audiocpp book``), as a leaving client's is the
-server's. The signal handler (cli/main.py) calls :func:`cancel_watched` with a :class:`~.jobs.Cancelled`
-that names the signal: every watched job's row leaves its batch at the next step, whatever the main
-thread does next (it unwinds as before: the front end removes what it had half written and exits with
-128 + the signal's number)."""
+of the command line, as a leaving client's is the server's. The signal handler (cli/main.py) calls
+:func:`cancel_watched` with a :class:`~.jobs.Cancelled` naming the signal; the main thread then unwinds
+as before (removes what it had half written, exits with 128 + the signal's number)."""
 
 from __future__ import annotations
 
@@ -29,21 +27,20 @@ def watched(job: Job) -> Iterator[Job]:
         job.cancel()
         raise
     finally:
-        with _LOCK:
-            _WATCHED.pop(id(job), None)
+        _forget(job)
 
 
 def watch(job: Job) -> Job:
     """Watch ``job`` until it ends (for jobs whose waiting is spread over callbacks: a runner's queue)."""
     with _LOCK:
         _WATCHED[id(job)] = job
-
-    def forget(done: Job) -> None:
-        with _LOCK:
-            _WATCHED.pop(id(done), None)
-
-    job.add_done_callback(forget)
+    job.add_done_callback(_forget)
     return job
+
+
+def _forget(job: Job) -> None:
+    with _LOCK:
+        _WATCHED.pop(id(job), None)
 
 
 def cancel_watched(why: Cancelled) -> int:
