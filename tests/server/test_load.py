@@ -210,6 +210,13 @@ async def _sampled(batching: Batching, samples: list[int], stop: asyncio.Event) 
         await asyncio.sleep(0.01)
 
 
+#: How far a client's clock of first pieces may be out of order: its one event loop reads 256 streams on a
+#: busy 2-core machine, and pieces of one step that arrive in one poll are read in file-descriptor order
+#: (measured: 0.3 s once under load). Serving a key's requests out of order shows as seconds: they start
+#: over the whole run, ~12 s.
+JITTER_S = 1.0
+
+
 def test_256_streams_are_all_answered_in_order_per_key_without_a_thread_each(batching: Batching) -> None:
     per_key = 256 // KEYS
 
@@ -240,9 +247,10 @@ def test_256_streams_are_all_answered_in_order_per_key_without_a_thread_each(bat
     assert [status for status, _, _ in runs.values()] == [200] * 256
     for (key, n), (_, audio, _) in runs.items():
         assert audio == lone[(key + n) % KEYS], f"key {key}'s request {n}: not its lone audio"
-    for key in range(KEYS):
+    for key in range(KEYS):  # a key's n-th request starts no later than its (n+1)-th, to the client's jitter
         firsts = [runs[key, n][2] for n in range(per_key)]
-        assert firsts == sorted(firsts), f"key {key}'s requests did not start in the order they were admitted"
+        late = max(max(firsts[:n]) - firsts[n] for n in range(1, per_key))  # how far one overtook an earlier
+        assert late < JITTER_S, f"key {key}'s requests started out of admission order by {late:.2f} s"
     most = max(samples)
     print(f"server threads: {before} before the 256 streams, at most {most} with them in flight")
     assert most <= before + 4, (before, most)
