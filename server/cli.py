@@ -200,16 +200,11 @@ def check_ray_args(args: ServeArgs) -> None:
 
 def check_ray(args: ServeArgs) -> None:
     """What ``--ray`` / ``--ray-address`` need before anything is imported or started: every flag
-    (exit 2 for a bad one), the server extra and Ray Serve (one usage error naming the extra)."""
-    check_args(args)
-    require_extra()
-    require_ray_serve()
-
-
-def require_ray_serve() -> None:
-    """Ray Serve, or one usage error (exit 2) naming the ``ray`` extra."""
+    (exit 2 for a bad one), the server extra and Ray Serve (one usage error naming the ``ray`` extra)."""
     from audiocpp.engine.ray_cluster import import_ray
 
+    check_args(args)
+    require_extra()
     import_ray("--ray and --ray-address", ("ray.serve",), "Ray Serve")
 
 
@@ -219,10 +214,11 @@ class Planned:
     limits, access log and TLS files."""
 
     voices: object
-    models: list
+    models: list  # (name, plan, session options) per model
     keys: object = None
     limits: object = None
     access_log: object = None
+    arguments: list = field(default_factory=list)  # the ModelArg of each model, in the same order
 
 
 def plan_security(args: ServeArgs, salt: bytes) -> tuple[object, object]:
@@ -268,9 +264,12 @@ def check_tls(args: ServeArgs) -> None:
                          "matches it, without a passphrase") from None
 
 
-def plan(args: ServeArgs) -> Planned:
+def plan(args: ServeArgs, *, cluster: bool = False) -> Planned:
     """Flags, options, the voices folder and every model planned (names downloaded, families
-    detected, options checked), nothing loaded: every usage error comes before the port is bound."""
+    detected, options checked), nothing loaded: every usage error comes before the port is bound.
+    ``cluster``: for Ray Serve, whose voice store and access log are the cluster's (none made here)."""
+    import secrets
+
     from audiocpp.engine.spec.options import parse_key_values
 
     from .served_models import ModelArg, plan_models
@@ -281,18 +280,20 @@ def plan(args: ServeArgs) -> Planned:
     load_options = parse_key_values(args.load_options, flag="--load-option")
     voices_dir = args.voices_dir or default_voices_dir()
     try:
-        voices = VoiceStore(voices_dir)
+        voices = None if cluster else VoiceStore(voices_dir)
     except OSError as error:
         raise UsageError(f"cannot use --voices-dir {str(voices_dir)!r}: {error.strerror or error}") from None
-    keys, limits = plan_security(args, voices.salt)
+    # the cluster's salt is its voice store's: the checks need none
+    keys, limits = plan_security(args, secrets.token_bytes(32) if voices is None else voices.salt)
     check_tls(args)
     access_log = None
-    if args.access_log is not None:
+    if args.access_log is not None and not cluster:
         from .audit import AccessLog
 
         access_log = AccessLog(args.access_log, log_text=args.log_text)
-    models = plan_models([ModelArg.parse(m) for m in args.models], args.family, session_options, load_options)
-    return Planned(voices, models, keys, limits, access_log)
+    arguments = [ModelArg.parse(m) for m in args.models] or [ModelArg(None)]
+    models = plan_models(arguments, args.family, session_options, load_options)
+    return Planned(voices, models, keys, limits, access_log, arguments)
 
 
 def generic_max_batch(device: str) -> int:
@@ -362,7 +363,16 @@ def build_state(args: ServeArgs, planned: Planned | None = None):
                        side_pool=True, **extra)
 
 
+def install_signals(handlers: dict) -> dict:
+    """Install ``handlers`` (signal -> handler); returns the handlers they replaced, which
+    ``install_signals(previous)`` puts back (a local server's SIGHUP, ``serve --ray``'s signals)."""
+    import signal
+
+    return {sig: signal.signal(sig, handler) for sig, handler in handlers.items()}
+
+
 def serve(args: ServeArgs) -> None:
+    import contextlib
     import signal
 
     from .auth import is_loopback, say
@@ -372,49 +382,37 @@ def serve(args: ServeArgs) -> None:
                          hint="call check_ray(args) and then ray_serve.serve_on_ray(args)")
     require_extra()
     planned = plan(args)  # every flag, option and model checked before a port is bound
-    sockets = []
-    holder: dict[str, object] = {}
+    state = None
 
     def on_sighup(signum: int, frame: object) -> None:  # the keys file and the access log, again
-        state = holder.get("state")
         if state is not None:
-            state.request_reload()  # type: ignore[attr-defined]
+            state.request_reload()
 
-    previous = signal.signal(signal.SIGHUP, on_sighup) if hasattr(signal, "SIGHUP") else None
-    try:
-        sock = listen(args.host, args.port) if args.http else None
-        if sock is not None:
-            sockets.append(sock)
+    with contextlib.ExitStack() as stack:
+        previous = install_signals({signal.SIGHUP: on_sighup} if hasattr(signal, "SIGHUP") else {})
+        stack.callback(install_signals, previous)
+        sock = stack.enter_context(listen(args.host, args.port)) if args.http else None
         wyoming_host = args.wyoming_host or "127.0.0.1"
-        wyoming_sock = (listen(wyoming_host, args.wyoming_port, flag="--wyoming-port")
-                        if args.wyoming_port is not None else None)
-        if wyoming_sock is not None:
-            sockets.append(wyoming_sock)
+        wyoming_sock = None
+        if args.wyoming_port is not None:
+            wyoming_sock = stack.enter_context(listen(wyoming_host, args.wyoming_port, flag="--wyoming-port"))
             if not is_loopback(wyoming_host):
                 say(f"warning: Wyoming listens on {wyoming_host}, beyond this machine, and Wyoming has no "
                     "authentication: anyone who reaches its port can synthesize with the served models and "
                     "the shared voices; let only Home Assistant reach it (a firewall, a private network)")
         state = build_state(args, planned)
-        holder["state"] = state
         names = ", ".join(f"{n} ({m.family}, {m.model.sample_rate} Hz)" for n, m in state.models.items())
         say(f"{names}; voices in {state.voices.folder}")
         if state.keys is not None and state.keys.enabled:
             say(f"API keys: {state.keys.describe()}" + (f" (keys file {args.api_keys_file}, reloaded on "
                                                          "SIGHUP)" if args.api_keys_file else ""))
-        try:
-            if sock is not None:
-                _run_http(args, state, sock, wyoming_sock)
-            else:
-                _run_wyoming(state, wyoming_sock)
-        finally:
-            state.shutdown()
-            if state.access_log is not None:
-                state.access_log.close()
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGHUP, previous)
-        for s in sockets:
-            s.close()
+        if state.access_log is not None:
+            stack.callback(state.access_log.close)
+        stack.callback(state.shutdown)
+        if sock is not None:
+            _run_http(args, state, sock, wyoming_sock)
+        else:
+            _run_wyoming(state, wyoming_sock)
 
 
 def _announce_wyoming(sock: socket.socket, state) -> None:

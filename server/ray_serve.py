@@ -57,11 +57,11 @@ from audiocpp.engine.ray_cluster import ModelActor
 from audiocpp.engine.records import AudioBuffer, TaskResult, VoiceReference
 
 from .auth import ENV_VAR, say
-from .cli import ServeArgs, check_args, check_tls, model_worker, parse_autoscale, plan_security
+from .cli import Planned, ServeArgs, install_signals, model_worker, parse_autoscale, plan, plan_security
 from .errors import ApiError, Busy
 from .metrics import Series, ServerMetrics
 from .scheduler import Cancelled, Job, as_asyncio
-from .served_models import ModelArg, ServedModel, plan_models
+from .served_models import ServedModel
 from .service import api_error, job_items
 from .speech import SpeechPlan
 from .voices import REFERENCE_RE, StoredVoice, VoiceStore, write_private
@@ -164,32 +164,17 @@ def _keyed(args: ServeArgs) -> bool:
                 or os.environ.get(ENV_VAR))
 
 
-def plan_cluster(args: ServeArgs) -> list[tuple[ModelArg, str, Any, dict[str, str]]]:
-    """Every flag, option, key and model checked, nothing loaded and nothing started: (model argument,
-    name, plan, session options) per model."""
-    from audiocpp.engine.spec.options import parse_key_values
-
-    check_args(args)
-    session_options = parse_key_values(args.session_options, flag="--session-option")
-    load_options = parse_key_values(args.load_options, flag="--load-option")
-    plan_security(args, secrets.token_bytes(32))  # the salt is the cluster store's; the checks need none
-    check_tls(args)
-    arguments = [ModelArg.parse(m) for m in args.models] or [ModelArg(None)]
-    planned = plan_models(arguments, args.family, session_options, load_options)
-    return [(arg, name, plan, sess) for arg, (name, plan, sess) in zip(arguments, planned)]
-
-
 def app_builder(config: dict) -> Any:
     """The application from the serve flags (:func:`builder_args`): what ``--print-config``'s
     ``import_path`` names, so that ``serve run`` / ``serve deploy`` build the same app as ``--ray``."""
     args = args_from(dict(config or {}))
-    planned = plan_cluster(args)
+    planned = plan(args, cluster=True)
     keyed = _keyed(args)
     models = {}
-    for arg, name, plan, sess in planned:
-        info = {"name": name, "model": arg.model, "family": plan.family, "session_options": dict(sess),
-                "load_options": dict(plan.load_options), "demo": plan.demo, "keyed": keyed}
-        models[name] = ModelDeployment.options(**model_options(args, name, plan)).bind(config, info)
+    for arg, (name, plan_, sess) in zip(planned.arguments, planned.models):
+        info = {"name": name, "model": arg.model, "family": plan_.family, "session_options": dict(sess),
+                "load_options": dict(plan_.load_options), "demo": plan_.demo, "keyed": keyed}
+        models[name] = ModelDeployment.options(**model_options(args, name, plan_)).bind(config, info)
     return Ingress.options(**ingress_options(args)).bind(config, models)
 
 
@@ -552,8 +537,8 @@ class RemoteServedModel(ServedModel):
         return self._ask("phonemize", text, language)
 
 
-def _replica_gone(error: BaseException) -> bool:
-    return isinstance(error, (RayActorError, ActorUnavailableError, ReplicaUnavailableError))
+#: What a replica that died raises at the ingress.
+_REPLICA_GONE = (RayActorError, ActorUnavailableError, ReplicaUnavailableError)
 
 
 class RemoteWorker:
@@ -605,56 +590,58 @@ class RemoteWorker:
     async def _run(self, call: SpeechPlan, keep_audio: bool, job: Job, future: Future) -> None:
         self.in_flight += 1
         try:
-            streamed = False
-            for attempt in range(self.RESUBMITS + 1):
-                admitted = False
-                self.routing += 1
-                response = self.streaming.speak.remote(call, keep_audio)
-                job.attach(response)  # a client that goes away cancels the call (its row on the replica)
-                try:
-                    async for item in response:
-                        kind = item[0]
-                        if kind == "admitted":
-                            admitted = True
-                            self.routing -= 1
-                            job.headers["x-audiocpp-replica"] = str(item[1])
-                        elif kind == "audio":
-                            streamed = True
-                            job.emit(item)
-                        elif kind == "done":
-                            future.set_result((item[1], item[2]))
-                            return
-                        elif kind == "cancelled":
-                            future.set_exception(Cancelled("the client went away"))
-                            return
-                        else:
-                            _raise_error(item)
-                    raise ApiError(500, "internal error: the replica's stream ended without a result",
-                                   code="internal_error")
-                except BaseException as error:  # noqa: BLE001 - every outcome ends the request's future
-                    stopped = (RequestCancelledError, TaskCancelledError, asyncio.CancelledError)
-                    if job.cancelled.is_set() and isinstance(error, stopped):
-                        future.set_exception(Cancelled("the client went away"))
-                        return
-                    if _replica_gone(error) and not streamed and attempt < self.RESUBMITS:
-                        self.resubmitted += 1  # nothing reached the client: a live replica runs it again
-                        continue
-                    future.set_exception(self._failure(error))
-                    if isinstance(error, asyncio.CancelledError):
-                        raise
-                    return
-                finally:
-                    if not admitted:
-                        self.routing -= 1
+            future.set_result(await self._stream(call, keep_audio, job))
+        except BaseException as error:  # noqa: BLE001 - every outcome ends the request's future
+            future.set_exception(self._failure(error, job))
+            if isinstance(error, asyncio.CancelledError) and not job.cancelled.is_set():
+                raise
         finally:
             self.in_flight -= 1
-            if not future.done():
-                future.set_exception(Cancelled("stopped"))
 
-    def _failure(self, error: BaseException) -> BaseException:
+    async def _stream(self, call: SpeechPlan, keep_audio: bool, job: Job) -> tuple[TaskResult, bytes]:
+        """The request on a replica: its pieces emitted, its (result, bytes) returned; sent again while
+        its replica dies before its first piece."""
+        streamed = False
+        for attempt in range(self.RESUBMITS + 1):
+            admitted = False
+            self.routing += 1
+            response = self.streaming.speak.remote(call, keep_audio)
+            job.attach(response)  # a client that goes away cancels the call (its row on the replica)
+            try:
+                async for item in response:
+                    if item[0] == "admitted":
+                        admitted = True
+                        self.routing -= 1
+                        job.headers["x-audiocpp-replica"] = str(item[1])
+                    elif item[0] == "audio":
+                        streamed = True
+                        job.emit(item)
+                    elif item[0] == "done":
+                        return item[1], item[2]
+                    elif item[0] == "cancelled":
+                        raise Cancelled("the client went away")
+                    else:
+                        _raise_error(item)
+                raise ApiError(500, "internal error: the replica's stream ended without a result",
+                               code="internal_error")
+            except _REPLICA_GONE:
+                if streamed or attempt == self.RESUBMITS:
+                    raise
+                self.resubmitted += 1  # nothing reached the client: a live replica runs it again
+            finally:
+                if not admitted:
+                    self.routing -= 1
+        raise AssertionError("unreachable")
+
+    def _failure(self, error: BaseException, job: Job) -> BaseException:
+        stopped = (RequestCancelledError, TaskCancelledError, asyncio.CancelledError)
+        if job.cancelled.is_set() and isinstance(error, stopped):
+            return Cancelled("the client went away")
+        if isinstance(error, asyncio.CancelledError):
+            return Cancelled("stopped")
         if isinstance(error, (ApiError, Cancelled)):
             return error
-        if _replica_gone(error):
+        if isinstance(error, _REPLICA_GONE):
             return ApiError(503, f"the replica of model {self.name!r} serving this request stopped (Ray "
                             f"Serve restarts it); retry in {RETRY_AFTER_DEAD_S} s",
                             code="replica_unavailable", headers={"Retry-After": str(RETRY_AFTER_DEAD_S)})
@@ -663,8 +650,6 @@ class RemoteWorker:
         if isinstance(error, DeploymentUnavailableError):
             return ApiError(503, f"model {self.name!r} has no replica that can serve (its deployment failed)",
                             code="model_unavailable", headers={"Retry-After": str(10)})
-        if isinstance(error, asyncio.CancelledError):
-            return Cancelled("stopped")
         return error
 
     def shutdown(self) -> None:
@@ -689,12 +674,8 @@ class ClusterMetrics(ServerMetrics):
                                                                                 return_exceptions=True)
             except Exception:  # noqa: BLE001 - a broadcast that failed as a whole: the last reports stay
                 continue
-            live = {}
-            for report in results:
-                if isinstance(report, dict):
-                    live[report["replica"]] = report
-                    self.seen[(name, report["replica"])] = report
-            worker.reports = live
+            worker.reports = {report["replica"]: report for report in results if isinstance(report, dict)}
+            self.seen.update({(name, replica): report for replica, report in worker.reports.items()})
         try:
             status = await asyncio.to_thread(serve.status)
             app = status.applications.get(APP_NAME)
@@ -797,20 +778,20 @@ def http_options(args: ServeArgs) -> dict[str, Any]:
     return options
 
 
-def config_file(args: ServeArgs, planned: list) -> dict[str, Any]:
+def config_file(args: ServeArgs, planned: Planned) -> dict[str, Any]:
     """The Ray Serve config file (``ServeDeploySchema``) of this command line."""
     from ray.serve.schema import DeploymentSchema
 
     fields = DeploymentSchema.model_fields  # options only the code sets (the retry count) stay there
     deployments = [{k: v for k, v in options.items() if k in fields}
-                   for options in [ingress_options(args)] + [model_options(args, name, plan)
-                                                             for _arg, name, plan, _sess in planned]]
+                   for options in [ingress_options(args)] + [model_options(args, name, plan_)
+                                                             for name, plan_, _sess in planned.models]]
     return {"proxy_location": "EveryNode", "http_options": http_options(args),
             "applications": [{"name": APP_NAME, "route_prefix": "/", "import_path": IMPORT_PATH,
                               "args": builder_args(args, env_keys=False), "deployments": deployments}]}
 
 
-def print_config(args: ServeArgs, planned: list) -> None:
+def print_config(args: ServeArgs, planned: Planned) -> None:
     import yaml
 
     if args.api_keys or args.admin_keys:
@@ -856,37 +837,58 @@ def _deploy_failure(error: BaseException) -> AudiocppError:
 
 def serve_on_ray(args: ServeArgs) -> None:
     """``audiocpp serve --ray`` / ``--ray-address``: deploy the app, serve until Ctrl-C or SIGTERM, drain
-    up to ``--drain-s``, delete it, and stop the local Ray instance this command started."""
+    up to ``--drain-s``, delete it, and stop the local Ray instance this command started.
+
+    SIGINT / SIGTERM: while starting, the start is abandoned (and cleaned up); while serving, the app
+    drains and stops (a second one cuts the drain short). SIGHUP: the ingress reloads its keys file and
+    access log. The handlers stay until Ray is left, so that cleaning up is never interrupted."""
     import logging
 
     from audiocpp.engine.ray_cluster import connect, disconnect
 
     from .cli import listen
 
-    planned = plan_cluster(args)
+    planned = plan(args, cluster=True)
     if args.print_config:
         print_config(args, planned)
         return
-    for _arg, name, plan, _sess in planned:
-        if plan.note:
-            print(f"note: {plan.note.replace('using', 'serving', 1)} as {name!r}", file=sys.stderr)
+    for name, plan_, _sess in planned.models:
+        if plan_.note:
+            print(f"note: {plan_.note.replace('using', 'serving', 1)} as {name!r}", file=sys.stderr)
     if not args.ray_address:  # the proxy listens on this machine: a taken port fails at once
         listen(args.host, args.port).close()
     config = builder_args(args)
-    deployed = False
-    serve_was_running = False
-    signals = _Signals()
+    deployed = serve_was_running = serving = False
+    stop, again = threading.Event(), threading.Event()
+    previous: dict = {}
+
+    def on_stop(signum: int, frame: object) -> None:
+        if stop.is_set():
+            again.set()
+            return
+        stop.set()
+        if not serving:  # out of the (blocking) deployment, into the clean-up
+            say("stopped before the application was serving")
+            raise SystemExit(128 + signum)
+
+    def on_hup(signum: int, frame: object) -> None:
+        try:
+            serve.get_deployment_handle(INGRESS, APP_NAME).broadcast("reload").results(timeout_s=10)
+        except Exception as error:  # noqa: BLE001 - said, and serving goes on
+            say(f"the ingress did not reload: {error}")
+
     try:
         # --ray: a new local instance ("local": not one found running on this machine, nor $RAY_ADDRESS)
         connect(ray, args.ray_address or "local", namespace=NAMESPACE)
-        signals.install()  # over Ray's own handler, which aborts the process at a Ctrl-C or SIGTERM
+        # over Ray's own handlers, which abort the process at a Ctrl-C or SIGTERM
+        previous = install_signals({signal.SIGINT: on_stop, signal.SIGTERM: on_stop, signal.SIGHUP: on_hup})
         for name in ("ray", "ray.serve"):
             logging.getLogger(name).setLevel(logging.WARNING)
         serve_was_running = _serve_running()
         serve.start(proxy_location="HeadOnly", http_options=http_options(args))
         where = f"Ray at {args.ray_address}" if args.ray_address else "a local Ray instance"
         say(f"deploying on {where}: " + ", ".join(
-            f"{name} ({_replicas_text(args)})" for _a, name, _p, _s in planned) + "...")
+            f"{name} ({_replicas_text(args)})" for name, _p, _s in planned.models) + "...")
         deployed = True
         try:
             serve.run(app_builder(config), name=APP_NAME, route_prefix="/")
@@ -895,10 +897,10 @@ def serve_on_ray(args: ServeArgs) -> None:
         scheme = "https" if args.ssl_certfile else "http"
         print(f"audiocpp serve: listening on {scheme}://{args.host}:{args.port} (Ray Serve application "
               f"{APP_NAME!r}; playground at /)", file=sys.stderr, flush=True)
-        signals.serving = True  # from here a signal drains and stops; a second one cuts the drain short
-        while not signals.stop.wait(0.5):
+        serving = True  # from here a signal drains and stops; a second one cuts the drain short
+        while not stop.wait(0.5):
             pass
-        _drain(args.drain_s, signals.again)
+        _drain(args.drain_s, again)
     finally:
         if deployed:
             with contextlib.suppress(Exception):  # already gone
@@ -910,44 +912,7 @@ def serve_on_ray(args: ServeArgs) -> None:
             with contextlib.suppress(Exception):
                 serve.shutdown()
         disconnect(ray, ray.is_initialized())  # this command joined or started Ray: it leaves or stops it
-        signals.restore()
-
-
-class _Signals:
-    """SIGINT / SIGTERM: while starting, the start is abandoned (and cleaned up); while serving, ``stop``
-    (a second one: ``again``). SIGHUP: the ingress reloads its keys file and access log. Kept until Ray is
-    left, so that cleaning up is never interrupted."""
-
-    def __init__(self) -> None:
-        self.stop = threading.Event()
-        self.again = threading.Event()
-        self.serving = False
-        self.previous: dict[int, Any] = {}
-
-    def _on_stop(self, signum: int, frame: object) -> None:
-        if self.stop.is_set():
-            self.again.set()
-            return
-        self.stop.set()
-        if not self.serving:  # out of the (blocking) deployment, into the clean-up
-            say("stopped before the application was serving")
-            raise SystemExit(128 + signum)
-
-    def _on_hup(self, signum: int, frame: object) -> None:
-        try:
-            serve.get_deployment_handle(INGRESS, APP_NAME).broadcast("reload").results(timeout_s=10)
-        except Exception as error:  # noqa: BLE001 - said, and serving goes on
-            say(f"the ingress did not reload: {error}")
-
-    def install(self) -> None:
-        for sig, handler in ((signal.SIGINT, self._on_stop), (signal.SIGTERM, self._on_stop),
-                             (signal.SIGHUP, self._on_hup)):
-            self.previous[sig] = signal.signal(sig, handler)
-
-    def restore(self) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
-        self.previous.clear()
+        install_signals(previous)
 
 
 def _serve_running() -> bool:
