@@ -107,11 +107,9 @@ def run_ray(job: JobSpec, items: list[Item], record: Record, on_ready: Callable[
             batch_size=batch_size,
             batch_format="numpy",
         )
-        first = True
-        for result in dataset.iter_rows():
-            if first:
+        for index, result in enumerate(dataset.iter_rows()):
+            if index == 0:
                 on_ready()
-                first = False
             done = decode(result)
             if "load_error" in done.row:
                 raise_load_failure(done.row["load_error"])
@@ -127,10 +125,8 @@ def run_ray(job: JobSpec, items: list[Item], record: Record, on_ready: Callable[
 def _explain(error: Exception) -> Exception:
     """A Ray failure as the audiocpp error inside it when there is one."""
     cause: BaseException | None = error
-    seen = 0
-    while cause is not None and seen < 10:
-        if isinstance(cause, AudiocppError):
-            return cause
+    for _ in range(10):
+        if cause is None or isinstance(cause, AudiocppError):
+            return cause or error
         cause = getattr(cause, "cause", None) or cause.__cause__
-        seen += 1
     return error

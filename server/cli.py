@@ -246,6 +246,14 @@ def plan_security(args: ServeArgs, salt: bytes) -> tuple[object, object]:
     return keys, Limits(rate, audio)
 
 
+def tls_options(args: ServeArgs) -> dict[str, str]:
+    """``--ssl-certfile`` / ``--ssl-keyfile`` as uvicorn's (and Ray Serve's HTTP proxy's) options."""
+    if args.ssl_certfile is None or args.ssl_keyfile is None:
+        return {}
+    return {"ssl_certfile": str(Path(args.ssl_certfile).expanduser()),
+            "ssl_keyfile": str(Path(args.ssl_keyfile).expanduser())}
+
+
 def check_tls(args: ServeArgs) -> None:
     """The certificate and key load (a clear error before anything else, not uvicorn's traceback)."""
     if args.ssl_certfile is None or args.ssl_keyfile is None:
@@ -296,19 +304,13 @@ def plan(args: ServeArgs, *, cluster: bool = False) -> Planned:
     return Planned(voices, models, keys, limits, access_log, arguments)
 
 
-def generic_max_batch(device: str) -> int:
-    """The batch size of a family that has measured none of its own (``FamilyPlugin.max_batch``)."""
-    from audiocpp.engine.plugin import FamilyPlugin
-
-    return FamilyPlugin.max_batch.get(device, 8)
-
-
 def effective_max_batch(args: ServeArgs, name: str, model) -> int:
     """One model's batch size: the family's on its device without ``--max-batch``; an explicit value
     above a size the family measured smaller than the generic one (OmniVoice on the CPU: 1; bigger
     batches there gain 0.99-1.10x for 4-8x each request's latency, docs/batching.md) capped to it with a
     notice, unless ``--max-batch-force``. A family at the generic size has measured no limit: as given."""
     from audiocpp.engine.device import device_of
+    from audiocpp.engine.plugin import FamilyPlugin
 
     from .auth import say
 
@@ -317,7 +319,7 @@ def effective_max_batch(args: ServeArgs, name: str, model) -> int:
     if wanted is None:
         return measured
     device = device_of(model.load_options).type
-    if args.max_batch_force or wanted <= measured or measured >= generic_max_batch(device):
+    if args.max_batch_force or wanted <= measured or measured >= FamilyPlugin.max_batch.get(device, 8):
         return wanted
     say(f"--max-batch {wanted} capped to {measured} for {name}: batching {model.family} on {device} does not "
         f"pay beyond {measured} (measured: docs/batching.md); add --max-batch-force to use {wanted}")
@@ -435,8 +437,7 @@ def _run_http(args: ServeArgs, state, sock: socket.socket, wyoming_sock: socket.
     from .auth import install_redaction
 
     app = create_app(state, wyoming_socket=wyoming_sock)
-    tls = {"ssl_certfile": str(Path(args.ssl_certfile).expanduser()),
-           "ssl_keyfile": str(Path(args.ssl_keyfile).expanduser())} if args.ssl_certfile else {}
+    tls = tls_options(args)
     # h11 and asyncio whatever else is installed (Ray Serve's extra brings uvicorn[standard]: httptools,
     # uvloop): the parser's limits and answers are the ones the server's tests and docs describe
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level, http="h11",

@@ -69,6 +69,7 @@ from .voices import REFERENCE_RE, StoredVoice, VoiceStore, write_private
 APP_NAME = "audiocpp"
 NAMESPACE = "audiocpp"
 INGRESS = "ingress"
+STORE = f"{APP_NAME}-voices"  # the cluster's voice store: a named, detached actor
 IMPORT_PATH = "audiocpp.server.ray_serve:app_builder"
 #: How a replica whose model did not load says why (one line of JSON after it, in Ray's status message).
 LOAD_FAILURE = "audiocpp-load-failure: "
@@ -287,15 +288,11 @@ class VoiceStoreActor:
             self.store.save_prompt(voice, voice.folder / "prompts" / filename, _PromptBytes(data))
 
 
-def store_name(app: str = APP_NAME) -> str:
-    return f"{app}-voices"
-
-
-def voice_store_actor(voices_dir: Path | None, app: str = APP_NAME) -> Any:
+def voice_store_actor(voices_dir: Path | None) -> Any:
     """The cluster's voice store (made by whoever asks first): detached, restarted by Ray when it dies
     (from the same folder: it is pinned to the head node), no CPU of its own."""
     remote = ray.remote(VoiceStoreActor)
-    return remote.options(name=store_name(app), namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+    return remote.options(name=STORE, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
                           max_restarts=-1, max_task_retries=3, num_cpus=0,
                           resources={"node:__internal_head__": 0.001}).remote(
         str(voices_dir) if voices_dir is not None else None)
@@ -462,16 +459,12 @@ class ModelReplica(ModelActor):
     async def speak(self, call: SpeechPlan, keep_audio: bool = False):
         """``("admitted", replica)``, the audio pieces ``("audio", bytes, samples, words)``, then
         ``("done", result, bytes)``; or ``("error", status, message, param, code, headers)``."""
-        try:
-            plan = await asyncio.to_thread(self._plan, call)
-        except BaseException as error:  # noqa: BLE001 - told to the ingress
-            yield _error_item(error)
-            return
         job = Job(asyncio.get_running_loop())
         try:
+            plan = await asyncio.to_thread(self._plan, call)
             future = as_asyncio(self.worker.submit_speech(plan, job, self.voices))
-        except ApiError as error:  # the replica's queue (or the key's share of it) is full
-            yield _error_tuple(error)
+        except BaseException as error:  # noqa: BLE001 - told to the ingress (a full queue: its 429)
+            yield _error_item(error)
             return
         yield ("admitted", self.replica)
         try:
@@ -771,11 +764,9 @@ ModelDeployment = serve.deployment(ModelReplica)
 
 # -- the command line --------------------------------------------------------------------------------------
 def http_options(args: ServeArgs) -> dict[str, Any]:
-    options: dict[str, Any] = {"host": args.host, "port": args.port}
-    if args.ssl_certfile is not None and args.ssl_keyfile is not None:
-        options["ssl_certfile"] = str(Path(args.ssl_certfile).expanduser())
-        options["ssl_keyfile"] = str(Path(args.ssl_keyfile).expanduser())
-    return options
+    from .cli import tls_options
+
+    return {"host": args.host, "port": args.port, **tls_options(args)}
 
 
 def config_file(args: ServeArgs, planned: Planned) -> dict[str, Any]:
@@ -803,32 +794,21 @@ def print_config(args: ServeArgs, planned: Planned) -> None:
                      "# as a KubeRay RayService's serveConfigV2 (docs/server.md: On a Ray cluster)\n" + text)
 
 
-def load_failure(text: str) -> AudiocppError | None:
-    """The engine's error a replica whose model did not load reported, from Ray's status message."""
-    match = re.search(re.escape(LOAD_FAILURE) + r"(\{.*?\})\s*$", text, re.MULTILINE)
-    if match is None:
-        return None
-    try:
-        data = json.loads(match.group(1))
-        return AudiocppError(f"model {data['model']!r} did not load on its Ray Serve replica: "
-                             f"{data['message']}", hint=data.get("hint"))
-    except (ValueError, KeyError, TypeError):
-        return None
-
-
 def _deploy_failure(error: BaseException) -> AudiocppError:
+    """Why the application did not start: the engine's error a replica whose model did not load reported
+    (:class:`ModelLoadFailed`, in Ray's status messages), else the last line of Ray's."""
     texts = [str(error)]
-    try:
+    with contextlib.suppress(Exception):  # the controller's status is extra detail only
         app = serve.status().applications.get(APP_NAME)
         if app is not None:
-            texts.append(app.message)
-            texts += [d.message for d in app.deployments.values()]
-    except Exception:  # noqa: BLE001 - the controller's status is extra detail only
-        pass
+            texts += [app.message] + [d.message for d in app.deployments.values()]
     for text in texts:
-        found = load_failure(text or "")
-        if found is not None:
-            return found
+        match = re.search(re.escape(LOAD_FAILURE) + r"(\{.*?\})\s*$", text or "", re.MULTILINE)
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            if match is not None:
+                data = json.loads(match.group(1))
+                return AudiocppError(f"model {data['model']!r} did not load on its Ray Serve replica: "
+                                     f"{data['message']}", hint=data.get("hint"))
     first = next((t for t in texts if t), str(error))
     last = first.strip().splitlines()[-1][:500] if first.strip() else type(error).__name__
     return AudiocppError(f"the Ray Serve application did not start: {last}",
@@ -884,7 +864,8 @@ def serve_on_ray(args: ServeArgs) -> None:
         previous = install_signals({signal.SIGINT: on_stop, signal.SIGTERM: on_stop, signal.SIGHUP: on_hup})
         for name in ("ray", "ray.serve"):
             logging.getLogger(name).setLevel(logging.WARNING)
-        serve_was_running = _serve_running()
+        with contextlib.suppress(ValueError):  # Ray Serve runs already: it is left running at the end
+            serve_was_running = bool(ray.get_actor("SERVE_CONTROLLER_ACTOR", namespace="serve"))
         serve.start(proxy_location="HeadOnly", http_options=http_options(args))
         where = f"Ray at {args.ray_address}" if args.ray_address else "a local Ray instance"
         say(f"deploying on {where}: " + ", ".join(
@@ -907,21 +888,12 @@ def serve_on_ray(args: ServeArgs) -> None:
                 serve.delete(APP_NAME)
         if ray.is_initialized():
             with contextlib.suppress(Exception):  # never made, or already gone
-                ray.kill(ray.get_actor(store_name(), namespace=NAMESPACE))
+                ray.kill(ray.get_actor(STORE, namespace=NAMESPACE))
         if ray.is_initialized() and args.ray_address and not serve_was_running:
             with contextlib.suppress(Exception):
                 serve.shutdown()
         disconnect(ray, ray.is_initialized())  # this command joined or started Ray: it leaves or stops it
         install_signals(previous)
-
-
-def _serve_running() -> bool:
-    """Whether Ray Serve runs on the cluster already (then it is left running at the end)."""
-    try:
-        ray.get_actor("SERVE_CONTROLLER_ACTOR", namespace="serve")
-        return True
-    except ValueError:
-        return False
 
 
 def _replicas_text(args: ServeArgs) -> str:
