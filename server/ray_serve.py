@@ -160,17 +160,12 @@ def _lifecycle(args: ServeArgs) -> dict[str, Any]:
             "health_check_period_s": 2.0, "health_check_timeout_s": 30.0}
 
 
-def _keyed(args: ServeArgs) -> bool:
-    return bool(args.api_keys or args.admin_keys or args.api_keys_file or args.env_keys
-                or os.environ.get(ENV_VAR))
-
-
 def app_builder(config: dict) -> Any:
     """The application from the serve flags (:func:`builder_args`): what ``--print-config``'s
     ``import_path`` names, so that ``serve run`` / ``serve deploy`` build the same app as ``--ray``."""
     args = args_from(dict(config or {}))
     planned = plan(args, cluster=True)
-    keyed = _keyed(args)
+    keyed = planned.keys.enabled  # type: ignore[attr-defined]  # as a single server's (cli.build_state)
     models = {}
     for arg, (name, plan_, sess) in zip(planned.arguments, planned.models):
         info = {"name": name, "model": arg.model, "family": plan_.family, "session_options": dict(sess),
@@ -236,11 +231,18 @@ class VoiceStoreActor:
             return _error_tuple(error)
 
     def _out(self, value: Any) -> Any:
-        """A store's answer as it crosses the cluster: each voice as a RemoteVoice (None if deleted
-        meanwhile: left out of a list)."""
+        """A store's answer as it crosses the cluster: each voice as a RemoteVoice, named by where it is in
+        the store and carrying its content hash (None if deleted meanwhile: left out of a list)."""
         if isinstance(value, list):
             return [v for v in map(self._out, value) if v is not None]
-        return self._remote(value) if isinstance(value, StoredVoice) else value
+        if not isinstance(value, StoredVoice):
+            return value
+        digest = self._digest(value)
+        if digest is None:
+            return None
+        folder = Path("/cluster-voices") / (f"@{value.owner}" if value.owner else "") / value.name
+        return RemoteVoice(**{**vars(value), "folder": folder, "reference": folder / value.reference.name},
+                           digest=digest)
 
     def _digest(self, voice: StoredVoice) -> str | None:
         try:
@@ -251,14 +253,6 @@ class VoiceStoreActor:
             return self._digests[key]
         except OSError:  # deleted meanwhile
             return None
-
-    def _remote(self, voice: StoredVoice) -> RemoteVoice | None:
-        digest = self._digest(voice)
-        if digest is None:
-            return None
-        folder = Path("/cluster-voices") / (f"@{voice.owner}" if voice.owner else "") / voice.name
-        return RemoteVoice(**{**vars(voice), "folder": folder, "reference": folder / voice.reference.name},
-                           digest=digest)
 
     def _current(self, name: str, owner: str | None, digest: str, filename: str | None) -> Any:
         """The stored voice, if it still is the one with this content hash (and ``filename``, unless
@@ -386,7 +380,9 @@ def _light(result: TaskResult, keep_audio: bool) -> TaskResult:
 class ModelLoadFailed(RuntimeError):
     """A replica whose model did not load: the engine's message, as one line Ray's status carries."""
 
-    def __init__(self, name: str, error: AudiocppError) -> None:
+    def __init__(self, name: str, error: BaseException | None) -> None:
+        if not isinstance(error, AudiocppError):
+            error = AudiocppError(f"{type(error).__name__}: {error}")
         detail = {"model": name, "message": error.message, "hint": error.hint}
         super().__init__(LOAD_FAILURE + json.dumps(detail))
 
@@ -401,10 +397,7 @@ class ModelReplica(ModelActor):
         super().__init__(info["model"], info["family"], info["load_options"], default_demo=True)
         self.name = info["name"]
         if self.failure is not None or self.model is None:  # the deployment fails once, with the message
-            error = self.failure
-            if not isinstance(error, AudiocppError):
-                error = AudiocppError(f"{type(error).__name__}: {error}")
-            raise ModelLoadFailed(self.name, error) from None
+            raise ModelLoadFailed(self.name, self.failure) from None
         self.served = ServedModel(self.name, self.model, dict(info["session_options"]), demo=self.demo)
         self.served.make_checker()
         try:
@@ -670,13 +663,12 @@ class ClusterMetrics(ServerMetrics):
             worker.reports = {report["replica"]: report for report in results if isinstance(report, dict)}
             self.seen.update({(name, replica): report for replica, report in worker.reports.items()})
         try:
-            status = await asyncio.to_thread(serve.status)
-            app = status.applications.get(APP_NAME)
-            for name in self.workers:
-                deployment = app.deployments.get(deployment_name(name)) if app is not None else None
-                self.ray_states[name] = ({str(getattr(k, "value", k)): int(v)
-                                          for k, v in deployment.replica_states.items()}
-                                         if deployment is not None else {})
+            app = (await asyncio.to_thread(serve.status)).applications.get(APP_NAME)
+            deployments = app.deployments if app is not None else {}
+            states = {name: getattr(deployments.get(deployment_name(name)), "replica_states", {})
+                      for name in self.workers}
+            self.ray_states = {name: {str(getattr(k, "value", k)): int(v) for k, v in replicas.items()}
+                               for name, replicas in states.items()}
         except Exception:  # noqa: BLE001 - the controller did not answer: the counts are left out
             self.ray_states = {}
 
