@@ -829,7 +829,6 @@ def serve_on_ray(args: ServeArgs) -> None:
             print(f"note: {plan_.note.replace('using', 'serving', 1)} as {name!r}", file=sys.stderr)
     if not args.ray_address:  # the proxy listens on this machine: a taken port fails at once
         listen(args.host, args.port).close()
-    config = builder_args(args)
     deployed = serve_was_running = serving = False
     stop, again = threading.Event(), threading.Event()
     previous: dict = {}
@@ -850,8 +849,7 @@ def serve_on_ray(args: ServeArgs) -> None:
             say(f"the ingress did not reload: {error}")
 
     try:
-        # --ray: a new local instance ("local": not one found running on this machine, nor $RAY_ADDRESS)
-        connect(ray, args.ray_address or "local", namespace=NAMESPACE)
+        connect(ray, args.ray_address, namespace=NAMESPACE)  # --ray: a local Ray instance of its own
         # over Ray's own handlers, which abort the process at a Ctrl-C or SIGTERM
         previous = install_signals({signal.SIGINT: on_stop, signal.SIGTERM: on_stop, signal.SIGHUP: on_hup})
         for name in ("ray", "ray.serve"):
@@ -864,7 +862,7 @@ def serve_on_ray(args: ServeArgs) -> None:
             f"{name} ({_replicas_text(args)})" for name, _p, _s in planned.models) + "...")
         deployed = True
         try:
-            serve.run(app_builder(config), name=APP_NAME, route_prefix="/")
+            serve.run(app_builder(builder_args(args)), name=APP_NAME, route_prefix="/")
         except (RuntimeError, DeploymentUnavailableError) as error:
             raise _deploy_failure(error) from None
         scheme = "https" if args.ssl_certfile else "http"
