@@ -39,10 +39,8 @@ class LocalRunner:
         finished: queue.Queue[tuple[Item, Done]] = queue.Queue()
         with warnings.catch_warnings():
             quiet_engine_warnings()  # each chunk's warnings come back in its Done
-            for item in items:  # watched: Ctrl-C and SIGTERM cancel them (cli/main.py)
-                job = self.synth.submit(item, "local", lambda done, item=item: finished.put((item, done)))
-                if job is not None:
-                    watch(job)
+            for job in self.synth.submit(items, "local", lambda i, done: finished.put((items[i], done))):
+                watch(job)  # Ctrl-C and SIGTERM cancel it (cli/main.py)
             for _ in items:
                 while True:
                     try:  # a timeout, so that Ctrl-C is seen while the batch runs

@@ -116,9 +116,7 @@ class ModelWorker:
         self.executor = model.executor(max_batch=rows, window_s=window_s)
         self.executor.configure(max_queue=self.capacity - rows, admission=Admission(max_queue_per_key))
         self.executor.name = f"model {name!r}"
-        self.executor.on_group = on_group
-        if on_join is not None:
-            self.executor.on_join = lambda job: on_join((job.joined or job.submitted) - job.submitted)
+        self.executor.on_group, self.executor.on_join = on_group, on_join
         self._tasks: set[asyncio.Task] = set()
 
     @property

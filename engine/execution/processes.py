@@ -125,7 +125,7 @@ class ProcessExecutor(Executor):
         self._reader.start()
         # every message to a worker goes through one sender thread: a SimpleQueue's put never blocks and
         # may be called from a signal handler (Ctrl-C cancels watched jobs while the main thread sends)
-        self._outbox: queue.SimpleQueue[tuple[_Worker, tuple | None] | None] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[tuple[_Worker | None, tuple | None] | None] = queue.SimpleQueue()
         self._sender = threading.Thread(target=self._deliver, name="audiocpp-pool-sender", daemon=True)
         self._sender.start()
 
@@ -174,19 +174,23 @@ class ProcessExecutor(Executor):
                 raise Busy(f"{chosen.name} is busy: it holds {len(chosen.jobs)} requests, its queue is full",
                            retry_after=retry_after(1.0, len(chosen.jobs), self.max_batch), reason="queue",
                            waiting=max(0, len(chosen.jobs) - self.max_batch))
-
-            def cancel(job: Job) -> None:
-                self._outbox.put((chosen, ("cancel", job.key, job.cancelled_by)))
-
-            jobs = [Job(next(self._keys), owner, on_cancel=cancel) for _ in requests]
+            jobs = [Job(next(self._keys), owner, self) for _ in requests]
             chosen.jobs.update((job.key, job) for job in jobs)
             for job, request in zip(jobs, requests):
                 self._outbox.put((chosen, ("submit", job.key, request, kwargs)))
         return jobs
 
+    def cancel_job(self, job: Job) -> None:
+        self._outbox.put((None, ("cancel", job.key, job.cancelled_by)))  # no lock: a signal handler calls it
+
     def _deliver(self) -> None:
         while (item := self._outbox.get()) is not None:
             worker, message = item
+            if worker is None:  # a cancellation, for the worker that holds the job (if it still runs)
+                with self._lock:
+                    worker = next((w for w in self._workers if message[1] in w.jobs), None)
+                if worker is None:
+                    continue
             with contextlib.suppress(OSError, ValueError):  # its pipe is closed: the reader fails its jobs
                 worker.conn.send(message)
 
