@@ -42,12 +42,11 @@ class KeyBusy(ApiError):
 
 
 class Job:
-    """One admitted request as the HTTP side sees it: its cancel flag and, when streaming, a queue of its
-    pieces in the event loop. Cancelling it cancels its engine job (:meth:`attach`)."""
+    """One admitted request as the HTTP side sees it: its cancel flag and, when streaming (given its event
+    loop), a queue of its pieces. Cancelling it cancels its engine job (:meth:`attach`)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.cancelled = threading.Event()
-        self.loop = loop
         self.items: asyncio.Queue[Any] | None = asyncio.Queue() if loop is not None else None
         self._engine_job: EngineJob | None = None
         self.emitted_bytes = 0  # audio bytes handed to the response so far
@@ -65,22 +64,13 @@ class Job:
             engine_job.cancel()
 
     def emit(self, item: Any) -> None:
-        """Hand ``item`` to the streaming response (from the event loop, or another thread)."""
-        if self.loop is None or self.items is None:
+        """Hand ``item`` to the streaming response (in its event loop: the synthesis reads its engine job
+        there, ``speech.synthesize``)."""
+        if self.items is None:
             return
         if isinstance(item, tuple) and len(item) > 1 and isinstance(item[1], bytes):
             self.emitted_bytes += len(item[1])
-        try:
-            here = asyncio.get_running_loop() is self.loop
-        except RuntimeError:
-            here = False
-        if here:
-            self.items.put_nowait(item)
-            return
-        try:
-            self.loop.call_soon_threadsafe(self.items.put_nowait, item)
-        except RuntimeError:  # the loop is closed: the server is shutting down
-            self.cancel()
+        self.items.put_nowait(item)
 
 
 def as_asyncio(future: Future | asyncio.Future) -> asyncio.Future:
