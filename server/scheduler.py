@@ -97,12 +97,9 @@ class ModelWorker:
         #: ``speech.synthesize``: what :meth:`submit_speech` runs (given by whoever builds the worker)
         self.synthesize = synthesize
         self.on_cancel = on_cancel
-        self.max_concurrency = max(1, int(max_concurrency))
-        self.max_queue = max(0, int(max_queue))
-        self.capacity = self.max_concurrency + self.max_queue
         self.max_batch = max(1, int(max_batch))
-        self.max_queue_per_key = max_queue_per_key  # None: no per-key share (a server without keys)
-        rows = min(self.max_batch, self.max_concurrency)
+        self.capacity = max(1, int(max_concurrency)) + max(0, int(max_queue))
+        rows = min(self.max_batch, max(1, int(max_concurrency)))
         self.executor = model.executor(max_batch=rows, window_s=window_s)
         self.executor.configure(max_queue=self.capacity - rows, admission=Admission(max_queue_per_key))
         self.executor.name = f"model {name!r}"

@@ -109,12 +109,11 @@ def _close_at_exit() -> None:
 class LocalExecutor(Executor):
     """Runs the requests submitted to one model as rows of one batch (see the module docstring)."""
 
-    def __init__(self, model: ExecutorModel, max_batch: int = 8, window_s: float = 0.0, *,
-                 max_queue: int | None = None, admission: Admission | None = None, name: str = "") -> None:
-        super().__init__(name or f"the {model.family} model", max_batch, max_queue)
+    def __init__(self, model: ExecutorModel, max_batch: int = 8) -> None:
+        super().__init__(f"the {model.family} model", max_batch, None)  # configure() sets the rest
         self.model = model
-        self.window_s = max(0.0, float(window_s))
-        self.admission = admission or Admission()
+        self.window_s = 0.0
+        self.admission = Admission()
         #: Observers (a server's metrics): every op group's size, and every join's seconds in the queue.
         self.on_group: Callable[[int], None] | None = None
         self.on_join: Callable[[float], None] | None = None
