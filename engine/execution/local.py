@@ -119,8 +119,7 @@ class LocalExecutor(Executor):
         self.on_join: Callable[[float], None] | None = None
         self._cond = threading.Condition()
         self._waiting: list[_Submission] = []
-        self._running: dict[Hashable, Job] = {}
-        self._joining = 0  # requests taken from the queue whose session is being made
+        self._running: dict[Hashable, Job] = {}  # rows of the batch, and one whose session is being made
         self._sessions: dict[Hashable, RowSession] = {}
         self._mean_wall = 1.0  # seconds a request spends in the batch: a running average, for retry_after
         self._thread: threading.Thread | None = None
@@ -142,7 +141,7 @@ class LocalExecutor(Executor):
     @property
     def active(self) -> int:
         """Requests running now (rows of the batch, and one whose session is being made)."""
-        return len(self._running) + self._joining
+        return len(self._running)
 
     @property
     def waiting(self) -> int:
@@ -276,18 +275,15 @@ class LocalExecutor(Executor):
                 job = self.admission.pick([s.job for s in self._waiting], running_by)
                 submission = next(s for s in self._waiting if s.job is job)
                 self._waiting.remove(submission)
-                self._joining += 1  # counted as running meanwhile: the queue's bound stays exact
+                self._running[job.key] = job  # running while its session is made (the bound stays exact)
             try:
                 _use_torch_threads(submission.torch_threads)  # before a new session's own `threads` option
                 session = submission.session or self._session(submission)
             except Exception as error:  # noqa: BLE001 - the job's own failure
                 with self._cond:
-                    self._joining -= 1
+                    del self._running[job.key]
                 job.deliver(RowEvent(job.key, error=error))
                 continue
-            with self._cond:
-                self._joining -= 1
-                self._running[job.key] = job
             queued_s = time.perf_counter() - job.submitted
             loop.add(job.key, session, submission.request, progress=submission.progress, queued_s=queued_s)
             if self.on_join is not None:
