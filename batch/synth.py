@@ -2,8 +2,8 @@
 
 The same class runs in a local worker process and in a Ray actor, so both paths build every
 request as the CLI does (``TaskRequest.from_inputs``) and give the CLI's audio for a seeded item. Items run
-as rows of one batch (``batch_size`` at once) on the model's executor (:meth:`Synthesizer.submit`; a Ray
-actor waits for its block: :meth:`Synthesizer.run_many`). Each item is prepared alone first, so its checks
+as rows of one batch (``batch_size`` at once) on the model's executor (:meth:`Synthesizer.run_many`: a Ray
+actor's block, ``audiocpp book``'s chunks). Each item is prepared alone first, so its checks
 and warnings (a reference cut at the cap) are its own, and a bad item fails alone.
 """
 
@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from audiocpp.engine.errors import AudiocppError, AudiocppWarning
-from audiocpp.engine.execution.jobs import Cancelled, Job
+from audiocpp.engine.execution.jobs import Cancelled
+from audiocpp.engine.execution.watch import watch
 from audiocpp.engine.records import AudioBuffer, WordTiming
 
 from .manifest import Item
@@ -171,31 +172,35 @@ class Synthesizer:
             failed = error_row(item, describe(error), time.perf_counter() - start)
             return PlannedItem(item, start, failed=failed)
 
-    def submit(self, items: list[Item], worker: str, on_done: Callable[[int, Done], None]) -> list[Job]:
+    def run_many(self, items: list[Item], worker: str = "",
+                 record: Callable[[Item, Done], None] | None = None) -> list[Done]:
         """``items`` as rows of the model's running batch, joining it at the same step (``batch_size`` at
-        once, the next joining as one leaves): their jobs. ``on_done(index, done)`` as each ends, from the
-        executor's thread (or here for an item whose request could not be built: it has no job)."""
+        once, the next joining as one leaves): their Done, in order, once all have ended; ``record(item,
+        done)`` as each ends, in this thread. The jobs are watched (Ctrl-C and SIGTERM cancel them,
+        engine/execution/watch.py); never raises for the items' own problems."""
         planned = [self.plan(item) for item in items]
         runnable = [i for i, p in enumerate(planned) if p.failed is None]
-        jobs: list[Job] = []
+        ended: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()  # (index, result or error)
+        for i in sorted(set(range(len(items))) - set(runnable)):
+            ended.put((i, None))
         if runnable:
             executor = self.model.executor(max_batch=max(1, self.job.batch_size))
             jobs = executor.submit_all([planned[i].request for i in runnable], deadline_s=self.job.timeout_s,
                                        sessions=[planned[i].session for i in runnable])
-        for i, p in enumerate(planned):
-            if p.failed is not None:
-                on_done(i, done_of(p, None, worker, voices_prepared(self.model)))
-        for i, job in zip(runnable, jobs):
-            job.add_done_callback(lambda j, p=planned[i], i=i: on_done(
-                i, done_of(p, j.outcome, worker, voices_prepared(self.model))))
-        return jobs
-
-    def run_many(self, items: list[Item], worker: str = "") -> list[Done]:
-        """The Done of each of ``items`` (:meth:`submit`), in order, once all have ended (a Ray actor's
-        block); never raises for the items' own problems."""
-        finished: queue.SimpleQueue[tuple[int, Done]] = queue.SimpleQueue()
-        self.submit(items, worker, lambda i, done: finished.put((i, done)))
-        return [done for _, done in sorted((finished.get() for _ in items), key=lambda pair: pair[0])]
+            for i, job in zip(runnable, jobs):
+                watch(job).add_done_callback(lambda j, i=i: ended.put((i, j.outcome)))
+        done: list[Any] = [None] * len(items)
+        for _ in items:
+            while True:
+                try:  # a timeout, so that Ctrl-C is seen while the batch runs
+                    i, outcome = ended.get(timeout=0.2)
+                    break
+                except queue.Empty:
+                    continue
+            done[i] = done_of(planned[i], outcome, worker, voices_prepared(self.model))
+            if record is not None:
+                record(items[i], done[i])
+        return done
 
 
 def use_threads(job: JobSpec) -> None:
