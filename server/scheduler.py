@@ -136,20 +136,18 @@ class ModelWorker:
             failed.set_exception(Cancelled("the server is shutting down") if self.executor.closed else error)
             return failed
         job.attach(engine_job)
-        task = loop.create_task(self._run(synthesize(plan, job, engine_job, voices), engine_job))
+        task = loop.create_task(synthesize(plan, job, engine_job, voices))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda _: self._ended(task, engine_job))
         return task
 
-    async def _run(self, work: Coroutine[Any, Any, Any], engine_job: EngineJob) -> Any:
-        try:
-            return await work
-        except Cancelled:
-            if self.on_cancel is not None:
-                self.on_cancel()
-            raise
-        finally:
-            engine_job.cancel()  # a no-op once it ended; stops the row when the task stops early
+    def _ended(self, task: asyncio.Task, engine_job: EngineJob) -> None:
+        """A synthesis ended: its row stops if the task stopped early (a no-op once the row ended), and
+        one that ended :class:`Cancelled` is counted."""
+        self._tasks.discard(task)
+        engine_job.cancel()
+        if self.on_cancel is not None and not task.cancelled() and isinstance(task.exception(), Cancelled):
+            self.on_cancel()
 
     def shutdown(self) -> None:
         """Drop queued work and stop running syntheses at their next step (their jobs end Cancelled)."""
