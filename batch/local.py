@@ -107,17 +107,15 @@ class LocalPool:
                 if chosen is None:
                     break
                 groups[worker], item = chosen
-                planned = PlannedItem(item, 0.0)
                 try:
-                    planned.request = request_of(item)
+                    request = request_of(item)
                 except Exception as error:  # noqa: BLE001 - a bad item fails alone
                     record(item, Done(error_row(item, describe(error)), None, pool.workers[worker]))
                     failed += 1
                     continue
-                job = pool.submit(planned.request, task=item.task, mode="offline",
-                                  session_options=self.job.session_options, deadline_s=self.job.timeout_s,
-                                  worker=worker)
-                planned.start = job.submitted
+                job = pool.submit(request, task=item.task, mode="offline", worker=worker,
+                                  session_options=self.job.session_options, deadline_s=self.job.timeout_s)
+                planned = PlannedItem(item, job.submitted)
                 held[worker][item.id] = item
                 watch(job)
                 job.add_done_callback(lambda j, w=worker, p=planned: events.put(("done", w, p, j.outcome)))

@@ -2,15 +2,15 @@
 
 The same class runs in a local worker process and in a Ray actor, so both paths build every
 request as the CLI does (``TaskRequest.from_inputs``) and give the CLI's audio for a seeded item. Items run
-as rows of one batch (``batch_size`` at once): a local worker feeds the model's executor as items
-arrive (:meth:`Synthesizer.submit`), a Ray actor submits its block to the same executor at once
-(:meth:`Synthesizer.run_many`). Each item is prepared alone first, so its checks and warnings (a
-reference cut at the cap) are its own, and a bad item fails alone.
+as rows of one batch (``batch_size`` at once) on the model's executor (:meth:`Synthesizer.run_many`: a Ray
+actor's block, ``audiocpp book``'s chunks). Each item is prepared alone first, so its checks
+and warnings (a reference cut at the cap) are its own, and a bad item fails alone.
 """
 
 from __future__ import annotations
 
 import json
+import queue
 import time
 import warnings
 from collections.abc import Callable
@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from audiocpp.engine.errors import AudiocppError, AudiocppWarning
-from audiocpp.engine.execution.jobs import Cancelled, Job
+from audiocpp.engine.execution.jobs import Cancelled
+from audiocpp.engine.execution.watch import watch
 from audiocpp.engine.records import AudioBuffer, WordTiming
 
 from .manifest import Item
@@ -171,39 +172,35 @@ class Synthesizer:
             failed = error_row(item, describe(error), time.perf_counter() - start)
             return PlannedItem(item, start, failed=failed)
 
-    def finish(self, planned: PlannedItem, result: Any, worker: str) -> Done:
-        """The item's Done from its result (a TaskResult, or the error that ended it)."""
-        return done_of(planned, result, worker, voices_prepared(self.model))
-
-    def run_many(self, items: list[Item], worker: str = "") -> list[Done]:
-        """``items`` as rows of one batch: submitted together to the model's executor (the one
-        :meth:`submit` feeds), so they join its batch at the same step (``batch_size`` at once, the
-        next joining as one leaves); in order; never raises for the items' own problems."""
+    def run_many(self, items: list[Item], worker: str = "",
+                 record: Callable[[Item, Done], None] | None = None) -> list[Done]:
+        """``items`` as rows of the model's running batch, joining it at the same step (``batch_size`` at
+        once, the next joining as one leaves): their Done, in order, once all have ended; ``record(item,
+        done)`` as each ends, in this thread. The jobs are watched (Ctrl-C and SIGTERM cancel them,
+        engine/execution/watch.py); never raises for the items' own problems."""
         planned = [self.plan(item) for item in items]
-        runnable = [p for p in planned if p.failed is None]
-        outcomes: dict[int, Any] = {}
+        runnable = [i for i, p in enumerate(planned) if p.failed is None]
+        ended: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()  # (index, result or error)
+        for i in sorted(set(range(len(items))) - set(runnable)):
+            ended.put((i, None))
         if runnable:
             executor = self.model.executor(max_batch=max(1, self.job.batch_size))
-            jobs = executor.submit_all([p.request for p in runnable], sessions=[p.session for p in runnable],
-                                       deadline_s=self.job.timeout_s)
-            for p, job in zip(runnable, jobs):
-                try:
-                    outcomes[id(p)] = job.result()
-                except Exception as error:  # noqa: BLE001 - the item's own failure, in its row
-                    outcomes[id(p)] = error
-        return [self.finish(p, outcomes.get(id(p)), worker) for p in planned]
-
-    def submit(self, item: Item, worker: str, on_done: Callable[[Done], None]) -> Job | None:
-        """Let ``item`` join the model's running batch; ``on_done(done)`` is called when it ends
-        (from the executor's thread, or here when its request could not be built: then no job)."""
-        planned = self.plan(item)
-        if planned.failed is not None:
-            on_done(self.finish(planned, None, worker))
-            return None
-        executor = self.model.executor(max_batch=max(1, self.job.batch_size))
-        job = executor.submit(planned.request, session=planned.session, deadline_s=self.job.timeout_s)
-        job.add_done_callback(lambda j: on_done(self.finish(planned, j.outcome, worker)))
-        return job
+            jobs = executor.submit_all([planned[i].request for i in runnable], deadline_s=self.job.timeout_s,
+                                       sessions=[planned[i].session for i in runnable])
+            for i, job in zip(runnable, jobs):
+                watch(job).add_done_callback(lambda j, i=i: ended.put((i, j.outcome)))
+        done: list[Any] = [None] * len(items)
+        for _ in items:
+            while True:
+                try:  # a timeout, so that Ctrl-C is seen while the batch runs
+                    i, outcome = ended.get(timeout=0.2)
+                    break
+                except queue.Empty:
+                    continue
+            done[i] = done_of(planned[i], outcome, worker, voices_prepared(self.model))
+            if record is not None:
+                record(items[i], done[i])
+        return done
 
 
 def use_threads(job: JobSpec) -> None:

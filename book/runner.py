@@ -11,7 +11,6 @@ manifest.
 
 from __future__ import annotations
 
-import queue
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -31,25 +30,13 @@ class LocalRunner:
 
     def run(self, items: list[Item], record: Record, on_ready: Callable[[], None]) -> None:
         from audiocpp.batch.synth import Synthesizer, quiet_engine_warnings
-        from audiocpp.engine.execution.watch import watch
 
         if self.synth is None:
             self.synth = Synthesizer(self.job)
         on_ready()
-        finished: queue.Queue[tuple[Item, Done]] = queue.Queue()
         with warnings.catch_warnings():
             quiet_engine_warnings()  # each chunk's warnings come back in its Done
-            for item in items:  # watched: Ctrl-C and SIGTERM cancel them (cli/main.py)
-                job = self.synth.submit(item, "local", lambda done, item=item: finished.put((item, done)))
-                if job is not None:
-                    watch(job)
-            for _ in items:
-                while True:
-                    try:  # a timeout, so that Ctrl-C is seen while the batch runs
-                        record(*finished.get(timeout=0.2))
-                        break
-                    except queue.Empty:
-                        continue
+            self.synth.run_many(items, "local", record)  # watched: Ctrl-C and SIGTERM cancel them
 
     def close(self) -> None:
         if self.synth is not None:

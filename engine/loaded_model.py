@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import queue
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Sequence
@@ -11,7 +10,8 @@ from typing import Any
 
 from .cache import ContentCache
 from .errors import UsageError, did_you_mean
-from .execution import BatchResults, LocalExecutor, RowEvent
+from .execution import BatchLoop, BatchResults, Cancelled, LocalExecutor, RowEvent
+from .execution.jobs import check_deadline
 from .guard import _CREATE, ModelGuard, guarded, model_guard
 from .metrics import Stopwatch
 from .records import AudioBuffer, TaskRequest, VoicePrompt
@@ -107,18 +107,36 @@ class LoadedModel(ABC):
 
     def run_batch(self, rows: Sequence[tuple[Session, TaskRequest]], *, return_exceptions: bool = False,
                   max_batch: int | None = None, deadline_s: float | None = None) -> BatchResults:
-        """The results of :meth:`stream_batch`, in row order, with the batch's ``wall_s``; a failing
-        row raises its error (``return_exceptions``: the error takes its place, the others go on);
-        ``deadline_s``: each row is cancelled that many seconds from now unless it has ended."""
-        clock = Stopwatch()
+        """The results of ``rows`` as one batch (``max_batch`` as in :meth:`stream_batch`), in row order,
+        with the batch's ``wall_s``; a failing row raises its error (``return_exceptions``: the error takes
+        its place, the others go on); ``deadline_s``: each row still running that many seconds from now is
+        cancelled. Run by the calling thread (holding the model's guard), so torch's thread-local state
+        around it (a dispatch mode counting ops, a profiler) sees the batch's ops."""
+        check_deadline(deadline_s)
+        if any(getattr(session, "model", self) is not self for session, _ in rows):
+            raise UsageError(f"a session must belong to the model that runs it (the {self.family} model)")
+        clock, waiting = Stopwatch(), list(enumerate(rows))[::-1]
         results = BatchResults([None] * len(rows))
-        stream = self.stream_batch(rows, max_batch=max_batch, deadline_s=deadline_s)
-        with contextlib.closing(stream):
-            for event in stream:
-                if event.error is not None and not return_exceptions:
-                    raise event.error
-                if event.is_final:
-                    results[event.key] = event.error or event.event.result  # type: ignore[union-attr]
+        limit = len(rows) if max_batch is None else max(1, int(max_batch))
+        late = None if deadline_s is None else Cancelled(f"the deadline of {deadline_s:g} s passed",
+                                                         deadline_s=deadline_s)
+        with model_guard(self).held(what="the model"):
+            loop = BatchLoop()
+            try:
+                while waiting or len(loop):
+                    passed = deadline_s is not None and clock.elapsed() >= deadline_s
+                    while waiting and (passed or len(loop) < limit):  # past the deadline, every row leaves
+                        index, (session, request) = waiting.pop()
+                        loop.add(index, session, request, queued_s=clock.elapsed())
+                    for index in range(len(rows)) if passed else ():
+                        loop.cancel(index, late)
+                    for event in loop.step():
+                        if event.error is not None and not return_exceptions:
+                            raise event.error
+                        if event.is_final:
+                            results[event.key] = event.error or event.event.result  # type: ignore[union-attr]
+            finally:
+                loop.close()
         results.wall_s = clock.elapsed()
         return results
 

@@ -42,12 +42,11 @@ class KeyBusy(ApiError):
 
 
 class Job:
-    """One admitted request as the HTTP side sees it: its cancel flag and, when streaming, a queue of its
-    pieces in the event loop. Cancelling it cancels its engine job (:meth:`attach`)."""
+    """One admitted request as the HTTP side sees it: its cancel flag and, when streaming (given its event
+    loop), a queue of its pieces. Cancelling it cancels its engine job (:meth:`attach`)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.cancelled = threading.Event()
-        self.loop = loop
         self.items: asyncio.Queue[Any] | None = asyncio.Queue() if loop is not None else None
         self._engine_job: EngineJob | None = None
         self.emitted_bytes = 0  # audio bytes handed to the response so far
@@ -65,22 +64,13 @@ class Job:
             engine_job.cancel()
 
     def emit(self, item: Any) -> None:
-        """Hand ``item`` to the streaming response (from the event loop, or another thread)."""
-        if self.loop is None or self.items is None:
+        """Hand ``item`` to the streaming response (in its event loop: the synthesis reads its engine job
+        there, ``speech.synthesize``)."""
+        if self.items is None:
             return
         if isinstance(item, tuple) and len(item) > 1 and isinstance(item[1], bytes):
             self.emitted_bytes += len(item[1])
-        try:
-            here = asyncio.get_running_loop() is self.loop
-        except RuntimeError:
-            here = False
-        if here:
-            self.items.put_nowait(item)
-            return
-        try:
-            self.loop.call_soon_threadsafe(self.items.put_nowait, item)
-        except RuntimeError:  # the loop is closed: the server is shutting down
-            self.cancel()
+        self.items.put_nowait(item)
 
 
 def as_asyncio(future: Future | asyncio.Future) -> asyncio.Future:
@@ -107,18 +97,13 @@ class ModelWorker:
         #: ``speech.synthesize``: what :meth:`submit_speech` runs (given by whoever builds the worker)
         self.synthesize = synthesize
         self.on_cancel = on_cancel
-        self.max_concurrency = max(1, int(max_concurrency))
-        self.max_queue = max(0, int(max_queue))
-        self.capacity = self.max_concurrency + self.max_queue
         self.max_batch = max(1, int(max_batch))
-        self.max_queue_per_key = max_queue_per_key  # None: no per-key share (a server without keys)
-        rows = min(self.max_batch, self.max_concurrency)
+        self.capacity = max(1, int(max_concurrency)) + max(0, int(max_queue))
+        rows = min(self.max_batch, max(1, int(max_concurrency)))
         self.executor = model.executor(max_batch=rows, window_s=window_s)
         self.executor.configure(max_queue=self.capacity - rows, admission=Admission(max_queue_per_key))
         self.executor.name = f"model {name!r}"
-        self.executor.on_group = on_group
-        if on_join is not None:
-            self.executor.on_join = lambda job: on_join((job.joined or job.submitted) - job.submitted)
+        self.executor.on_group, self.executor.on_join = on_group, on_join
         self._tasks: set[asyncio.Task] = set()
 
     @property
@@ -151,20 +136,18 @@ class ModelWorker:
             failed.set_exception(Cancelled("the server is shutting down") if self.executor.closed else error)
             return failed
         job.attach(engine_job)
-        task = loop.create_task(self._run(synthesize(plan, job, engine_job, voices), engine_job))
+        task = loop.create_task(synthesize(plan, job, engine_job, voices))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda _: self._ended(task, engine_job))
         return task
 
-    async def _run(self, work: Coroutine[Any, Any, Any], engine_job: EngineJob) -> Any:
-        try:
-            return await work
-        except Cancelled:
-            if self.on_cancel is not None:
-                self.on_cancel()
-            raise
-        finally:
-            engine_job.cancel()  # a no-op once it ended; stops the row when the task stops early
+    def _ended(self, task: asyncio.Task, engine_job: EngineJob) -> None:
+        """A synthesis ended: its row stops if the task stopped early (a no-op once the row ended), and
+        one that ended :class:`Cancelled` is counted."""
+        self._tasks.discard(task)
+        engine_job.cancel()
+        if self.on_cancel is not None and not task.cancelled() and isinstance(task.exception(), Cancelled):
+            self.on_cancel()
 
     def shutdown(self) -> None:
         """Drop queued work and stop running syntheses at their next step (their jobs end Cancelled)."""

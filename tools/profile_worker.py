@@ -323,11 +323,9 @@ def main(argv: list[str]) -> int:
         batch = [replace(r, text=args.text) for r in batch]
 
     def synthesize() -> float:
-        """Seconds of audio of one run of the request(s), in this thread (the counting mode is the
-        thread's: an executor's worker thread would run the ops outside it)."""
-        from audiocpp.engine.execution.inline import run_here
-
-        return sum(result.audio.duration for result in run_here(model, [(session, r) for r in batch]))
+        """Seconds of audio of one run of the request(s), in this thread (``run_batch``: the counting mode
+        is the thread's, and an executor's worker thread would run the ops outside it)."""
+        return sum(result.audio.duration for result in model.run_batch([(session, r) for r in batch]))
 
     synthesize()  # warm-up, before the stages are wrapped (lazy per-dtype networks)
     stages = Stages(session, STAGES[args.family])

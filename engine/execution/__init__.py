@@ -6,9 +6,10 @@ the job it gets back (docs/architecture.md, "Execution").
 - :mod:`.loop`: :class:`BatchLoop`, the rows of one batch advanced together (one thread, no locks);
 - :mod:`.local`: :class:`LocalExecutor`, in this process (``model.executor()``, ``run_batch``);
 - :mod:`.processes`: ``ProcessExecutor``, worker processes each running a :class:`LocalExecutor`;
-- :mod:`.watch`: the jobs a command waits on, cancelled by Ctrl-C and SIGTERM;
-- :mod:`.inline`: ``run_here``, a batch run by the calling thread (tools that need torch's
-  thread-local state around a synthesis: a dispatch mode counting ops, a profiler).
+- :mod:`.watch`: the jobs a command waits on, cancelled by Ctrl-C and SIGTERM.
+
+``LoadedModel.run_batch`` drives a :class:`BatchLoop` in the calling thread (no executor: torch's
+thread-local state around it, a profiler, sees the batch's ops).
 """
 
 from .jobs import Busy, Cancelled, Job, RowEvent

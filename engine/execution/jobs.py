@@ -65,31 +65,28 @@ class RowEvent:
 
 class Job:
     """One submitted request (see the module docstring). ``owner``: who asked (a server's key), for the
-    executor's admission policy; ``submitted`` / ``joined``: when it was queued and when it started."""
+    executor's admission policy; ``submitted``: when it was queued. Its ``executor`` is told of a cancel
+    (:meth:`Executor.cancel_job`) and checks that waiting cannot deadlock (:meth:`Executor.check_wait`)."""
 
-    def __init__(self, key: Hashable, owner: str = "", on_cancel: Callable[[Job], None] | None = None,
-                 sink: Callable[[RowEvent], None] | None = None,
-                 before_wait: Callable[[], None] | None = None) -> None:
-        self.key, self.owner = key, owner
-        self._before_wait = before_wait  # raises where waiting would deadlock (the executor's own thread)
+    def __init__(self, key: Hashable, owner: str = "", executor: Executor | None = None,
+                 sink: Callable[[RowEvent], None] | None = None) -> None:
+        self.key, self.owner, self._executor = key, owner, executor
         self._sink = sink  # where the events go instead of this job's own queue (a batch's shared stream)
         self.submitted = time.perf_counter()
-        self.joined: float | None = None
-        self._on_cancel = on_cancel
         self._cond = threading.Condition()
         self._items: deque[RowEvent] = deque()
-        self._loops: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        self._wakers: list[asyncio.Future] = []  # event loops waiting in __aiter__ for the next event
         self.done = self.cancelled = False  # read them, never set them
-        self.error: BaseException | None = None  # the error that ended the job
+        #: Without waiting: the result, or the error that ended the job, or None while it runs.
+        self.outcome: TaskResult | BaseException | None = None
         self._why: Cancelled | None = None
-        self._result: TaskResult | None = None
         self._callbacks: list[Callable[[Job], None]] = []
 
     # -- state ----------------------------------------------------------------------------------
     @property
-    def outcome(self) -> TaskResult | BaseException | None:
-        """Without waiting: the result, or the error that ended the job, or None while it runs."""
-        return self.error if self.error is not None else self._result
+    def error(self) -> BaseException | None:
+        """The error that ended the job (None while it runs, or when it succeeded)."""
+        return self.outcome if isinstance(self.outcome, BaseException) else None
 
     @property
     def cancelled_by(self) -> Cancelled:
@@ -103,8 +100,8 @@ class Job:
             return
         self._why = why
         self.cancelled = True
-        if self._on_cancel is not None:
-            self._on_cancel(self)
+        if self._executor is not None:
+            self._executor.cancel_job(self)
 
     def cancel_after(self, seconds: float) -> None:
         """Cancel the job ``seconds`` from now unless it has ended, with ``Cancelled(..., deadline_s=N)``.
@@ -131,8 +128,8 @@ class Job:
     def events(self, timeout: float | None = None) -> Iterator[StreamEvent]:
         """The request's stream events (audio pieces, then the final one) as they come; raises the
         request's error. ``timeout``: the most seconds to wait for each. Read them once."""
-        if self._before_wait is not None:
-            self._before_wait()
+        if self._executor is not None:
+            self._executor.check_wait()
         while True:
             with self._cond:
                 if not self._items and not self._cond.wait_for(lambda: bool(self._items), timeout):
@@ -144,36 +141,30 @@ class Job:
 
     async def __aiter__(self) -> AsyncIterator[StreamEvent]:
         loop = asyncio.get_running_loop()
-        ready = asyncio.Event()
-        with self._cond:
-            self._loops.append((loop, ready))
-        try:
-            while True:
-                with self._cond:
-                    item = self._items.popleft() if self._items else None
-                    if item is None:
-                        ready.clear()
-                if item is None:
-                    await ready.wait()
-                    continue
-                yield _unwrap(item)
-                if item.is_final:
-                    return
-        finally:
+        while True:
             with self._cond:
-                self._loops.remove((loop, ready))
+                item = self._items.popleft() if self._items else None
+                if item is None:
+                    woken = loop.create_future()
+                    self._wakers.append(woken)
+            if item is None:
+                await woken
+                continue
+            yield _unwrap(item)
+            if item.is_final:
+                return
 
     def result(self, timeout: float | None = None) -> TaskResult:
         """The final result (waits for it); raises the request's error."""
-        if self._before_wait is not None and not self.done:
-            self._before_wait()
+        if self._executor is not None and not self.done:
+            self._executor.check_wait()
         with self._cond:
             if not self._cond.wait_for(lambda: self.done, timeout):
                 raise TimeoutError(f"the job did not finish within {timeout} s")
-        if self.error is not None:
-            raise self.error
-        assert self._result is not None
-        return self._result
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        assert self.outcome is not None
+        return self.outcome
 
     # -- producing ------------------------------------------------------------------------------
     def deliver(self, event: RowEvent) -> None:
@@ -186,17 +177,15 @@ class Job:
                 self._items.append(event)
             if event.is_final:
                 self.done = True
-                self.error = event.error
-                if event.error is None:
-                    self._result = event.event.result  # type: ignore[union-attr]
+                self.outcome = event.error or event.event.result  # type: ignore[union-attr]
                 callbacks, self._callbacks = self._callbacks, []
-            loops = list(self._loops)
+            wakers, self._wakers = self._wakers, []
             self._cond.notify_all()
         if self._sink is not None:
             self._sink(event)
-        for loop, ready in loops:
+        for woken in wakers:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is reading any more
-                loop.call_soon_threadsafe(ready.set)
+                woken.get_loop().call_soon_threadsafe(lambda f=woken: f.done() or f.set_result(None))
         for callback in callbacks:
             callback(self)
 
@@ -244,6 +233,12 @@ class Executor:
 
     def submit_all(self, requests: Sequence[Any], **options: Any) -> list[Job]:
         raise NotImplementedError
+
+    def cancel_job(self, job: Job) -> None:
+        """``job`` was cancelled (:meth:`Job.cancel`): stop it at the next step."""
+
+    def check_wait(self) -> None:
+        """Raise where waiting on a job of this executor would wait forever."""
 
     def run(self, request: Any, **options: Any) -> TaskResult:
         """Submit and wait: the request's result."""

@@ -109,19 +109,17 @@ def _close_at_exit() -> None:
 class LocalExecutor(Executor):
     """Runs the requests submitted to one model as rows of one batch (see the module docstring)."""
 
-    def __init__(self, model: ExecutorModel, max_batch: int = 8, window_s: float = 0.0, *,
-                 max_queue: int | None = None, admission: Admission | None = None, name: str = "") -> None:
-        super().__init__(name or f"the {model.family} model", max_batch, max_queue)
+    def __init__(self, model: ExecutorModel, max_batch: int = 8) -> None:
+        super().__init__(f"the {model.family} model", max_batch, None)  # configure() sets the rest
         self.model = model
-        self.window_s = max(0.0, float(window_s))
-        self.admission = admission or Admission()
-        #: Observers (a server's metrics): every op group's size, and every join (the job).
+        self.window_s = 0.0
+        self.admission = Admission()
+        #: Observers (a server's metrics): every op group's size, and every join's seconds in the queue.
         self.on_group: Callable[[int], None] | None = None
-        self.on_join: Callable[[Job], None] | None = None
+        self.on_join: Callable[[float], None] | None = None
         self._cond = threading.Condition()
         self._waiting: list[_Submission] = []
-        self._running: dict[Hashable, _Submission] = {}
-        self._joining = 0  # requests taken from the queue whose session is being made
+        self._running: dict[Hashable, Job] = {}  # rows of the batch, and one whose session is being made
         self._sessions: dict[Hashable, RowSession] = {}
         self._mean_wall = 1.0  # seconds a request spends in the batch: a running average, for retry_after
         self._thread: threading.Thread | None = None
@@ -143,7 +141,7 @@ class LocalExecutor(Executor):
     @property
     def active(self) -> int:
         """Requests running now (rows of the batch, and one whose session is being made)."""
-        return len(self._running) + self._joining
+        return len(self._running)
 
     @property
     def waiting(self) -> int:
@@ -185,8 +183,7 @@ class LocalExecutor(Executor):
                 self.admission.check(owner, sum(1 for s in self._waiting if s.job.owner == owner), self)
             jobs = []
             for request, s in zip(requests, picked):
-                job = Job(next(self._keys), owner, on_cancel=self._cancelled, sink=sink,
-                          before_wait=self._refuse_inside)
+                job = Job(next(self._keys), owner, self, sink)
                 self._waiting.append(_Submission(job, s, args, request, progress))
                 jobs.append(job)
                 if deadline_s is not None:
@@ -207,7 +204,7 @@ class LocalExecutor(Executor):
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=30)
 
-    def _refuse_inside(self) -> None:
+    def check_wait(self) -> None:
         """Waiting on a job where its batch cannot run would wait forever: in the worker's own thread (a
         done-callback, a row program), or in a thread that holds the model's guard (a family hook)."""
         if threading.current_thread() is self._thread or model_guard(self.model).held_here:
@@ -215,7 +212,7 @@ class LocalExecutor(Executor):
                              "or holds the model)", hint="wait from another thread, or read the job's "
                              "outcome in a done-callback")
 
-    def _cancelled(self, job: Job) -> None:
+    def cancel_job(self, job: Job) -> None:
         """A waiting job leaves the queue at once (its place is free); a running one at the next step."""
         with self._cond:
             waiting = next((s for s in self._waiting if s.job is job), None)
@@ -240,31 +237,24 @@ class LocalExecutor(Executor):
                 self._run_batch()
 
     def _run_batch(self) -> None:
-        loop = BatchLoop()
-        loop.on_group = self.on_group
+        loop = BatchLoop(self.on_group)
         try:
             while True:
                 self._admit(loop)
                 if not len(loop):
                     return
-                for key, running in list(self._running.items()):
-                    if self.closed:
-                        loop.cancel(key, Cancelled("the executor was closed"))
-                    elif running.job.cancelled:
-                        loop.cancel(key, running.job.cancelled_by)
+                closed = Cancelled("the executor was closed") if self.closed else None
+                for key, job in list(self._running.items()):
+                    if closed or job.cancelled:
+                        loop.cancel(key, closed or job.cancelled_by)
                 for event in loop.step():
-                    running = self._running.get(event.key)
-                    if running is None:
-                        continue
-                    if event.is_final:
-                        del self._running[event.key]
-                        if event.error is None and running.job.joined is not None:  # for retry_after
-                            wall = time.perf_counter() - running.job.joined
-                            self._mean_wall = 0.8 * self._mean_wall + 0.2 * wall
-                    running.job.deliver(event)
+                    job = self._running.pop(event.key) if event.is_final else self._running[event.key]
+                    if event.event is not None and event.is_final:  # for retry_after
+                        self._mean_wall = 0.8 * self._mean_wall + 0.2 * event.event.result.metrics.wall_s
+                    job.deliver(event)
         except BaseException as error:  # the loop itself broke: every running request fails with it
-            for running in self._running.values():
-                running.job.deliver(RowEvent(running.job.key, error=error))
+            for job in self._running.values():
+                job.deliver(RowEvent(job.key, error=error))
             self._running.clear()
             raise
         finally:
@@ -281,30 +271,23 @@ class LocalExecutor(Executor):
                     return
                 if not self._waiting or len(loop) >= self.max_batch:
                     return
-                running_by = Counter(s.job.owner for s in self._running.values())
+                running_by = Counter(j.owner for j in self._running.values())
                 job = self.admission.pick([s.job for s in self._waiting], running_by)
                 submission = next(s for s in self._waiting if s.job is job)
                 self._waiting.remove(submission)
-                if job.cancelled:
-                    job.deliver(RowEvent(job.key, error=job.cancelled_by))
-                    continue
-                self._joining += 1  # counted as running meanwhile: the queue's bound stays exact
+                self._running[job.key] = job  # running while its session is made (the bound stays exact)
             try:
                 _use_torch_threads(submission.torch_threads)  # before a new session's own `threads` option
                 session = submission.session or self._session(submission)
             except Exception as error:  # noqa: BLE001 - the job's own failure
                 with self._cond:
-                    self._joining -= 1
+                    del self._running[job.key]
                 job.deliver(RowEvent(job.key, error=error))
                 continue
-            with self._cond:
-                self._joining -= 1
-                job.joined = time.perf_counter()
-                self._running[job.key] = submission
-            loop.add(job.key, session, submission.request, progress=submission.progress,
-                     queued_s=job.joined - job.submitted)
+            queued_s = time.perf_counter() - job.submitted
+            loop.add(job.key, session, submission.request, progress=submission.progress, queued_s=queued_s)
             if self.on_join is not None:
-                self.on_join(job)
+                self.on_join(queued_s)
 
     def _session(self, submission: _Submission) -> RowSession:
         task, mode, options = submission.session_args

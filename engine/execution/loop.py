@@ -10,7 +10,7 @@ advance, so a bad one fails alone; a group whose batched call fails is run again
 from __future__ import annotations
 
 import warnings
-from collections.abc import Generator, Hashable, Iterator
+from collections.abc import Callable, Generator, Hashable, Iterator
 from typing import Any, Protocol
 
 from ..batching.ops import Op
@@ -75,10 +75,9 @@ class _Row:
 class BatchLoop:
     """Rows of one model's sessions, stepped together (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_group: Callable[[int], None] | None = None) -> None:
         self._rows: list[_Row] = []
-        #: Called with the size of every op group run (the server's batch-size histogram).
-        self.on_group = None
+        self.on_group = on_group  # called with the size of every op group run (a server's histogram)
 
     def __len__(self) -> int:
         return len(self._rows)

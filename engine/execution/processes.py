@@ -17,7 +17,7 @@ import signal
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from typing import Any
 
 from ..errors import AudiocppError, UsageError
@@ -118,16 +118,14 @@ class ProcessExecutor(Executor):
         self._lock = threading.RLock()
         self._workers: list[_Worker] = []
         self._spawned = 0
-        self._wake_r, self._wake_w = self._context.Pipe(duplex=False)
-        for _ in range(self.size):
-            self._spawn()
-        self._reader = threading.Thread(target=self._read, name="audiocpp-pool-reader", daemon=True)
-        self._reader.start()
+        self._readers: list[threading.Thread] = []  # one per worker: it reads the worker's pipe
         # every message to a worker goes through one sender thread: a SimpleQueue's put never blocks and
         # may be called from a signal handler (Ctrl-C cancels watched jobs while the main thread sends)
-        self._outbox: queue.SimpleQueue[tuple[_Worker, tuple | None] | None] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[tuple[_Worker | None, tuple | None] | None] = queue.SimpleQueue()
         self._sender = threading.Thread(target=self._deliver, name="audiocpp-pool-sender", daemon=True)
         self._sender.start()
+        for _ in range(self.size):
+            self._spawn()
 
     # -- figures ----------------------------------------------------------------------------
     @property
@@ -174,68 +172,54 @@ class ProcessExecutor(Executor):
                 raise Busy(f"{chosen.name} is busy: it holds {len(chosen.jobs)} requests, its queue is full",
                            retry_after=retry_after(1.0, len(chosen.jobs), self.max_batch), reason="queue",
                            waiting=max(0, len(chosen.jobs) - self.max_batch))
-
-            def cancel(job: Job) -> None:
-                self._outbox.put((chosen, ("cancel", job.key, job.cancelled_by)))
-
-            jobs = [Job(next(self._keys), owner, on_cancel=cancel) for _ in requests]
+            jobs = [Job(next(self._keys), owner, self) for _ in requests]
             chosen.jobs.update((job.key, job) for job in jobs)
             for job, request in zip(jobs, requests):
                 self._outbox.put((chosen, ("submit", job.key, request, kwargs)))
         return jobs
 
+    def cancel_job(self, job: Job) -> None:
+        self._outbox.put((None, ("cancel", job.key, job.cancelled_by)))  # no lock: a signal handler calls it
+
     def _deliver(self) -> None:
         while (item := self._outbox.get()) is not None:
             worker, message = item
+            if worker is None:  # a cancellation, for the worker that holds the job (if it still runs)
+                with self._lock:
+                    worker = next((w for w in self._workers if message[1] in w.jobs), None)
+                if worker is None:
+                    continue
             with contextlib.suppress(OSError, ValueError):  # its pipe is closed: the reader fails its jobs
                 worker.conn.send(message)
 
-    # -- the reader -------------------------------------------------------------------------
-    def _read(self) -> None:
-        """Hand each worker's events to their jobs; notice a worker that died."""
+    # -- the readers ------------------------------------------------------------------------
+    def _read(self, worker: _Worker) -> None:
+        """Hand ``worker``'s events to their jobs until its pipe closes: it died, or was closed (what it
+        sent before is read first)."""
         while True:
-            with self._lock:
-                if self.closed and not self._workers:
-                    return
-                handles: list[Any] = [self._wake_r]
-                for w in self._workers:
-                    handles += [w.conn, w.process.sentinel]
-            for handle in wait(handles):
-                if handle is self._wake_r:
-                    try:
-                        self._wake_r.recv()
-                    except (EOFError, OSError):
-                        return
-                    continue
+            try:
+                message = worker.conn.recv()
+            except (EOFError, OSError):
+                self._lost(worker)
+                return
+            if message[0] == "event":
+                _, key, event, error = message
                 with self._lock:
-                    worker = next((w for w in self._workers if handle in (w.conn, w.process.sentinel)), None)
-                if worker is not None:
-                    self._serve(worker, handle)
-
-    def _serve(self, worker: _Worker, handle: Any) -> None:
-        try:  # what a worker sent just before it died is still read first
-            message = worker.conn.recv() if handle is worker.conn or worker.conn.poll() else None
-        except (EOFError, OSError):
-            message = None
-        if message is None:
-            self._lost(worker)
-        elif message[0] == "event":
-            _, key, event, error = message
-            with self._lock:
-                final = error is not None or event.is_final
-                job = worker.jobs.pop(key, None) if final else worker.jobs.get(key)
-            if job is not None:
-                job.deliver(RowEvent(key, event, error))
-        elif message[0] == "state":
-            self._state[worker.name] = message[1]
-        elif message[0] == "ready":
-            worker.ready = True
-            if self.on_ready is not None:
-                self.on_ready(worker.name)
-        elif message[0] == "load_error":
-            with self._lock:
-                self.load_error = message[1]
-            self._lost(worker, replace=False)
+                    final = error is not None or event.is_final
+                    job = worker.jobs.pop(key, None) if final else worker.jobs.get(key)
+                if job is not None:
+                    job.deliver(RowEvent(key, event, error))
+            elif message[0] == "state":
+                self._state[worker.name] = message[1]
+            elif message[0] == "ready":
+                worker.ready = True
+                if self.on_ready is not None:
+                    self.on_ready(worker.name)
+            elif message[0] == "load_error":
+                with self._lock:
+                    self.load_error = message[1]
+                self._lost(worker, replace=False)
+                return
 
     def _lost(self, worker: _Worker, replace: bool = True) -> None:
         """A worker ended: its jobs fail with :class:`WorkerDied`; it is replaced if it had loaded."""
@@ -269,8 +253,9 @@ class ProcessExecutor(Executor):
         child.close()
         worker = _Worker(name, process, parent)
         self._workers.insert(len(self._workers) if index is None else index, worker)
-        with contextlib.suppress(OSError, AttributeError):
-            self._wake_w.send(None)  # the reader waits on the new worker's pipe too
+        reader = threading.Thread(target=self._read, args=(worker,), name=f"{name}-reader", daemon=True)
+        self._readers.append(reader)
+        reader.start()
 
     # -- closing ----------------------------------------------------------------------------
     def close(self, timeout: float = 5.0) -> None:
@@ -290,10 +275,10 @@ class ProcessExecutor(Executor):
                     worker.process.join(timeout=5)
         self._outbox.put(None)
         self._sender.join(timeout=10)
-        self._reader.join(timeout=10)
+        for reader in list(self._readers):
+            reader.join(timeout=10)
         with self._lock:
             left = [job for w in self._workers for job in w.jobs.values()]
             self._workers.clear()
         for job in left:
             job.deliver(RowEvent(job.key, error=Cancelled("the worker processes were closed")))
-        self._wake_w.close()

@@ -19,8 +19,7 @@ _WATCHED: dict[int, Job] = {}
 def watched(job: Job) -> Iterator[Job]:
     """``job`` is cancelled by :func:`cancel_watched` while the block runs (and cancelled when the block
     ends early with an error: nobody reads it any more)."""
-    with _LOCK:
-        _WATCHED[id(job)] = job
+    watch(job)
     try:
         yield job
     except BaseException:
