@@ -57,5 +57,7 @@ class BookProgress:
 
     def close(self) -> None:
         if self._bar is not None:
+            if self.audio_s > 0:  # drawn at the end: the last chunks often end within one redraw interval
+                self._bar.refresh()
             self._bar.close()
             self._bar = None

@@ -355,6 +355,14 @@ def test_progress_bar_draws_on_a_terminal_only() -> None:
     assert drive(io.StringIO()) == ""  # not a terminal
     assert drive(Terminal(), enabled=False) == ""  # --quiet
 
+    quick = BookProgress(1000, stream=Terminal())  # every chunk ends within tqdm's redraw interval
+    quick.start()
+    quick.advance(600, 20.0)
+    quick.advance(400, 10.0)
+    quick.close()
+    screen = quick.stream.getvalue()
+    assert re.search(r"1\.00k/1\.00k chars , 30 s audio, RTF 0\.\d\d ETA", screen), screen
+
 
 def run_on_terminal(*args: str | Path) -> tuple[int, str, str]:
     """`audiocpp book ARGS` with stderr on a pseudo-terminal: exit code, stdout, what the terminal got."""
